@@ -1,0 +1,1 @@
+"""Git hooks machine installs in stores and clones, shipped as package data."""

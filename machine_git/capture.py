@@ -1,0 +1,149 @@
+"""Tagging: a validated row becomes one commit (or one JSONL line with --out)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+from pygit2 import Commit
+
+from machine_git import jsonio
+from machine_git import rows
+from machine_git import schemas
+from machine_git.errors import RowValidationError
+from machine_git.errors import UsageError
+from machine_git.store import Change
+from machine_git.store import Snapshot
+from machine_git.store import Store
+from machine_git.store import parse_row
+
+
+@dataclass
+class TagResult:
+    """What tagging did: ``tag`` (new row), ``move`` (other label), ``duplicate``."""
+
+    action: str
+    row: dict[str, Any]
+    previous_kind: str | None = None
+    commit: str | None = None
+
+
+def tag(store: Store, row: dict[str, Any]) -> TagResult:
+    """Commit ``row``. A turn tagged the same way again is reported, not duplicated."""
+    check(row)
+    path = rows.row_path(row["id"])
+    outcome: dict[str, Any] = {}
+
+    def plan(snap: Snapshot) -> Change | None:
+        existing_bytes = snap.read(path)
+        existing = (
+            parse_row(existing_bytes, path) if existing_bytes is not None else None
+        )
+        trailers = {
+            "Action": "tag",
+            "Row": row["id"],
+            "Kind": row["kind"],
+            "Tag": row["tag"],
+            "Source": source_trailer(row),
+        }
+        words = rows.first_words(row)
+        if existing is None:
+            outcome.update(action="tag", previous=None)
+            summary = f"{row['tag']} {row['id']}: {words}"
+        elif existing.get("kind") == row["kind"]:
+            outcome.update(
+                action="duplicate", previous=existing.get("kind"), row=existing
+            )
+            return None
+        else:
+            previous = str(existing.get("kind"))
+            outcome.update(action="move", previous=previous)
+            trailers["Action"] = "move"
+            trailers["From"] = previous
+            summary = f"move {row['id']} {previous} -> {row['kind']}: {words}"
+        return Change(
+            summary=_fit(summary),
+            files={path: jsonio.canonical(row)},
+            trailers=trailers,
+            body=row.get("note") or "",
+        )
+
+    oid = store.write(plan)
+    return TagResult(
+        action=outcome["action"],
+        row=outcome.get("row", row),
+        previous_kind=outcome.get("previous"),
+        commit=str(oid) if oid is not None else None,
+    )
+
+
+def check(row: dict[str, Any]) -> None:
+    """Raise RowValidationError naming the first problem of ``row``."""
+    problems = schemas.row_problems(row)
+    if problems:
+        raise RowValidationError(f"the row is invalid: {problems[0]}")
+
+
+def write_out(path: Path, row: dict[str, Any]) -> None:
+    """Append ``row`` as one line of a JSONL file (created 0600)."""
+    check(row)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None
+    with os.fdopen(fd, "ab") as f:
+        f.write(jsonio.line(row))
+
+
+def source_trailer(row: dict[str, Any]) -> str:
+    """``pi <session id> <first entry>..<last entry>`` for the commit trailer."""
+    source = row.get("source") or {}
+    ids = source.get("entry_ids") or ["?"]
+    return f"{source.get('host')} {source.get('session_id')} {ids[0]}..{ids[-1]}"
+
+
+def _fit(summary: str, limit: int = 72) -> str:
+    summary = " ".join(summary.split())
+    return summary if len(summary) <= limit else summary[: limit - 1] + "…"
+
+
+# -- listing ---------------------------------------------------------------------
+
+
+def recent(store: Store, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
+    """The rows most recently tagged, moved or changed, newest first, as now."""
+    head = store.head
+    if head is None:
+        return []
+    found: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    snap = store.snapshot(head)
+    for commit in first_parent(store, head):
+        row_id = commit.message_trailers.get("Machine-Row")
+        if not row_id or row_id in seen:
+            continue
+        seen.add(row_id)
+        try:
+            path = rows.row_path(row_id)
+        except UsageError:
+            continue
+        data = snap.read(path)
+        if data is None:
+            continue  # removed since
+        row = parse_row(data, path)
+        if kind is None or row.get("kind") == kind:
+            found.append(row)
+            if len(found) >= limit:
+                break
+    return found
+
+
+def first_parent(store: Store, head: Commit) -> Iterator[Commit]:
+    """Commits from ``head`` back along first parents."""
+    walker = store.repo.walk(head.id, pygit2.enums.SortMode.TOPOLOGICAL)
+    walker.simplify_first_parent()
+    yield from walker

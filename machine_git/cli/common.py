@@ -1,0 +1,59 @@
+"""Options and output helpers shared by the commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from typing import TypeVar
+
+import click
+
+from machine_git import jsonio
+from machine_git import paths
+from machine_git.store import Store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def project_option(f: F) -> F:
+    """``--project DIR``: the project whose store to use (default: this one)."""
+    return click.option(
+        "--project",
+        "project",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Project folder (default: the git top level of the current folder).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    """``--json``: print machine-readable JSON instead of text."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+
+
+def project_of(project: Path | None) -> Path:
+    """The project root: ``--project`` as given, else found from the cwd."""
+    if project is not None:
+        if not project.is_dir():
+            raise click.BadParameter(
+                f"{project} is not a folder", param_hint="--project"
+            )
+        return project.resolve()
+    return paths.project_root()
+
+
+def open_store(project: Path | None, create: bool = False) -> Store:
+    """The project's store; created only by commands that write."""
+    root = project_of(project)
+    location = paths.store_path(root)
+    return Store.create(location, root) if create else Store.open(location)
+
+
+def emit_json(value: Any) -> None:
+    """Print ``value`` as one JSON document (sorted keys)."""
+    click.echo(jsonio.line(value).decode(), nl=False)
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    click.echo(f"warning: {message}", err=True)

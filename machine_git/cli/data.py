@@ -1,0 +1,172 @@
+"""``machine data``, ``machine tagged`` and ``machine validate``."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from machine_git import capture
+from machine_git import paths
+from machine_git import rows
+from machine_git import settings
+from machine_git import stats
+from machine_git import validate as checks
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import open_store
+from machine_git.cli.common import project_of
+from machine_git.cli.common import project_option
+from machine_git.schemas import KINDS
+from machine_git.store import Store
+
+
+@click.command()
+@project_option
+@json_option
+def data(project: Path | None, as_json: bool) -> None:
+    """Show this project's store: where it is, row counts, settings, head.
+
+    \b
+    Example usage:
+        machine data
+        machine data --json
+    """
+    root = project_of(project)
+    location = paths.store_path(root)
+    if not (location / "HEAD").exists():
+        info: dict[str, Any] = {
+            "store": str(location),
+            "project": str(root),
+            "exists": False,
+            "counts": dict.fromkeys(KINDS, 0),
+            "auto": False,
+            "head": None,
+        }
+    else:
+        store = Store.open(location)
+        head = store.head
+        info = {
+            "store": str(location),
+            "project": str(root),
+            "exists": True,
+            "counts": stats.counts(store),
+            "auto": settings.read(store).get("auto", False),
+            "head": None
+            if head is None
+            else {
+                "commit": str(head.id),
+                "summary": head.message.splitlines()[0] if head.message else "",
+                "time": _when(head.commit_time),
+            },
+        }
+    if as_json:
+        emit_json(info)
+        return
+    counts = info["counts"]
+    total = sum(counts.values())
+    shown = ", ".join(f"{k} {counts.get(k, 0)}" for k in KINDS)
+    click.echo(
+        f"store    {info['store']}" + ("" if info["exists"] else " (not created yet)")
+    )
+    click.echo(f"project  {info['project']}")
+    click.echo(f"rows     {total} ({shown})")
+    click.echo(f"auto     {'on' if info['auto'] else 'off'}")
+    if info["head"] is not None:
+        head_info = info["head"]
+        click.echo(
+            f"head     {head_info['commit'][:12]} {head_info['summary']} "
+            f"({head_info['time']})"
+        )
+
+
+@click.command()
+@click.option(
+    "-n",
+    "limit",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="How many rows.",
+)
+@click.option("--kind", type=click.Choice(KINDS), help="Only rows of this kind.")
+@project_option
+@json_option
+def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) -> None:
+    """List the rows tagged most recently, newest first.
+
+    \b
+    Example usage:
+        machine tagged -n 5 --kind train
+    """
+    root = project_of(project)
+    location = paths.store_path(root)
+    found = (
+        []
+        if not (location / "HEAD").exists()
+        else capture.recent(Store.open(location), limit, kind)
+    )
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo("nothing tagged yet")
+        return
+    for row in found:
+        note = f"  ({row['note']})" if row.get("note") else ""
+        stamp = str(row.get("created_at", ""))[:16].replace("T", " ")
+        click.echo(
+            f"{row['id']}  {row['kind']:<8}  {stamp}  {rows.first_words(row, 50)}{note}"
+        )
+
+
+@click.command()
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--store", "whole_store", is_flag=True, help="Validate every row in the store."
+)
+@project_option
+@json_option
+def validate(
+    files: tuple[Path, ...], whole_store: bool, project: Path | None, as_json: bool
+) -> None:
+    """Check rows against the schemas: JSONL files, or the whole store.
+
+    Prints ``file:line: json-path: problem`` for each problem and exits 1 if
+    there is any.
+
+    \b
+    Example usage:
+        machine validate rows.jsonl
+        machine validate --store
+    """
+    if not files and not whole_store:
+        raise click.UsageError("name JSONL files to validate, or pass --store")
+    tally = checks.Tally()
+    findings: list[checks.Finding] = []
+    for path in files:
+        findings.extend(checks.check_file(path, tally))
+    if whole_store:
+        findings.extend(checks.check_store(open_store(project), tally))
+    if as_json:
+        emit_json(
+            {
+                "rows": tally.rows,
+                "invalid": tally.invalid,
+                "problems": [f.__dict__ for f in findings],
+            }
+        )
+    else:
+        for finding in findings:
+            click.echo(str(finding))
+        verdict = "all valid" if not findings else f"{tally.invalid} invalid"
+        click.echo(f"checked {tally.rows} rows: {verdict}", err=bool(findings))
+    if findings:
+        raise SystemExit(1)
+
+
+def _when(timestamp: int) -> str:
+    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,33 @@
+"""Canonical JSON: the one byte form rows take in git, so git's diffs are stable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+# Sorted keys and a fixed two-space indent: the same row always gives the same
+# bytes, and a change to one field changes only that field's lines.
+_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
+JSONDecodeError = orjson.JSONDecodeError
+
+
+def canonical(value: Any) -> bytes:
+    """Serialize ``value`` as canonical JSON (sorted keys, indent 2, newline)."""
+    return orjson.dumps(value, option=_CANONICAL)
+
+
+def line(value: Any) -> bytes:
+    """Serialize ``value`` as one JSONL line with sorted keys."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON; raises :class:`JSONDecodeError` (a ``ValueError``)."""
+    return orjson.loads(data)
+
+
+def compact(value: Any) -> str:
+    """Serialize ``value`` compactly (tool-call arguments, messages)."""
+    return orjson.dumps(value).decode()

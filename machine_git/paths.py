@@ -1,0 +1,80 @@
+"""Where things live: the project, its private store, and safe names inside it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from machine_git.errors import UsageError
+
+DATA_DIR_ENV = "MACHINE_DATA_DIR"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_NAME = 100
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The git top level that holds ``start`` (default: cwd), else ``start``.
+
+    Walks up looking for ``.git`` (a directory, or a file in a worktree or
+    submodule) instead of running git: it costs microseconds, not a process.
+    """
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return here
+
+
+def data_dir() -> Path:
+    """The base folder of every store: ``$MACHINE_DATA_DIR`` or ``~/.machine``."""
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    return default_data_dir()
+
+
+def default_data_dir() -> Path:
+    """``~/.machine``; a function so tests can forbid it."""
+    return Path.home() / ".machine"
+
+
+def store_name(project: Path) -> str:
+    """``<project-name>-<hash>``: readable, and unique per absolute path."""
+    absolute = str(project.resolve())
+    digest = hashlib.sha256(absolute.encode()).hexdigest()[:10]
+    name = _UNSAFE.sub("-", project.resolve().name).strip("-.") or "root"
+    return f"{name[:60]}-{digest}"
+
+
+def store_path(project: Path) -> Path:
+    """The store folder of ``project``."""
+    return data_dir() / store_name(project)
+
+
+def check_name(value: str, what: str) -> str:
+    """Refuse names that could leave their folder: ``/``, ``..``, NUL, long."""
+    if not value:
+        raise UsageError(f"{what} is empty")
+    if "\x00" in value:
+        raise UsageError(f"{what} contains a NUL byte")
+    if len(value) > _MAX_NAME:
+        raise UsageError(f"{what} is longer than {_MAX_NAME} characters")
+    if "/" in value or "\\" in value or value in {".", ".."} or value.startswith("."):
+        raise UsageError(f"{what} {value!r} may not contain '/' or start with '.'")
+    if _UNSAFE.search(value):
+        raise UsageError(
+            f"{what} {value!r} may only use letters, digits, '.', '_', '-'"
+        )
+    return value
+
+
+def check_out_path(value: str) -> Path:
+    """An output file named by the user: no NUL, not a directory."""
+    if not value or "\x00" in value:
+        raise UsageError("output path is empty or contains a NUL byte")
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise UsageError(f"output path {value!r} is a directory")
+    return path

@@ -1,0 +1,478 @@
+"""Pi coding agent sessions (npm @mariozechner/pi-coding-agent).
+
+A session is JSONL: a header line, then entries that form a tree through
+``id``/``parentId``. Branching writes new children under an older entry in the
+same file, so file order is not conversation order: the active branch is the
+chain of parents from the leaf (the last entry, or ``--entry``). Versions 1 and
+2 are migrated in memory the way pi migrates them (hosts.md §2.2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from datetime import UTC
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from machine_git import jsonio
+from machine_git.errors import NoSessionError
+from machine_git.errors import SessionError
+from machine_git.errors import TurnError
+from machine_git.sessions import ReadReport
+from machine_git.sessions import Record
+from machine_git.sessions import Turn
+
+HOST = "pi"
+KNOWN_TYPES = frozenset(
+    {
+        "message",
+        "model_change",
+        "thinking_level_change",
+        "compaction",
+        "branch_summary",
+        "custom",
+        "custom_message",
+        "label",
+        "session_info",
+    }
+)
+_TIMESTAMP = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
+)
+_MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
+
+
+def agent_dir() -> Path:
+    """``$PI_CODING_AGENT_DIR`` or ``~/.pi/agent``."""
+    env = os.environ.get("PI_CODING_AGENT_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".pi" / "agent"
+
+
+def encode_cwd(cwd: Path) -> str:
+    """Pi's folder name for a working directory (session-manager.js)."""
+    text = str(cwd)
+    text = re.sub(r"^[/\\]", "", text)
+    return "--" + re.sub(r"[/\\:]", "-", text) + "--"
+
+
+def find_session(project: Path) -> Path:
+    """The newest Pi session of ``project`` or of a folder inside it."""
+    override = os.environ.get("PI_CODING_AGENT_SESSION_DIR")
+    if override:
+        folders = [Path(override).expanduser()]
+        where = folders[0]
+    else:
+        root = agent_dir() / "sessions"
+        exact = encode_cwd(project)
+        where = root / exact
+        folders = [where]
+        if root.is_dir():
+            # Sessions started in a subfolder of the project live in their own
+            # folder; the name is lossy, so the header's cwd decides.
+            stem = exact[:-2] + "-"
+            folders += [
+                p for p in root.iterdir() if p.name.startswith(stem) and p.is_dir()
+            ]
+    candidates: list[tuple[float, Path]] = []
+    for folder in folders:
+        for path in _jsonl_files(folder):
+            if folder != where and not _inside(_header_cwd(path), project):
+                continue
+            candidates.append((path.stat().st_mtime, path))
+    if not candidates:
+        raise NoSessionError(
+            f"no Pi session for {project} in {where} "
+            "(run pi in the project first, set PI_CODING_AGENT_DIR, "
+            "or pass --session PATH)"
+        )
+    return max(candidates)[1]
+
+
+def _jsonl_files(folder: Path) -> Iterable[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.suffix == ".jsonl" and p.is_file()]
+    except OSError:
+        return []
+
+
+def _header_cwd(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f:
+            first = f.readline(1024 * 1024)
+        header = jsonio.loads(first)
+    except (OSError, ValueError):
+        return None
+    cwd = header.get("cwd") if isinstance(header, dict) else None
+    return cwd if isinstance(cwd, str) else None
+
+
+def _inside(cwd: str | None, project: Path) -> bool:
+    if cwd is None:
+        return False
+    try:
+        return Path(cwd).resolve().is_relative_to(project.resolve())
+    except (OSError, ValueError):
+        return False
+
+
+def looks_like(first_line: Any) -> bool:
+    """True if a parsed first line is a Pi session header."""
+    return isinstance(first_line, dict) and first_line.get("type") == "session"
+
+
+# -- reading -------------------------------------------------------------------
+
+
+class _Entry:
+    __slots__ = ("data", "id", "line", "parent", "type")
+
+    def __init__(self, data: dict[str, Any], line: int, id_: str, parent: str | None):
+        self.data = data
+        self.line = line
+        self.id = id_
+        self.parent = parent
+        self.type = data.get("type")
+
+
+def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
+    """The last agent run on the active branch of the session at ``path``."""
+    report = ReadReport(str(path))
+    header, entries = _load(path, report)
+    by_id = {e.id: e for e in entries}
+    if not entries:
+        raise TurnError(f"{path}: the session has no entries yet")
+    if entry is not None:
+        leaf = by_id.get(entry)
+        if leaf is None:
+            raise SessionError(f"{path}: no entry {entry!r} in this session")
+    else:
+        leaf = entries[-1]
+    branch = _branch(leaf, by_id, report)
+    turn = _turn(path, header, branch, leaf)
+    report.dropped.extend(turn.dropped)
+    return turn, report
+
+
+def _load(path: Path, report: ReadReport) -> tuple[dict[str, Any], list[_Entry]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SessionError(f"{path}: no such session file") from None
+    except OSError as e:
+        raise SessionError(f"{path}: cannot read session: {e.strerror}") from None
+    header: dict[str, Any] | None = None
+    raw: list[tuple[int, dict[str, Any]]] = []
+    for number, text in enumerate(data.split(b"\n"), start=1):
+        if not text.strip():
+            continue
+        try:
+            if len(text) > _MAX_LINE:
+                raise ValueError("line too long")
+            value = jsonio.loads(text)
+        except ValueError:
+            report.corrupt_lines.append(number)
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+            report.corrupt_lines.append(number)
+            continue
+        if value["type"] == "session" and header is None:
+            header = value
+            continue
+        raw.append((number, value))
+    if header is None:
+        if not raw and not report.corrupt_lines:
+            raise TurnError(f"{path}: the session file is empty")
+        raise SessionError(f"{path}: not a Pi session (no 'session' header line)")
+    version = header.get("version", 1)
+    if not isinstance(version, int) or version < 1:
+        raise SessionError(f"{path}: unsupported session version {version!r}")
+    if version > 3:
+        raise SessionError(
+            f"{path}: session version {version} is newer than this machine reads (1-3)"
+        )
+    return header, _migrate(version, raw, report)
+
+
+def _migrate(
+    version: int, raw: list[tuple[int, dict[str, Any]]], report: ReadReport
+) -> list[_Entry]:
+    entries: list[_Entry] = []
+    previous: str | None = None
+    for number, value in raw:
+        kind = value["type"]
+        if version == 1:
+            # v1 is linear and has no ids: pi chains entries in file order.
+            id_ = f"L{number}"
+            parent = previous
+        else:
+            raw_id = value.get("id")
+            if not isinstance(raw_id, str) or not raw_id:
+                report.corrupt_lines.append(number)
+                continue
+            id_ = raw_id
+            raw_parent = value.get("parentId")
+            parent = raw_parent if isinstance(raw_parent, str) else None
+        if version <= 2 and kind == "message":
+            message = value.get("message")
+            if isinstance(message, dict) and message.get("role") == "hookMessage":
+                value = {**value, "message": {**message, "role": "custom"}}
+        if kind not in KNOWN_TYPES:
+            report.unknown_types.append((number, kind))
+        entries.append(_Entry(value, number, id_, parent))
+        previous = id_
+    return entries
+
+
+def _branch(leaf: _Entry, by_id: dict[str, _Entry], report: ReadReport) -> list[_Entry]:
+    chain: list[_Entry] = []
+    seen: set[str] = set()
+    node: _Entry | None = leaf
+    while node is not None:
+        if node.id in seen:
+            raise SessionError(f"{report.path}: entry {node.id!r} is its own ancestor")
+        seen.add(node.id)
+        chain.append(node)
+        if node.parent is None:
+            break
+        parent = by_id.get(node.parent)
+        if parent is None:
+            report.dropped.append(
+                f"branch cut at line {node.line}: parent {node.parent!r} is missing"
+            )
+        node = parent
+    chain.reverse()
+    return chain
+
+
+def _message(entry: _Entry) -> dict[str, Any] | None:
+    if entry.type != "message":
+        return None
+    message = entry.data.get("message")
+    return message if isinstance(message, dict) else None
+
+
+def _turn(
+    path: Path, header: dict[str, Any], branch: list[_Entry], leaf: _Entry
+) -> Turn:
+    start = None
+    for index in range(len(branch) - 1, -1, -1):
+        message = _message(branch[index])
+        if message is not None and message.get("role") == "user":
+            start = index
+            break
+    if start is None:
+        raise TurnError(f"{path}: no user message on the active branch")
+    model = provider = None
+    for e in branch[:start]:
+        if e.type == "model_change":
+            model = _str(e.data.get("modelId")) or model
+            provider = _str(e.data.get("provider")) or provider
+    session_id = _str(header.get("id")) or path.stem
+    cwd = _str(header.get("cwd"))
+    builder = _Records(path, header)
+    entry_ids: list[str] = []
+    stop_reason: str | None = None
+    error: str | None = None
+    for e in branch[start:]:
+        if e.type == "model_change":
+            model = _str(e.data.get("modelId")) or model
+            provider = _str(e.data.get("provider")) or provider
+        message = _message(e)
+        if message is None:
+            continue
+        role = message.get("role")
+        stamp = builder.timestamp(e, message)
+        if role == "user" and not entry_ids:
+            builder.user(message, stamp)
+        elif role == "assistant":
+            builder.assistant(message, stamp, e.line)
+            model = _str(message.get("model")) or model
+            provider = _str(message.get("provider")) or provider
+            stop_reason = _str(message.get("stopReason"))
+            error = _str(message.get("errorMessage"))
+        elif role == "toolResult":
+            builder.tool_result(message, stamp, e.line)
+        else:
+            continue  # bashExecution, custom, summaries: not the agent's run
+        entry_ids.append(e.id)
+    meta: Record = {"role": "meta", "source": HOST}
+    if cwd:
+        meta["cwd"] = cwd
+    if model:
+        meta["model"] = model
+    return Turn(
+        host=HOST,
+        session_id=session_id,
+        session_file=str(path),
+        records=[meta, *builder.records],
+        entry_ids=entry_ids,
+        leaf_id=leaf.id,
+        model=model,
+        provider=provider,
+        cwd=cwd,
+        stop_reason=stop_reason,
+        error=error,
+        dropped=builder.dropped,
+    )
+
+
+class _Records:
+    """Builds trajectory-v1 records from pi messages, pairing tool results."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self.fallback = _iso(header.get("timestamp")) or "1970-01-01T00:00:00Z"
+        self.records: list[Record] = []
+        self.dropped: list[str] = []
+        self.open_calls: list[tuple[str, str]] = []  # (id, name), unanswered
+
+    def timestamp(self, entry: _Entry, message: dict[str, Any]) -> str:
+        stamp = _iso(entry.data.get("timestamp")) or _iso(message.get("timestamp"))
+        return stamp or self.fallback
+
+    def user(self, message: dict[str, Any], stamp: str) -> None:
+        text = _text(message.get("content"), image="[image]")
+        self.records.append({"role": "user", "content": text, "timestamp": stamp})
+
+    def assistant(self, message: dict[str, Any], stamp: str, line: int) -> None:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        texts: list[str] = []
+        calls: list[dict[str, str]] = []
+
+        def flush_text() -> None:
+            joined = "\n\n".join(t for t in texts if t.strip())
+            texts.clear()
+            if joined.strip():
+                self.records.append(
+                    {"role": "assistant", "content": joined, "timestamp": stamp}
+                )
+
+        def flush_calls() -> None:
+            if calls:
+                self.records.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": list(calls),
+                        "timestamp": stamp,
+                    }
+                )
+                calls.clear()
+
+        for block in blocks:
+            if isinstance(block, str):
+                flush_calls()
+                texts.append(block)
+                continue
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str):
+                flush_calls()
+                texts.append(block["text"])
+            elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                flush_calls()
+                flush_text()
+                if block["thinking"].strip():
+                    self.records.append(
+                        {
+                            "role": "reasoning",
+                            "content": block["thinking"],
+                            "timestamp": stamp,
+                        }
+                    )
+            elif kind == "toolCall":
+                flush_text()
+                call = self._call(block, line)
+                if call is not None:
+                    calls.append(call)
+        flush_text()
+        flush_calls()
+
+    def _call(self, block: dict[str, Any], line: int) -> dict[str, str] | None:
+        call_id, name = block.get("id"), block.get("name")
+        if (
+            not isinstance(call_id, str)
+            or not call_id
+            or not isinstance(name, str)
+            or not name
+        ):
+            self.dropped.append(f"tool call without id or name (line {line})")
+            return None
+        arguments = block.get("arguments")
+        if isinstance(arguments, str):
+            args = arguments
+        else:
+            args = jsonio.compact(arguments if arguments is not None else {})
+        self.open_calls.append((call_id, name))
+        return {"id": call_id, "name": name, "args": args}
+
+    def tool_result(self, message: dict[str, Any], stamp: str, line: int) -> None:
+        wanted = message.get("toolCallId")
+        name = message.get("toolName")
+        match = None
+        # Pair by id first (nearest unanswered call with that id: pi does not
+        # promise unique ids across a session), then the nearest call by name.
+        for index in range(len(self.open_calls) - 1, -1, -1):
+            if self.open_calls[index][0] == wanted:
+                match = index
+                break
+        if match is None:
+            for index in range(len(self.open_calls) - 1, -1, -1):
+                if self.open_calls[index][1] == name:
+                    match = index
+                    break
+        if match is None:
+            self.dropped.append(f"tool result with no matching call (line {line})")
+            return
+        call_id, _ = self.open_calls.pop(match)
+        text = _text(message.get("content"), image="[image]")
+        failed = message.get("isError") is True
+        record: Record = {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": f"Error: {text}" if failed else text,
+            "timestamp": stamp,
+        }
+        if isinstance(message.get("isError"), bool):
+            record["ok"] = not failed
+        self.records.append(record)
+
+
+def _text(content: Any, image: str) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif block.get("type") == "image":
+                parts.append(image)
+    return "\n".join(parts)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _iso(value: Any) -> str | None:
+    if isinstance(value, str) and _TIMESTAMP.match(value):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            moment = datetime.fromtimestamp(value / 1000, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+        return (
+            moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        )
+    return None

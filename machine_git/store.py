@@ -1,0 +1,468 @@
+"""The store: one private bare git repository per project, written through pygit2.
+
+Every change is one commit built without an index or a work tree: new blobs,
+then only the trees on the path from each changed file to the root (a
+TreeBuilder per level), then a commit whose ref update is a compare-and-swap
+on the parent. Writers serialize on an ``flock`` that the kernel drops when
+the process dies, so a killed writer never leaves a lock behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+from pygit2 import Commit
+from pygit2 import Oid
+from pygit2 import Signature
+from pygit2 import Tree
+from pygit2.enums import FileMode
+
+from machine_git import jsonio
+from machine_git import rows
+from machine_git import schemas
+from machine_git.errors import ConcurrentUpdateError
+from machine_git.errors import DiskFullError
+from machine_git.errors import ReadOnlyStoreError
+from machine_git.errors import RowValidationError
+from machine_git.errors import StoreError
+
+BRANCH = "refs/heads/main"
+LAYOUT = 1
+MARKER = "machine.json"
+WORK = "machine"  # our own files inside the bare repository (git ignores them)
+LOCK_TIMEOUT_ENV = "MACHINE_LOCK_TIMEOUT"
+_IDENTITY = ("machine", "machine@localhost")
+
+# Durability: a tag reported as done must survive a crash, not only a kill.
+# Costs ~2 ms a commit (perf.md §2), small next to process start-up.
+pygit2.settings.enable_fsync_gitdir(True)
+
+
+@dataclass
+class Change:
+    """One commit's worth of change: files to write (bytes) or delete (None)."""
+
+    summary: str
+    files: dict[str, bytes | None]
+    trailers: dict[str, str] = field(default_factory=dict)
+    body: str = ""
+
+    def message(self) -> str:
+        """The commit message: summary, body, then the machine trailers."""
+        text = self.summary.strip().replace("\n", " ") + "\n"
+        if self.body.strip():
+            text += "\n" + self.body.strip() + "\n"
+        if self.trailers:
+            text += "\n" + "".join(
+                f"Machine-{k}: {_one_line(v)}\n" for k, v in self.trailers.items()
+            )
+        return text
+
+
+def _one_line(value: str) -> str:
+    return " ".join(str(value).split())
+
+
+class Snapshot:
+    """The tree a change is planned against (read under the writer lock)."""
+
+    def __init__(self, repo: pygit2.Repository, commit: Commit | None) -> None:
+        self.repo = repo
+        self.commit = commit
+        self.tree: Tree | None = commit.tree if commit is not None else None
+
+    def read(self, path: str) -> bytes | None:
+        """The bytes at ``path``, or None."""
+        return read_path(self.repo, self.tree, path)
+
+
+def read_path(repo: pygit2.Repository, tree: Tree | None, path: str) -> bytes | None:
+    """The blob at ``path`` in ``tree``, or None if there is none."""
+    if tree is None:
+        return None
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    if entry.filemode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
+        return None
+    return repo[entry.id].peel(pygit2.Blob).data
+
+
+class Store:
+    """A project's store. Open with :meth:`open` or :meth:`create`."""
+
+    def __init__(self, path: Path, repo: pygit2.Repository) -> None:
+        self.path = path
+        self.repo = repo
+
+    # -- opening ---------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        """Open an existing store; a one-line error if there is none."""
+        if not (path / "HEAD").exists():
+            raise StoreError(f"no store at {path} yet (tag a turn with 'machine good')")
+        try:
+            repo = pygit2.Repository(str(path))
+        except pygit2.GitError as e:
+            raise StoreError(f"{path} is not a readable git store: {e}") from None
+        store = cls(path, repo)
+        if repo.head_is_unborn:
+            # A process was killed while creating the store: finish the job.
+            with store.locked(), _private_umask():
+                _configure(repo, None)
+                store._initial_commit()
+        return store
+
+    @classmethod
+    def create(cls, path: Path, project: Path | None = None) -> Store:
+        """Open the store at ``path``, creating it (0700, bare, one commit) if new."""
+        if (path / "HEAD").exists():
+            return cls.open(path)
+        with _private_umask():
+            try:
+                path.mkdir(parents=True, exist_ok=True, mode=0o700)
+                (path / WORK).mkdir(exist_ok=True, mode=0o700)
+            except OSError as e:
+                raise _os_error(path, e) from None
+        store = cls(path, None)  # type: ignore[arg-type]  # repo set below, under the lock
+        with store.locked(), _private_umask():
+            if not (path / "HEAD").exists() or _unborn(path):
+                repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
+                _configure(repo, project)
+                # libgit2's template sample is an executable nobody runs.
+                with contextlib.suppress(FileNotFoundError):
+                    (path / "hooks" / "README.sample").unlink()
+            store.repo = pygit2.Repository(str(path))
+            store._initial_commit()
+        return store
+
+    def _initial_commit(self) -> None:
+        if not self.repo.head_is_unborn:
+            return
+        marker = {"layout": LAYOUT, "created_by": "machine"}
+        self._write_locked(
+            lambda snap: Change(
+                summary="init store",
+                files={MARKER: jsonio.canonical(marker)},
+                trailers={"Action": "init"},
+            )
+        )
+
+    # -- reading ---------------------------------------------------------------
+
+    @property
+    def head(self) -> Commit | None:
+        """The newest commit, or None for a store being created."""
+        try:
+            return self.repo.references[BRANCH].peel(Commit)
+        except (KeyError, pygit2.GitError):
+            return None
+
+    def snapshot(self, commit: Commit | None = None) -> Snapshot:
+        """A read view at ``commit`` (default: the newest)."""
+        return Snapshot(self.repo, commit if commit is not None else self.head)
+
+    def read_row(
+        self, row_id: str, commit: Commit | None = None
+    ) -> dict[str, Any] | None:
+        """Row ``row_id`` as of ``commit`` (default: now), or None."""
+        data = self.snapshot(commit).read(rows.row_path(row_id))
+        return None if data is None else parse_row(data, rows.row_path(row_id))
+
+    def iter_row_blobs(
+        self, commit: Commit | None = None
+    ) -> Iterator[tuple[str, bytes]]:
+        """Every (path, bytes) under ``rows/``, in tree order."""
+        snap = self.snapshot(commit)
+        if snap.tree is None or rows.ROWS_DIR not in snap.tree:
+            return
+        top = self.repo[snap.tree[rows.ROWS_DIR].id].peel(Tree)
+        yield from _walk_blobs(self.repo, top, f"{rows.ROWS_DIR}/")
+
+    # -- writing ---------------------------------------------------------------
+
+    def write(self, plan: Callable[[Snapshot], Change | None]) -> Oid | None:
+        """Plan a change against the newest tree and commit it, under the lock.
+
+        ``plan`` sees the store as it is once the lock is held, so a decision
+        like "already tagged" or "move from train" is made on the latest state.
+        Returns the new commit id, or None if ``plan`` changed nothing.
+        """
+        with self.locked():
+            return self._write_locked(plan)
+
+    def _write_locked(self, plan: Callable[[Snapshot], Change | None]) -> Oid | None:
+        for _ in range(5):
+            snap = self.snapshot()
+            change = plan(snap)
+            if change is None:
+                return None
+            _validate_rows(change.files)
+            try:
+                with _private_umask():
+                    oid = self._commit(snap, change)
+            except _Moved:
+                continue  # someone outside machine (a push) moved the branch
+            except pygit2.GitError as e:
+                raise _git_error(self.path, e) from None
+            except OSError as e:
+                raise _os_error(self.path, e) from None
+            return oid
+        raise ConcurrentUpdateError(f"{self.path}: the branch kept moving; try again")
+
+    def _commit(self, snap: Snapshot, change: Change) -> Oid | None:
+        repo = self.repo
+        created: list[Oid] = []
+        blobs: dict[str, Oid | None] = {}
+        for path, data in change.files.items():
+            if data is None:
+                blobs[path] = None
+            else:
+                blobs[path] = repo.create_blob(data)
+                created.append(blobs[path])  # type: ignore[arg-type]
+        tree_id = _write_tree(repo, snap.tree, blobs, created) or _empty_tree(
+            repo, created
+        )
+        if snap.tree is not None and tree_id == snap.tree.id:
+            return None  # nothing changed: no empty commits
+        author = _author()
+        committer = Signature(*_IDENTITY)
+        parents = [snap.commit.id] if snap.commit is not None else []
+        self._clear_stale_ref_lock()
+        try:
+            oid = repo.create_commit(
+                BRANCH, author, committer, change.message(), tree_id, parents
+            )
+        except pygit2.GitError as e:
+            if "not the first parent" in str(e) or "current tip" in str(e):
+                raise _Moved from None
+            raise
+        created.append(oid)
+        _chmod_objects(self.path, created)
+        return oid
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the store's writer lock (an flock, released if we die)."""
+        lock_path = self.path / WORK / "lock"
+        try:
+            with _private_umask():
+                (self.path / WORK).mkdir(exist_ok=True, mode=0o700)
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise _os_error(self.path, e) from None
+        try:
+            _acquire(fd, lock_path)
+            yield
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def _clear_stale_ref_lock(self) -> None:
+        # libgit2 writes refs/heads/main.lock for the instant of a ref update.
+        # We hold the flock, so no machine process is updating the ref; a lock
+        # that outlives a short grace period belongs to a writer that died.
+        lock = self.path / "refs" / "heads" / "main.lock"
+        deadline = time.monotonic() + 1.0
+        while lock.exists():
+            if time.monotonic() > deadline:
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
+                break
+            time.sleep(0.02)
+
+
+class _Moved(Exception):
+    """The branch moved between planning and committing."""
+
+
+def parse_row(data: bytes, where: str) -> dict[str, Any]:
+    """A stored row's JSON, or a StoreError naming the file."""
+    try:
+        value = jsonio.loads(data)
+    except jsonio.JSONDecodeError as e:
+        raise StoreError(f"{where}: not valid JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise StoreError(f"{where}: a row must be a JSON object")
+    return value
+
+
+def _validate_rows(files: Mapping[str, bytes | None]) -> None:
+    # The last gate before git: nothing under rows/ is written unless it is a
+    # valid row, canonical, and stored at the path its id names.
+    for path, data in files.items():
+        if data is None or not path.startswith(f"{rows.ROWS_DIR}/"):
+            continue
+        row_id = rows.id_of_path(path)
+        if row_id is None:
+            raise RowValidationError(
+                f"{path}: not a row path (rows/ab/cd/<12 hex>.json)"
+            )
+        row = parse_row(data, path)
+        problems = schemas.row_problems(row)
+        if problems:
+            raise RowValidationError(f"{path}: {problems[0]}")
+        if row.get("id") != row_id:
+            raise RowValidationError(
+                f"{path}: row id {row.get('id')!r} does not match its path"
+            )
+        if jsonio.canonical(row) != data:
+            raise RowValidationError(f"{path}: not canonical JSON")
+
+
+def _write_tree(
+    repo: pygit2.Repository,
+    base: Tree | None,
+    changes: Mapping[str, Oid | None],
+    created: list[Oid],
+) -> Oid | None:
+    """Rewrite only the trees on the paths in ``changes``; None if empty."""
+    builder = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
+    groups: dict[str, dict[str, Oid | None]] = {}
+    for path, oid in changes.items():
+        head, sep, rest = path.partition("/")
+        if sep:
+            groups.setdefault(head, {})[rest] = oid
+        elif oid is None:
+            if builder.get(head) is not None:
+                builder.remove(head)
+        else:
+            builder.insert(head, oid, FileMode.BLOB)
+    for name, sub in groups.items():
+        existing = builder.get(name)
+        sub_base = None
+        if existing is not None and existing.filemode == FileMode.TREE:
+            sub_base = repo[existing.id].peel(Tree)
+        new = _write_tree(repo, sub_base, sub, created)
+        if new is None:
+            if existing is not None:
+                builder.remove(name)
+        else:
+            builder.insert(name, new, FileMode.TREE)
+    if len(builder) == 0:
+        return None
+    oid = builder.write()
+    created.append(oid)
+    return oid
+
+
+def _empty_tree(repo: pygit2.Repository, created: list[Oid]) -> Oid:
+    oid = repo.TreeBuilder().write()
+    created.append(oid)
+    return oid
+
+
+def _walk_blobs(
+    repo: pygit2.Repository, tree: Tree, prefix: str
+) -> Iterator[tuple[str, bytes]]:
+    for entry in tree:
+        path = f"{prefix}{entry.name}"
+        if entry.filemode == FileMode.TREE:
+            yield from _walk_blobs(repo, repo[entry.id].peel(Tree), f"{path}/")
+        else:
+            yield path, repo[entry.id].peel(pygit2.Blob).data
+
+
+def _configure(repo: pygit2.Repository, project: Path | None) -> None:
+    config = repo.config
+    config["core.logAllRefUpdates"] = "always"  # bare repos keep no reflog otherwise
+    config["core.sharedRepository"] = "0600"  # git CLI writes (push, gc) stay private
+    config["user.name"] = _IDENTITY[0]
+    config["user.email"] = _IDENTITY[1]
+    config["gc.autoDetach"] = "false"
+    config["receive.denyDeletes"] = "true"
+    config["machine.layout"] = str(LAYOUT)
+    if project is not None:
+        config["machine.project"] = str(project)
+
+
+def _unborn(path: Path) -> bool:
+    try:
+        return pygit2.Repository(str(path)).head_is_unborn
+    except pygit2.GitError:
+        return True
+
+
+def _author() -> Signature:
+    name = os.environ.get("GIT_AUTHOR_NAME")
+    email = os.environ.get("GIT_AUTHOR_EMAIL")
+    if not name or not email:
+        try:
+            config = pygit2.Config.get_global_config()
+            name = name or config["user.name"]
+            email = email or config["user.email"]
+        except (KeyError, OSError, pygit2.GitError):
+            pass
+    return Signature(name or _IDENTITY[0], email or _IDENTITY[1])
+
+
+def _acquire(fd: int, lock_path: Path) -> None:
+    timeout = float(os.environ.get(LOCK_TIMEOUT_ENV, "60"))
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise ConcurrentUpdateError(
+                    f"another machine process has held {lock_path} for {timeout:.0f}s"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def _chmod_objects(path: Path, oids: list[Oid]) -> None:
+    # libgit2 writes loose objects read-only (0444 less the umask); the store's
+    # promise is 0600 files, so set it on what we just wrote (a few syscalls).
+    for oid in oids:
+        hexid = str(oid)
+        obj = path / "objects" / hexid[:2] / hexid[2:]
+        with contextlib.suppress(FileNotFoundError):
+            if obj.stat().st_mode & 0o777 != 0o600:
+                obj.chmod(0o600)
+
+
+@contextlib.contextmanager
+def _private_umask() -> Iterator[None]:
+    """New folders 0700 and files 0600, whoever creates them (us or libgit2)."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _os_error(path: Path, e: OSError) -> StoreError:
+    if e.errno == errno.ENOSPC:
+        return DiskFullError(
+            f"{path}: no space left on the device; nothing was written"
+        )
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ReadOnlyStoreError(f"{path}: the store is read-only ({e.strerror})")
+    return StoreError(f"{path}: {e.strerror or e}")
+
+
+def _git_error(path: Path, e: pygit2.GitError) -> StoreError:
+    text = str(e)
+    if "No space left" in text:
+        return DiskFullError(
+            f"{path}: no space left on the device; nothing was written"
+        )
+    if "Read-only file system" in text or "Permission denied" in text:
+        return ReadOnlyStoreError(f"{path}: the store is read-only ({text})")
+    return StoreError(f"{path}: git refused the write: {text}")

@@ -1,0 +1,1 @@
+"""JSON Schemas of machine's rows, shipped as package data (machine_git.schemas)."""

@@ -1,0 +1,1 @@
+"""Templates machine renders (Tinker scripts, agent extensions): package data."""

@@ -1,0 +1,94 @@
+"""Fixtures: every test gets its own data dir, Pi dir and project; git is real."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pygit2
+import pytest
+from click.testing import CliRunner
+from click.testing import Result
+from pygit2.enums import ConfigLevel
+
+from machine_git import paths
+from machine_git.cli import cli
+from machine_git.sessions import pi
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PI_SESSIONS = FIXTURES / "pi" / "sessions"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_global_git_config() -> None:
+    # Tests must not depend on the developer's ~/.gitconfig (pygit2 #989).
+    for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM):
+        pygit2.settings.search_path[level] = ""
+
+
+class YouForgotToChooseADataDir(AssertionError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse() -> Path:
+        raise YouForgotToChooseADataDir("a test reached for ~/.machine")
+
+    monkeypatch.setattr(paths, "default_data_dir", refuse)
+    monkeypatch.setenv("MACHINE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi-agent"))
+    monkeypatch.delenv("PI_CODING_AGENT_SESSION_DIR", raising=False)
+    for name in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(name, "Test User")
+    for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(name, "test@example.com")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder (a git work tree) that is the current directory."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / ".git").mkdir()
+    monkeypatch.chdir(root)
+    return root
+
+
+def install_session(project: Path, name: str, *, as_name: str | None = None) -> Path:
+    """Copy fixture session ``name`` into the Pi sessions folder of ``project``."""
+    folder = pi.agent_dir() / "sessions" / pi.encode_cwd(project)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / (as_name or f"{name}.jsonl")
+    shutil.copyfile(PI_SESSIONS / f"{name}.jsonl", target)
+    # The newest file is the session machine picks: make the order explicit.
+    stamp = 1_800_000_000 + len(list(folder.iterdir()))
+    os.utime(target, (stamp, stamp))
+    return target
+
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def run() -> Run:
+    """Invoke the CLI in-process; ``result.stdout`` and ``.stderr`` kept apart."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def git(store: Path, *args: str) -> str:
+    """Run the real git CLI against a store and return its stdout."""
+    done = subprocess.run(
+        ["git", "-C", str(store), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
