@@ -29,18 +29,14 @@ class Finding:
 
 @dataclass
 class Tally:
-    """How many rows were checked, and every finding."""
+    """How many rows were checked."""
 
     rows: int = 0
-    findings: list[Finding] | None = None
 
-    def __post_init__(self) -> None:
-        self.findings = self.findings or []
 
-    @property
-    def invalid(self) -> int:
-        """How many rows (or lines) had at least one problem."""
-        return len({(f.file, f.line) for f in self.findings or []})
+def invalid_count(findings: list[Finding]) -> int:
+    """How many rows (or lines) had at least one problem."""
+    return len({(f.file, f.line) for f in findings})
 
 
 def check_file(path: Path, tally: Tally) -> Iterator[Finding]:

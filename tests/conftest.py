@@ -7,7 +7,9 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pygit2
 import pytest
 from click.testing import CliRunner
@@ -58,6 +60,25 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / ".git").mkdir()
     monkeypatch.chdir(root)
     return root
+
+
+def fixture_lines(name: str) -> list[dict[str, Any]]:
+    """The raw JSON lines of a Pi fixture (an oracle independent of the reader)."""
+    text = (PI_SESSIONS / f"{name}.jsonl").read_bytes()
+    return [orjson.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def entry_with_text(name: str, text: str) -> str:
+    """The id of the fixture entry whose message starts with ``text``."""
+    for line in fixture_lines(name):
+        for block in (line.get("message") or {}).get("content") or []:
+            if isinstance(block, dict) and str(block.get("text", "")).startswith(text):
+                return str(line["id"])
+    raise LookupError(text)
+
+
+def session_id(name: str) -> str:
+    return str(fixture_lines(name)[0]["id"])
 
 
 def install_session(project: Path, name: str, *, as_name: str | None = None) -> Path:

@@ -155,14 +155,16 @@ def validate(
         emit_json(
             {
                 "rows": tally.rows,
-                "invalid": tally.invalid,
+                "invalid": checks.invalid_count(findings),
                 "problems": [f.__dict__ for f in findings],
             }
         )
     else:
         for finding in findings:
             click.echo(str(finding))
-        verdict = "all valid" if not findings else f"{tally.invalid} invalid"
+        verdict = (
+            "all valid" if not findings else f"{checks.invalid_count(findings)} invalid"
+        )
         click.echo(f"checked {tally.rows} rows: {verdict}", err=bool(findings))
     if findings:
         raise SystemExit(1)

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+
+from machine_git import jsonio
+from machine_git import paths
+from machine_git import rows
+from machine_git.store import Change
+from machine_git.store import Store
+from tests import helpers
+from tests.conftest import Run
+from tests.conftest import git
+from tests.conftest import install_session
+
+
+def test_data_before_anything_is_tagged(project: Path, run: Run) -> None:
+    result = run("data")
+    location = paths.store_path(project)
+    assert result.stdout == (
+        f"store    {location} (not created yet)\n"
+        f"project  {project}\n"
+        "rows     0 (train 0, traces 0, rejected 0, observed 0)\n"
+        "auto     off\n"
+    )
+    assert not location.exists()
+
+
+def test_data_shows_counts_and_head(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good")
+    run("good", "--trace")
+    install_session(project, "multi-turn")
+    run("bad")
+    result = run("data", "--json")
+    info = orjson.loads(result.stdout)
+    head = git(paths.store_path(project), "rev-parse", "HEAD").strip()
+    assert info["counts"] == {"train": 1, "traces": 1, "rejected": 1, "observed": 0}
+    assert info["head"]["commit"] == head
+    assert info["exists"] is True and info["auto"] is False
+    text = run("data").stdout.splitlines()
+    assert text[2] == "rows     3 (train 1, traces 1, rejected 1, observed 0)"
+    assert text[4].startswith(f"head     {head[:12]} bad ")
+
+
+def test_counts_follow_moves_and_stay_right_after_outside_commits(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    run("bad")
+    assert orjson.loads(run("data", "--json").stdout)["counts"]["rejected"] == 1
+    # A commit made without machine's cache (as a pull would) is still counted.
+    store = Store.open(paths.store_path(project))
+    row = helpers.train_row("abcabcabcabc")
+    store.write(
+        lambda snap: Change("x", {rows.row_path("abcabcabcabc"): jsonio.canonical(row)})
+    )
+    counts = orjson.loads(run("data", "--json").stdout)["counts"]
+    assert counts == {"train": 1, "traces": 0, "rejected": 1, "observed": 0}
+
+
+def test_tagged_lists_newest_first_with_kind_filter(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good", "first")
+    install_session(project, "multi-turn")
+    run("bad", "second")
+    listed = run("tagged").stdout.splitlines()
+    assert len(listed) == 2
+    assert listed[0].split()[1] == "rejected" and listed[0].endswith("(second)")
+    assert listed[1].split()[1] == "train" and listed[1].endswith("(first)")
+    only = run("tagged", "--kind", "train", "--json")
+    assert [r["note"] for r in orjson.loads(only.stdout)] == ["first"]
+    assert len(run("tagged", "-n", "1").stdout.splitlines()) == 1
+
+
+def test_tagged_on_an_empty_project(project: Path, run: Run) -> None:
+    assert run("tagged").stdout == "nothing tagged yet\n"
+
+
+def test_validate_files_prints_file_line_path_problem(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    good = helpers.train_row()
+    bad = helpers.mutate(helpers.traces_row(), ["trajectory", 1, "content"], 5)
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(jsonio.line(good) + jsonio.line(bad) + b"{not json\n")
+    result = run("validate", str(path))
+    assert result.exit_code == 1
+    assert result.stdout == (
+        f'{path}:2: $.trajectory[1].content: 5 is not of type "string"\n'
+        f"{path}:3: $: not valid JSON (unexpected character, expected a string key: "
+        "line 1 column 2 (char 1))\n"
+    )
+    assert result.stderr == "checked 3 rows: 2 invalid\n"
+
+
+def test_validate_accepts_good_files(project: Path, run: Run, tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"".join(jsonio.line(r) for r in helpers.valid_rows()))
+    result = run("validate", str(path))
+    assert (result.exit_code, result.stdout) == (0, "checked 7 rows: all valid\n")
+
+
+def test_validate_store_checks_every_row(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good")
+    run("good", "--trace")
+    result = run("validate", "--store")
+    assert (result.exit_code, result.stdout) == (0, "checked 2 rows: all valid\n")
+
+
+def test_validate_store_reports_rows_that_arrived_broken(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    store_path = paths.store_path(project)
+    # Bypass machine (as a hand-edited push would) to plant a broken row.
+    import pygit2
+
+    repo = pygit2.Repository(str(store_path))
+    head = repo.references["refs/heads/main"].peel(pygit2.Commit)
+    index = pygit2.Index()
+    index.read_tree(head.tree)
+    broken = json.dumps({"id": "abcabcabcabc", "kind": "train"}).encode()
+    index.add(
+        pygit2.IndexEntry(
+            "rows/ab/ca/abcabcabcabc.json",
+            repo.create_blob(broken),
+            pygit2.enums.FileMode.BLOB,
+        )
+    )
+    sig = pygit2.Signature("t", "t@example.com")
+    repo.create_commit(
+        "refs/heads/main", sig, sig, "x\n", index.write_tree(repo), [head.id]
+    )
+    result = run("validate", "--store")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == (
+        'rows/ab/ca/abcabcabcabc.json:1: $: "tag" is a required property'
+    )
+    assert result.stderr == "checked 2 rows: 1 invalid\n"
+
+
+def test_validate_needs_something_to_check(project: Path, run: Run) -> None:
+    result = run("validate")
+    assert result.exit_code == 2
+    assert "name JSONL files to validate, or pass --store" in result.stderr

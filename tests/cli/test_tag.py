@@ -1,0 +1,252 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from machine_git import paths
+from machine_git import rows
+from machine_git.sessions import pi
+from tests.conftest import PI_SESSIONS
+from tests.conftest import Run
+from tests.conftest import entry_with_text
+from tests.conftest import fixture_lines
+from tests.conftest import git
+from tests.conftest import install_session
+from tests.conftest import session_id
+
+BASIC_USER = "Now two-tools: read notes.md and list /nonexistent-dir."
+BASIC_ANSWER = (
+    'notes.md starts with "# Notes". The command `ls /nonexistent-dir` failed: '
+    "ls: cannot access '/nonexistent-dir': No such file or directory"
+)
+
+
+def store_of(project: Path) -> Path:
+    return paths.store_path(project)
+
+
+def row_at_head(project: Path, row_id: str) -> dict[str, Any]:
+    text = git(store_of(project), "show", f"HEAD:{rows.row_path(row_id)}")
+    value = orjson.loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
+def answer_id(name: str = "basic") -> str:
+    turn, _ = pi.read_turn(PI_SESSIONS / f"{name}.jsonl")
+    return rows.make_id("pi", turn.session_id, turn.entry_ids, "answer")
+
+
+def test_good_commits_a_train_row(project: Path, run: Run) -> None:
+    session = install_session(project, "basic")
+    result = run("good", "clear", "and", "right")
+    row_id = answer_id()
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"good {row_id} -> train: {BASIC_USER}\n"
+    row = row_at_head(project, row_id)
+    entry_ids = [e["id"] for e in fixture_lines("basic")[-5:]]
+    assert row["kind"] == "train" and row["tag"] == "good"
+    assert row["note"] == "clear and right"
+    assert row["messages"] == [
+        {"role": "user", "content": BASIC_USER},
+        {"role": "assistant", "content": BASIC_ANSWER},
+    ]
+    assert row["source"] == {
+        "host": "pi",
+        "session_id": session_id("basic"),
+        "session_file": str(session),
+        "entry_ids": entry_ids,
+        "leaf_id": entry_ids[-1],
+        "model": "fake-1",
+        "provider": "fake",
+        "cwd": "/tmp/machine-fixture/proj",
+        "git_branch": None,
+    }
+    log = git(store_of(project), "log", "--format=%s%n%b---")
+    assert log == (
+        f"good {row_id}: Now two-tools: read notes.md and list /nonexistent-d…\n"
+        "clear and right\n\n"
+        "Machine-Action: tag\n"
+        f"Machine-Row: {row_id}\n"
+        "Machine-Kind: train\n"
+        "Machine-Tag: good\n"
+        f"Machine-Source: pi {session_id('basic')} {entry_ids[0]}..{entry_ids[-1]}\n"
+        "---\n"
+        "init store\nMachine-Action: init\n---\n"
+    )
+
+
+def test_tagging_the_same_turn_twice_is_reported_not_duplicated(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    result = run("good")
+    assert result.exit_code == 0
+    assert result.stdout == f"already tagged {answer_id()} as train; nothing changed\n"
+    assert len(git(store_of(project), "log", "--format=%H").split()) == 2
+
+
+def test_bad_after_good_moves_the_row_in_one_commit(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good")
+    result = run("bad", "too", "terse")
+    row_id = answer_id()
+    assert result.stdout == f"moved {row_id} train -> rejected: {BASIC_USER}\n"
+    row = row_at_head(project, row_id)
+    assert (row["kind"], row["tag"], row["note"]) == ("rejected", "bad", "too terse")
+    files = git(store_of(project), "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert files == ["machine.json", rows.row_path(row_id)]
+    trailers = git(store_of(project), "log", "-1", "--format=%(trailers:only)")
+    assert "Machine-Action: move\n" in trailers and "Machine-From: train\n" in trailers
+
+
+def test_as_rewrites_the_answer_and_keeps_the_original(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    result = run("good", "--as", "notes.md has a header; the directory is missing.")
+    assert result.exit_code == 0
+    row = row_at_head(project, answer_id())
+    assert row["messages"] == [
+        {"role": "user", "content": BASIC_USER},
+        {
+            "role": "assistant",
+            "content": "notes.md has a header; the directory is missing.",
+        },
+    ]
+    assert row["original_answer"] == BASIC_ANSWER
+
+
+def test_trace_keeps_the_turn_without_reasoning_by_default(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "basic")
+    turn, _ = pi.read_turn(PI_SESSIONS / "basic.jsonl")
+    result = run("good", "--trace")
+    trace_id = rows.make_id("pi", turn.session_id, turn.entry_ids, "trace")
+    assert result.stdout == f"good {trace_id} -> traces: {BASIC_USER}\n"
+    row = row_at_head(project, trace_id)
+    assert row["trajectory"] == [r for r in turn.records if r["role"] != "reasoning"]
+    with_reasoning = run("bad", "--trajectory", "--reasoning")
+    assert (
+        with_reasoning.stdout == f"moved {trace_id} traces -> rejected: {BASIC_USER}\n"
+    )
+    assert row_at_head(project, trace_id)["trajectory"] == turn.records
+
+
+def test_good_and_good_trace_are_two_rows(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good")
+    run("good", "--trace")
+    result = run("data", "--json")
+    assert orjson.loads(result.stdout)["counts"] == {
+        "train": 1,
+        "traces": 1,
+        "rejected": 0,
+        "observed": 0,
+    }
+
+
+def test_out_writes_a_validated_row_and_leaves_no_store(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "basic")
+    out = tmp_path / "rows.jsonl"
+    result = run("good", "--out", str(out))
+    assert result.stdout == f"good {answer_id()} -> {out} (train)\n"
+    run("bad", "--out", str(out))
+    lines = out.read_bytes().splitlines()
+    assert [orjson.loads(x)["kind"] for x in lines] == ["train", "rejected"]
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    assert not store_of(project).exists()
+
+
+def test_out_to_a_directory_is_refused(project: Path, run: Run, tmp_path: Path) -> None:
+    install_session(project, "basic")
+    result = run("good", "--out", str(tmp_path))
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: output path {str(tmp_path)!r} is a directory\n"
+
+
+def test_session_and_entry_pick_an_exact_turn(project: Path, run: Run) -> None:
+    session = PI_SESSIONS / "compaction-branch.jsonl"
+    leaf = entry_with_text("compaction-branch", "The command printed: third-turn")
+    result = run("good", "--session", str(session), "--entry", leaf, "--json")
+    out = orjson.loads(result.stdout)
+    row = row_at_head(project, out["id"])
+    assert row["messages"][1]["content"] == "The command printed: third-turn"
+    assert row["source"]["leaf_id"] == leaf
+
+
+def test_no_session_is_one_line(project: Path, run: Run) -> None:
+    result = run("good")
+    assert result.exit_code == 1
+    where = pi.agent_dir() / "sessions" / pi.encode_cwd(project)
+    assert result.stderr == (
+        f"Error: no Pi session for {project} in {where} (run pi in the project "
+        "first, set PI_CODING_AGENT_DIR, or pass --session PATH)\n"
+    )
+
+
+def test_an_aborted_turn_is_refused_with_the_reason(project: Path, run: Run) -> None:
+    install_session(project, "aborted")
+    result = run("good")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: the last turn was aborted: Request was aborted; nothing tagged\n"
+    )
+    assert not store_of(project).exists()
+
+
+def test_an_errored_turn_is_refused_with_the_reason(project: Path, run: Run) -> None:
+    install_session(project, "errored")
+    result = run("bad", "--trace")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: the last turn ended with an error: fake provider: "
+        "invalid_request_error: scripted failure for this fixture; nothing tagged\n"
+    )
+
+
+def test_a_turn_without_an_answer_needs_as(project: Path, run: Run) -> None:
+    session = str(PI_SESSIONS / "compaction-branch.jsonl")
+    user = entry_with_text("compaction-branch", "Third turn")
+    call = next(
+        e["id"] for e in fixture_lines("compaction-branch") if e.get("parentId") == user
+    )
+    result = run("good", "--session", session, "--entry", call)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: the last turn has no answer yet (it ended on a tool call); "
+        "tag it with --as TEXT to supply one\n"
+    )
+    ok = run("good", "--session", session, "--entry", call, "--as", "Done.")
+    assert ok.exit_code == 0
+
+
+def test_corrupt_lines_warn_on_stderr_and_still_tag(project: Path, run: Run) -> None:
+    session = install_session(project, "basic")
+    session.write_bytes(session.read_bytes() + b'{"type":"message","id":"x","par\n')
+    result = run("good")
+    assert result.exit_code == 0
+    assert result.stderr == f"warning: {session}: skipped 1 corrupt line (line 13)\n"
+
+
+def test_bad_entry_id_is_one_line(project: Path, run: Run) -> None:
+    session = install_session(project, "basic")
+    result = run("good", "--entry", "../../etc")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {session}: no entry '../../etc' in this session\n"
+
+
+def test_project_option_uses_that_projects_store(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    install_session(other, "basic")
+    result = run("good", "--project", str(other))
+    assert result.exit_code == 0
+    assert store_of(other).exists() and not store_of(project).exists()
+    assert store_of(other).name.startswith("other-")

@@ -1,0 +1,175 @@
+"""Row builders shared by the tests."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+STAMP = "2026-11-29T10:00:00.000Z"
+
+
+def source(**extra: Any) -> dict[str, Any]:
+    return {"host": "pi", "session_id": "s1", "entry_ids": ["e1", "e2"], **extra}
+
+
+def trajectory() -> list[dict[str, Any]]:
+    return [
+        {"role": "meta", "source": "pi", "cwd": "/p", "model": "fake-1"},
+        {"role": "user", "content": "fix it", "timestamp": STAMP},
+        {"role": "reasoning", "content": "look first", "timestamp": STAMP},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "name": "bash", "args": '{"command":"ls"}'}],
+            "timestamp": STAMP,
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "a.py",
+            "ok": True,
+            "timestamp": STAMP,
+        },
+        {"role": "assistant", "content": "Fixed.", "timestamp": STAMP},
+    ]
+
+
+def train_row(row_id: str = "a1b2c3d4e5f6", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": row_id,
+        "kind": "train",
+        "tag": "good",
+        "created_at": STAMP,
+        "note": None,
+        "source": source(),
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+        ],
+        **extra,
+    }
+
+
+def traces_row(row_id: str = "b1b2c3d4e5f6", **extra: Any) -> dict[str, Any]:
+    row = train_row(row_id, **{"kind": "traces", **extra})
+    del row["messages"]
+    row["trajectory"] = trajectory()
+    return row
+
+
+def valid_rows() -> list[dict[str, Any]]:
+    rejected_messages = train_row("c1b2c3d4e5f6", kind="rejected", tag="bad")
+    rejected_trace = traces_row("d1b2c3d4e5f6", kind="rejected", tag="bad")
+    observed = traces_row("e1b2c3d4e5f6", kind="observed", tag="observed")
+    tool_messages = train_row(
+        "f1b2c3d4e5f6",
+        messages=[
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "ls"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "content": "a.py", "tool_call_id": "c1", "name": "bash"},
+            {"role": "assistant", "content": "One file."},
+        ],
+    )
+    rich = train_row(
+        "0123456789ab",
+        note="terse",
+        original_answer="long answer",
+        redactions={"aws-access-key": 2},
+        source=source(parent_row="a1b2c3d4e5f6", model=None, cwd="/p"),
+    )
+    return [
+        train_row(),
+        traces_row(),
+        rejected_messages,
+        rejected_trace,
+        observed,
+        tool_messages,
+        rich,
+    ]
+
+
+def mutate(row: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
+    """A deep copy of ``row`` with the value at ``path`` replaced (DELETE removes)."""
+    out = copy.deepcopy(row)
+    target: Any = out
+    for key in path[:-1]:
+        target = target[key]
+    if value is DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return out
+
+
+DELETE = object()
+
+
+def invalid_rows() -> list[tuple[str, dict[str, Any]]]:
+    t, r = train_row(), traces_row()
+    return [
+        ("id too short", mutate(t, ["id"], "abc")),
+        ("id upper case", mutate(t, ["id"], "A1B2C3D4E5F6")),
+        ("unknown kind", mutate(t, ["kind"], "bogus")),
+        ("kind/tag mismatch", mutate(t, ["tag"], "bad")),
+        ("no created_at", mutate(t, ["created_at"], DELETE)),
+        ("bad timestamp", mutate(t, ["created_at"], "yesterday")),
+        ("note missing", mutate(t, ["note"], DELETE)),
+        ("note a number", mutate(t, ["note"], 3)),
+        ("note too long", mutate(t, ["note"], "x" * 4001)),
+        ("extra field", mutate(t, ["surprise"], 1)),
+        ("source host", mutate(t, ["source", "host"], "vim")),
+        ("source no entries", mutate(t, ["source", "entry_ids"], [])),
+        ("source extra", mutate(t, ["source", "x"], 1)),
+        ("parent_row null", mutate(t, ["source", "parent_row"], None)),
+        ("one message", mutate(t, ["messages"], [t["messages"][0]])),
+        ("no answer", mutate(t, ["messages", 1, "content"], "")),
+        ("bad role", mutate(t, ["messages", 0, "role"], "robot")),
+        ("content missing", mutate(t, ["messages", 0, "content"], DELETE)),
+        ("message extra", mutate(t, ["messages", 0, "x"], 1)),
+        ("train with trajectory", mutate(t, ["trajectory"], r["trajectory"])),
+        ("traces with messages", mutate(r, ["messages"], t["messages"])),
+        ("traces without trajectory", mutate(r, ["trajectory"], DELETE)),
+        ("empty trajectory", mutate(r, ["trajectory"], [])),
+        ("trajectory without user", mutate(r, ["trajectory"], r["trajectory"][:1])),
+        ("record unknown role", mutate(r, ["trajectory", 2, "role"], "robot")),
+        ("meta extra key", mutate(r, ["trajectory", 0, "x"], 1)),
+        ("meta cwd null", mutate(r, ["trajectory", 0, "cwd"], None)),
+        ("user content list", mutate(r, ["trajectory", 1, "content"], ["a"])),
+        ("record no timestamp", mutate(r, ["trajectory", 1, "timestamp"], DELETE)),
+        ("calls with content", mutate(r, ["trajectory", 3, "content"], "x")),
+        ("empty calls", mutate(r, ["trajectory", 3, "tool_calls"], [])),
+        ("call args object", mutate(r, ["trajectory", 3, "tool_calls", 0, "args"], {})),
+        ("answer empty", mutate(r, ["trajectory", 5, "content"], "")),
+        ("answer null", mutate(r, ["trajectory", 5, "content"], None)),
+        ("tool ok string", mutate(r, ["trajectory", 4, "ok"], "yes")),
+        ("tool no call id", mutate(r, ["trajectory", 4, "tool_call_id"], DELETE)),
+        ("redaction zero", mutate(t, ["redactions"], {"aws-access-key": 0})),
+        ("redaction kind", mutate(t, ["redactions"], {"AWS Key": 1})),
+        ("original null", mutate(t, ["original_answer"], None)),
+        (
+            "rejected with both",
+            mutate(
+                mutate(t, ["kind"], "rejected") | {"tag": "bad"},
+                ["trajectory"],
+                r["trajectory"],
+            ),
+        ),
+        (
+            "rejected with neither",
+            mutate(
+                mutate(t, ["kind"], "rejected") | {"tag": "bad"}, ["messages"], DELETE
+            ),
+        ),
+        ("not an object", []),  # type: ignore[list-item]
+    ]
