@@ -73,3 +73,62 @@ class TurnError(SessionError):
 
 class UsageError(MachineError):
     """An argument is malformed: a bad id, name or path."""
+
+
+# -- import ----------------------------------------------------------------------
+
+
+class ImportProblemsError(MachineError):
+    """Lines of an import file are invalid; nothing was imported.
+
+    ``str()`` is the one-line summary; ``problems`` holds one
+    ``file:line: json-path: problem`` line per problem, for the CLI to print.
+    """
+
+    def __init__(self, file: str, problems: list[str], bad_lines: int) -> None:
+        self.problems = problems
+        noun = "line" if bad_lines == 1 else "lines"
+        super().__init__(f"{file}: {bad_lines} bad {noun}; nothing imported")
+
+
+class ImportConflictError(MachineError):
+    """Rows of an import file are stored with different content; nothing imported."""
+
+    def __init__(self, file: str, ids: list[str]) -> None:
+        self.ids = ids
+        shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
+        noun = "row is" if len(ids) == 1 else "rows are"
+        super().__init__(
+            f"{file}: {len(ids)} {noun} already in the store with different "
+            f"content ({shown}); nothing imported"
+        )
+
+
+# -- sharing and hooks -----------------------------------------------------------
+
+
+class RemoteError(MachineError):
+    """A remote is unknown or unreachable, refused a push, or sent invalid rows.
+
+    ``str()`` is the one-line summary; ``details`` holds the lines worth
+    showing above it (the remote hook's ``file:line`` findings), if any.
+    """
+
+    def __init__(self, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or []
+
+
+class HookError(MachineError):
+    """A git hook could not be installed, or a clone could not be made."""
+
+
+# -- agents and the student --------------------------------------------------------
+
+
+class InstallError(MachineError):
+    """An agent extension or mod could not be installed or removed."""
+
+
+class StudentError(MachineError):
+    """The student model is not set, has no API key, or could not be reached."""

@@ -26,11 +26,16 @@ from machine_git.treediff import changed_blobs
 _CACHE = "stats.json"
 
 
-def counts(store: Store) -> dict[str, int]:
-    """How many rows of each kind the newest commit holds."""
+def counts(store: Store, at: Commit | None = None) -> dict[str, int]:
+    """How many rows of each kind the newest commit (or ``at``) holds."""
     head = store.head
     result = dict.fromkeys(KINDS, 0)
     if head is None:
+        return result
+    if at is not None and at.id != head.id:
+        # Start from the head's (cached) counts and walk the difference.
+        result = counts(store)
+        _apply(store, result, head, at)
         return result
     cached = _read_cache(store)
     base: Commit | None = None
@@ -42,8 +47,16 @@ def counts(store: Store) -> dict[str, int]:
             base, result = None, dict.fromkeys(KINDS, 0)
     if base is not None and base.id == head.id:
         return result
+    _apply(store, result, base, head)
+    _write_cache(store, str(head.id), result)
+    return result
+
+
+def _apply(
+    store: Store, result: dict[str, int], base: Commit | None, to: Commit
+) -> None:
     for path, old, new in changed_blobs(
-        store.repo, base.tree if base is not None else None, head.tree
+        store.repo, base.tree if base is not None else None, to.tree
     ):
         if rows.id_of_path(path) is None:
             continue
@@ -51,8 +64,6 @@ def counts(store: Store) -> dict[str, int]:
             _bump(result, _kind(store, old), -1)
         if new is not None:
             _bump(result, _kind(store, new), +1)
-    _write_cache(store, str(head.id), result)
-    return result
 
 
 def _kind(store: Store, oid: pygit2.Oid) -> str:

@@ -29,6 +29,7 @@ from pygit2 import Signature
 from pygit2 import Tree
 from pygit2.enums import FileMode
 
+from machine_git import gc
 from machine_git import jsonio
 from machine_git import rows
 from machine_git import schemas
@@ -44,6 +45,7 @@ MARKER = "machine.json"
 WORK = "machine"  # our own files inside the bare repository (git ignores them)
 LOCK_TIMEOUT_ENV = "MACHINE_LOCK_TIMEOUT"
 _IDENTITY = ("machine", "machine@localhost")
+_BULK = 32  # files in one change above which objects are flushed once, not each
 
 # Durability: a tag reported as done must survive a crash, not only a kill.
 # Costs ~2 ms a commit (perf.md §2), small next to process start-up.
@@ -203,9 +205,17 @@ class Store:
         Returns the new commit id, or None if ``plan`` changed nothing.
         """
         with self.locked():
-            return self._write_locked(plan)
+            oid = self._write_locked(plan)
+            if oid is not None:
+                # Auto-pack (machine_git/gc.py): libgit2 never packs. A count
+                # of one objects/xx folder decides; about one tag in a
+                # thousand runs `git gc --auto`, still under this lock.
+                gc.auto(self)
+            return oid
 
-    def _write_locked(self, plan: Callable[[Snapshot], Change | None]) -> Oid | None:
+    def _write_locked(
+        self, plan: Callable[[Snapshot], Change | None], merged: Oid | None = None
+    ) -> Oid | None:
         for _ in range(5):
             snap = self.snapshot()
             change = plan(snap)
@@ -214,7 +224,7 @@ class Store:
             _validate_rows(change.files)
             try:
                 with _private_umask():
-                    oid = self._commit(snap, change)
+                    oid = self._commit(snap, change, merged)
             except _Moved:
                 continue  # someone outside machine (a push) moved the branch
             except pygit2.GitError as e:
@@ -224,24 +234,39 @@ class Store:
             return oid
         raise ConcurrentUpdateError(f"{self.path}: the branch kept moving; try again")
 
-    def _commit(self, snap: Snapshot, change: Change) -> Oid | None:
+    def _commit(
+        self, snap: Snapshot, change: Change, merged: Oid | None = None
+    ) -> Oid | None:
         repo = self.repo
         created: list[Oid] = []
         blobs: dict[str, Oid | None] = {}
-        for path, data in change.files.items():
-            if data is None:
-                blobs[path] = None
-            else:
-                blobs[path] = repo.create_blob(data)
-                created.append(blobs[path])  # type: ignore[arg-type]
-        tree_id = _write_tree(repo, snap.tree, blobs, created) or _empty_tree(
-            repo, created
-        )
-        if snap.tree is not None and tree_id == snap.tree.id:
+        bulk = len(change.files) > _BULK
+        if bulk:
+            # fsync per object costs ~2 ms: for an import of thousands of rows,
+            # write them unsynced and flush the filesystem once before the ref
+            # moves, which keeps the order that matters (objects, then ref).
+            pygit2.settings.enable_fsync_gitdir(False)
+        try:
+            for path, data in change.files.items():
+                if data is None:
+                    blobs[path] = None
+                else:
+                    blobs[path] = repo.create_blob(data)
+                    created.append(blobs[path])  # type: ignore[arg-type]
+            tree_id = _write_tree(repo, snap.tree, blobs, created) or _empty_tree(
+                repo, created
+            )
+        finally:
+            if bulk:
+                pygit2.settings.enable_fsync_gitdir(True)
+                os.sync()
+        if merged is None and snap.tree is not None and tree_id == snap.tree.id:
             return None  # nothing changed: no empty commits
         author = _author()
         committer = Signature(*_IDENTITY)
         parents = [snap.commit.id] if snap.commit is not None else []
+        if merged is not None:
+            parents.append(merged)  # a merge commit, even with our tree unchanged
         self._clear_stale_ref_lock()
         try:
             oid = repo.create_commit(
@@ -254,6 +279,35 @@ class Store:
         created.append(oid)
         _chmod_objects(self.path, created)
         return oid
+
+    # -- merging (machine pull) ---------------------------------------------------
+
+    def merge(
+        self, other: Oid, plan: Callable[[Snapshot], Change | None]
+    ) -> Oid | None:
+        """Like :meth:`write`, but the commit gets ``other`` as its second parent.
+
+        The commit is made even when the tree stays ours, so that ``other``
+        becomes part of the history and the next push is a fast-forward.
+        """
+        with self.locked():
+            return self._write_locked(plan, merged=other)
+
+    def fast_forward(self, expected: Oid, target: Oid, message: str) -> bool:
+        """Move the branch from ``expected`` to ``target``; False if it had moved."""
+        with self.locked(), _private_umask():
+            ref = self.repo.references[BRANCH]
+            if ref.target != expected:
+                return False
+            self._clear_stale_ref_lock()
+            try:
+                # set_target is a compare-and-swap on the value read above.
+                ref.set_target(target, message)
+            except pygit2.GitError as e:
+                if "does not match" in str(e):
+                    return False
+                raise _git_error(self.path, e) from None
+        return True
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -438,6 +492,15 @@ def _chmod_objects(path: Path, oids: list[Oid]) -> None:
 
 
 @contextlib.contextmanager
+def private_objects(store: Store) -> Iterator[list[Oid]]:
+    """Write objects with a private umask, then give each mode 0600."""
+    created: list[Oid] = []
+    with _private_umask():
+        yield created
+    _chmod_objects(store.path, created)
+
+
+@contextlib.contextmanager
 def _private_umask() -> Iterator[None]:
     """New folders 0700 and files 0600, whoever creates them (us or libgit2)."""
     old = os.umask(0o077)
@@ -448,21 +511,28 @@ def _private_umask() -> Iterator[None]:
 
 
 def _os_error(path: Path, e: OSError) -> StoreError:
-    if e.errno == errno.ENOSPC:
+    if e.errno is None:
+        # pygit2 raises libgit2's OS errors as OSError with only a message.
+        return _git_error(path, e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return DiskFullError(
             f"{path}: no space left on the device; nothing was written"
         )
+    if e.errno == errno.EFBIG:  # a file size limit (ulimit -f) is a full disk too
+        return DiskFullError(f"{path}: file size limit reached; nothing was written")
     if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return ReadOnlyStoreError(f"{path}: the store is read-only ({e.strerror})")
     return StoreError(f"{path}: {e.strerror or e}")
 
 
-def _git_error(path: Path, e: pygit2.GitError) -> StoreError:
+def _git_error(path: Path, e: Exception) -> StoreError:
     text = str(e)
-    if "No space left" in text:
+    if "No space left" in text or "Disk quota exceeded" in text:
         return DiskFullError(
             f"{path}: no space left on the device; nothing was written"
         )
+    if "File too large" in text:
+        return DiskFullError(f"{path}: file size limit reached; nothing was written")
     if "Read-only file system" in text or "Permission denied" in text:
         return ReadOnlyStoreError(f"{path}: the store is read-only ({text})")
     return StoreError(f"{path}: git refused the write: {text}")

@@ -173,3 +173,19 @@ def invalid_rows() -> list[tuple[str, dict[str, Any]]]:
         ),
         ("not an object", []),  # type: ignore[list-item]
     ]
+
+
+def commit_row(store: Any, row: dict[str, Any]) -> None:
+    """Commit ``row`` straight through the store API (no session needed)."""
+    from machine_git import jsonio
+    from machine_git import rows
+    from machine_git.store import Change
+
+    change = Change(
+        f"add {row['id']}", {rows.row_path(row["id"]): jsonio.canonical(row)}
+    )
+
+    def plan(snap: Any) -> Change:
+        return change
+
+    store.write(plan)

@@ -48,9 +48,31 @@ def main() -> None:
 
 def _register() -> None:
     from machine_git.cli import data
+    from machine_git.cli import edit
+    from machine_git.cli import export
+    from machine_git.cli import history
     from machine_git.cli import tag
+    from machine_git.cli import versions
 
-    for command in (tag.good, tag.bad, data.tagged, data.data, data.validate):
+    for command in (
+        tag.good,
+        tag.bad,
+        data.tagged,
+        data.data,
+        data.validate,
+        history.log_command,
+        history.show,
+        history.diff_command,
+        edit.rewrite,
+        edit.edit,
+        edit.rm,
+        edit.move,
+        edit.undo,
+        versions.version,
+        versions.versions,
+        export.export,
+        export.import_,
+    ):
         cli.add_command(command)
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from datetime import UTC
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,12 @@ from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Record
 from machine_git.sessions import Turn
+from machine_git.sessions import piai
+from machine_git.sessions.records import EPOCH
+from machine_git.sessions.records import Records
+from machine_git.sessions.records import iso as _iso
+from machine_git.sessions.records import meta as _meta
+from machine_git.sessions.records import string as _str
 
 HOST = "pi"
 KNOWN_TYPES = frozenset(
@@ -38,9 +42,6 @@ KNOWN_TYPES = frozenset(
         "label",
         "session_info",
     }
-)
-_TIMESTAMP = re.compile(
-    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
 )
 _MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
 
@@ -272,7 +273,7 @@ def _turn(
             provider = _str(e.data.get("provider")) or provider
     session_id = _str(header.get("id")) or path.stem
     cwd = _str(header.get("cwd"))
-    builder = _Records(path, header)
+    builder = Records(_iso(header.get("timestamp")) or EPOCH)
     entry_ids: list[str] = []
     stop_reason: str | None = None
     error: str | None = None
@@ -284,30 +285,26 @@ def _turn(
         if message is None:
             continue
         role = message.get("role")
-        stamp = builder.timestamp(e, message)
+        stamp = builder.stamp(e.data.get("timestamp"), message.get("timestamp"))
         if role == "user" and not entry_ids:
-            builder.user(message, stamp)
+            builder.user(piai.user_text(message), stamp)
         elif role == "assistant":
-            builder.assistant(message, stamp, e.line)
+            piai.add_assistant(builder, message, stamp, e.line)
             model = _str(message.get("model")) or model
             provider = _str(message.get("provider")) or provider
             stop_reason = _str(message.get("stopReason"))
             error = _str(message.get("errorMessage"))
         elif role == "toolResult":
-            builder.tool_result(message, stamp, e.line)
+            piai.add_tool_result(builder, message, stamp, e.line)
         else:
             continue  # bashExecution, custom, summaries: not the agent's run
         entry_ids.append(e.id)
-    meta: Record = {"role": "meta", "source": HOST}
-    if cwd:
-        meta["cwd"] = cwd
-    if model:
-        meta["model"] = model
+    builder.end_calls()
     return Turn(
         host=HOST,
         session_id=session_id,
         session_file=str(path),
-        records=[meta, *builder.records],
+        records=[_meta(HOST, cwd, model, None), *builder.records],
         entry_ids=entry_ids,
         leaf_id=leaf.id,
         model=model,
@@ -317,162 +314,3 @@ def _turn(
         error=error,
         dropped=builder.dropped,
     )
-
-
-class _Records:
-    """Builds trajectory-v1 records from pi messages, pairing tool results."""
-
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
-        self.path = path
-        self.fallback = _iso(header.get("timestamp")) or "1970-01-01T00:00:00Z"
-        self.records: list[Record] = []
-        self.dropped: list[str] = []
-        self.open_calls: list[tuple[str, str]] = []  # (id, name), unanswered
-
-    def timestamp(self, entry: _Entry, message: dict[str, Any]) -> str:
-        stamp = _iso(entry.data.get("timestamp")) or _iso(message.get("timestamp"))
-        return stamp or self.fallback
-
-    def user(self, message: dict[str, Any], stamp: str) -> None:
-        text = _text(message.get("content"), image="[image]")
-        self.records.append({"role": "user", "content": text, "timestamp": stamp})
-
-    def assistant(self, message: dict[str, Any], stamp: str, line: int) -> None:
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else [content]
-        texts: list[str] = []
-        calls: list[dict[str, str]] = []
-
-        def flush_text() -> None:
-            joined = "\n\n".join(t for t in texts if t.strip())
-            texts.clear()
-            if joined.strip():
-                self.records.append(
-                    {"role": "assistant", "content": joined, "timestamp": stamp}
-                )
-
-        def flush_calls() -> None:
-            if calls:
-                self.records.append(
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": list(calls),
-                        "timestamp": stamp,
-                    }
-                )
-                calls.clear()
-
-        for block in blocks:
-            if isinstance(block, str):
-                flush_calls()
-                texts.append(block)
-                continue
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str):
-                flush_calls()
-                texts.append(block["text"])
-            elif kind == "thinking" and isinstance(block.get("thinking"), str):
-                flush_calls()
-                flush_text()
-                if block["thinking"].strip():
-                    self.records.append(
-                        {
-                            "role": "reasoning",
-                            "content": block["thinking"],
-                            "timestamp": stamp,
-                        }
-                    )
-            elif kind == "toolCall":
-                flush_text()
-                call = self._call(block, line)
-                if call is not None:
-                    calls.append(call)
-        flush_text()
-        flush_calls()
-
-    def _call(self, block: dict[str, Any], line: int) -> dict[str, str] | None:
-        call_id, name = block.get("id"), block.get("name")
-        if (
-            not isinstance(call_id, str)
-            or not call_id
-            or not isinstance(name, str)
-            or not name
-        ):
-            self.dropped.append(f"tool call without id or name (line {line})")
-            return None
-        arguments = block.get("arguments")
-        if isinstance(arguments, str):
-            args = arguments
-        else:
-            args = jsonio.compact(arguments if arguments is not None else {})
-        self.open_calls.append((call_id, name))
-        return {"id": call_id, "name": name, "args": args}
-
-    def tool_result(self, message: dict[str, Any], stamp: str, line: int) -> None:
-        wanted = message.get("toolCallId")
-        name = message.get("toolName")
-        match = None
-        # Pair by id first (nearest unanswered call with that id: pi does not
-        # promise unique ids across a session), then the nearest call by name.
-        for index in range(len(self.open_calls) - 1, -1, -1):
-            if self.open_calls[index][0] == wanted:
-                match = index
-                break
-        if match is None:
-            for index in range(len(self.open_calls) - 1, -1, -1):
-                if self.open_calls[index][1] == name:
-                    match = index
-                    break
-        if match is None:
-            self.dropped.append(f"tool result with no matching call (line {line})")
-            return
-        call_id, _ = self.open_calls.pop(match)
-        text = _text(message.get("content"), image="[image]")
-        failed = message.get("isError") is True
-        record: Record = {
-            "role": "tool",
-            "tool_call_id": call_id,
-            "content": f"Error: {text}" if failed else text,
-            "timestamp": stamp,
-        }
-        if isinstance(message.get("isError"), bool):
-            record["ok"] = not failed
-        self.records.append(record)
-
-
-def _text(content: Any, image: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict):
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif block.get("type") == "image":
-                parts.append(image)
-    return "\n".join(parts)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _iso(value: Any) -> str | None:
-    if isinstance(value, str) and _TIMESTAMP.match(value):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            moment = datetime.fromtimestamp(value / 1000, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-        return (
-            moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-        )
-    return None

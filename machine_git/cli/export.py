@@ -1,0 +1,208 @@
+"""``machine export`` and ``machine import``: the dataset out as JSONL, and in."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from machine_git import paths
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import open_store
+from machine_git.cli.common import project_of
+from machine_git.cli.common import project_option
+from machine_git.cli.common import warn
+from machine_git.errors import ImportProblemsError
+from machine_git.schemas import KINDS
+
+# Kept here rather than imported from machine_git.export: this module loads
+# on every command, ``machine good`` included, and the export code need not.
+FORMATS = ("tinker", "openai", "dpo")
+_PROGRESS_EVERY = 1000
+
+
+@click.command()
+@click.argument("revision", required=False)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(KINDS),
+    help="Rows of this kind (repeatable; default: train, or rejected for dpo).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="tinker",
+    show_default=True,
+    help="tinker or openai chat JSONL, or dpo preference pairs.",
+)
+@click.option(
+    "-o",
+    "--output",
+    help="Write FILE and FILE.manifest.json instead of printing the rows.",
+)
+@project_option
+@json_option
+def export(
+    revision: str | None,
+    kinds: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """Export the rows of a revision (default: the newest) as JSONL.
+
+    The same revision and options always give the same bytes.
+
+    \b
+    Example usage:
+        machine export > train.jsonl
+        machine export v1 --kind train --kind traces -o data.jsonl
+        machine export --format dpo -o prefs.jsonl
+    """
+    from machine_git import export as exporting
+    from machine_git import revs
+
+    if as_json and output is None:
+        raise click.UsageError(
+            "--json needs -o FILE (without it the rows go to stdout)"
+        )
+    target = paths.check_out_path(output) if output is not None else None
+    store = open_store(project)
+    commit = revs.resolve(store, revision)
+    chosen = exporting.normalize_kinds(kinds, fmt)
+    label = "+".join(chosen)
+    if target is None:
+        try:
+            tally = exporting.write_stream(
+                store, commit, fmt, chosen, sys.stdout.buffer
+            )
+        except BrokenPipeError:
+            _reader_went_away()
+        _skipped(tally.skipped, label)
+        if tally.rows == 0:
+            warn(f"no {label} rows to export at {str(commit.id)[:12]}")
+        return
+    progress = _Progress()
+    try:
+        manifest = exporting.write_file(
+            store, commit, revision, fmt, chosen, target, progress=progress
+        )
+    finally:
+        progress.clear()
+    _skipped(manifest.skipped, label)
+    if as_json:
+        emit_json(manifest.as_dict())
+        return
+    click.echo(
+        f"exported {_rows(manifest.rows, label)} in {fmt} format from "
+        f"{manifest.commit[:12]} to {output} (sha256 {manifest.sha256[:12]}…)",
+        err=True,
+    )
+
+
+def _reader_went_away() -> NoReturn:
+    # `machine export | head`: the reader stopped early, which is not an
+    # error; point stdout at /dev/null so the interpreter's final flush of it
+    # does not raise again, and exit the way a killed-by-SIGPIPE writer does.
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(141)
+
+
+def _skipped(count: int, label: str) -> None:
+    if count:
+        click.echo(f"skipped {_rows(count, label)} without a rewrite", err=True)
+
+
+def _rows(count: int, label: str) -> str:
+    return f"{count} {label} {'row' if count == 1 else 'rows'}"
+
+
+class _Progress:
+    """A row counter on stderr while a big export is written to a file.
+
+    A counter, not a bar: the total is unknown until the tree is walked. Only
+    on a terminal, and only once the export is big enough to wait for.
+    """
+
+    def __init__(self) -> None:
+        self.shown = False
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int) -> None:
+        if self.tty and done % _PROGRESS_EVERY == 0:
+            click.echo(f"\rexporting… {done} rows", nl=False, err=True)
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            click.echo("\r\x1b[K", nl=False, err=True)
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--kind",
+    type=click.Choice(KINDS),
+    help="Kind of messages/trajectory lines (default: train, traces, or by tag).",
+)
+@project_option
+@json_option
+def import_(file: Path, kind: str | None, project: Path | None, as_json: bool) -> None:
+    """Import rows from a JSONL file in one commit, all or nothing.
+
+    Lines may be machine rows, tinker/OpenAI ``messages`` lines (as ``machine
+    export`` writes them) or trajectory-v1 ``trajectory`` lines. Any bad line
+    is reported as ``file:line: json-path: problem`` and nothing is imported.
+
+    \b
+    Example usage:
+        machine import ~/old-machine-data/train.jsonl
+        machine import rejected.jsonl --kind rejected
+    """
+    from machine_git import importer
+
+    root = project_of(project)
+    try:
+        loaded = importer.load(file, kind)
+    except ImportProblemsError as e:
+        for line in e.problems:
+            click.echo(line, err=True)
+        raise
+    if loaded.ignored_keys:
+        keys = ", ".join(
+            f"{k} ({n} {'line' if n == 1 else 'lines'})"
+            for k, n in sorted(loaded.ignored_keys.items())
+        )
+        warn(f"{file}: ignored keys a row has no place for: {keys}")
+    result = (
+        importer.commit(open_store(root, create=True), loaded)
+        if loaded.rows
+        else importer.Imported(file=str(file), added={}, present=0, commit=None)
+    )
+    if as_json:
+        emit_json(
+            {
+                "file": str(file),
+                "imported": result.count,
+                "counts": {k: result.added.get(k, 0) for k in KINDS},
+                "already_present": result.present,
+                "commit": result.commit,
+            }
+        )
+        return
+    counts = f" ({importer.by_kind(result.added)})" if result.count else ""
+    where = f" (commit {result.commit[:12]})" if result.commit else ""
+    present = f"; {result.present} already present" if result.present else ""
+    noun = "row" if result.count == 1 else "rows"
+    click.echo(f"imported {result.count} {noun}{counts} from {file}{where}{present}")

@@ -1,0 +1,219 @@
+"""``machine log``, ``machine show`` and ``machine diff``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+
+from machine_git import diff as diffs
+from machine_git import history
+from machine_git import jsonio
+from machine_git import lookup
+from machine_git import revs
+from machine_git import rows
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import open_store
+from machine_git.cli.common import project_option
+from machine_git.errors import BadRevisionError
+from machine_git.schemas import KINDS
+from machine_git.store import Store
+
+_HEX = re.compile(r"^[0-9a-f]{1,12}$")
+
+
+@click.command(name="log")
+@click.argument("rev", required=False)
+@click.option("-n", "limit", type=click.IntRange(min=1), help="At most N entries.")
+@click.option("--kind", type=click.Choice(KINDS), help="Only changes to this kind.")
+@click.option("--id", "row_id", help="Follow one row through its whole life.")
+@project_option
+@json_option
+def log_command(
+    rev: str | None,
+    limit: int | None,
+    kind: str | None,
+    row_id: str | None,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """Show the history of the dataset: tags, rewrites, moves, deletions, settings.
+
+    \b
+    Example usage:
+        machine log -n 5
+        machine log --id 1a2b3c
+    """
+    store = open_store(project)
+    start = revs.resolve(store, rev)
+    full_id = _row_id_anywhere(store, row_id) if row_id else None
+    entries = history.log(store, start, limit, kind, full_id)
+    if as_json:
+        emit_json([e.to_json() for e in entries])
+        return
+    for e in entries:
+        click.echo(f"{e.short}  {e.when}  {e.action:<8} {e.summary}")
+
+
+def _row_id_anywhere(store: Store, prefix: str) -> str:
+    # A removed row is no longer in the newest tree, but its full id still
+    # names its history.
+    rows.check_prefix(prefix)
+    if len(prefix) == rows.ID_LENGTH:
+        return prefix
+    return lookup.resolve_id(store, prefix)
+
+
+@click.command()
+@click.argument("what")
+@click.option("--at", "at", help="Show the row as of this revision.")
+@project_option
+@json_option
+def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None:
+    """Show one row (as of a revision) or one commit with the rows it touched.
+
+    \b
+    Example usage:
+        machine show 1a2b3c
+        machine show 1a2b3c --at @{2026-11-01}
+        machine show HEAD~2
+    """
+    store = open_store(project)
+    commit = revs.resolve(store, at)
+    if _HEX.match(what):
+        found = lookup.matching_ids(store, what, commit)
+        if len(found) == 1 or (found and len(what) == rows.ID_LENGTH):
+            row = store.read_row(found[0], commit)
+            if as_json:
+                emit_json(row)
+            else:
+                click.echo(jsonio.canonical(row).decode(), nl=False)
+            return
+        if len(found) > 1:
+            lookup.resolve_id(store, what, commit)  # raises: ambiguous, with candidates
+    try:
+        target = revs.resolve(store, what)
+    except BadRevisionError:
+        raise BadRevisionError(f"{what!r} is neither a row id nor a revision") from None
+    entry = history.entry(target)
+    touched = history.touched(store, target)
+    if as_json:
+        emit_json({**entry.to_json(), "message": target.message, **_diff_json(touched)})
+        return
+    click.echo(f"commit {target.id}")
+    click.echo(f"date   {entry.when} UTC")
+    click.echo(f"author {target.author.name} <{target.author.email}>")
+    click.echo("")
+    for line in target.message.rstrip("\n").splitlines():
+        click.echo(f"    {line}".rstrip())
+    if touched.rows or touched.other_files:
+        click.echo("")
+        _print_changes(touched, detail=False)
+
+
+@click.command(name="diff")
+@click.argument("old", required=False)
+@click.argument("new", required=False)
+@click.option("--kind", type=click.Choice(KINDS), help="Only rows of this kind.")
+@click.option("--stat", is_flag=True, help="Only the summary per kind.")
+@click.option("--ids", is_flag=True, help="Only the changed row ids.")
+@project_option
+@json_option
+def diff_command(
+    old: str | None,
+    new: str | None,
+    kind: str | None,
+    stat: bool,
+    ids: bool,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """Compare two versions row by row and field by field (default: the last commit).
+
+    \b
+    Example usage:
+        machine diff                  # what the last commit changed
+        machine diff v1               # v1 -> now
+        machine diff v1 v2 --stat
+    """
+    store = open_store(project)
+    if old is None:
+        newer = revs.resolve(store, None)
+        older = newer.parents[0] if newer.parents else None
+    else:
+        older = revs.resolve(store, old)
+        newer = revs.resolve(store, new)
+    result = diffs.diff_commits(store, older, newer, [kind] if kind else None)
+    if as_json:
+        emit_json(_diff_json(result))
+        return
+    if ids:
+        marks = {"added": "+", "removed": "-", "modified": "~", "moved": ">"}
+        for change in result.rows:
+            click.echo(f"{marks[change.status]} {change.id}")
+        return
+    span = f"{_short(older)}..{str(newer.id)[:12]}"
+    click.echo(f"diff {span}: {_count(len(result.rows), 'row')} changed")
+    _print_summary(result)
+    if not stat:
+        _print_changes(result, detail=True)
+
+
+def _short(commit: Any) -> str:
+    return "(empty)" if commit is None else str(commit.id)[:12]
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _print_summary(result: diffs.Diff) -> None:
+    for kind, c in sorted(
+        result.summary().items(),
+        key=lambda kv: KINDS.index(kv[0]) if kv[0] in KINDS else 99,
+    ):
+        parts = [f"+{c['added']}", f"-{c['removed']}", f"~{c['modified']}"]
+        if c["moved_in"] or c["moved_out"]:
+            parts.append(f"moved in {c['moved_in']}, out {c['moved_out']}")
+        click.echo(f"  {kind:<9} " + "  ".join(parts))
+
+
+def _print_changes(result: diffs.Diff, detail: bool) -> None:
+    for change in result.rows:
+        row = change.new or change.old or {}
+        kinds = (
+            f"{change.old_kind} -> {change.new_kind}"
+            if change.status == "moved"
+            else str(change.new_kind or change.old_kind)
+        )
+        click.echo(
+            f"{change.status:<8} {change.id}  {kinds}  {rows.first_words(row, 50)}"
+        )
+        if detail:
+            for field in change.fields:
+                old, new = diffs.show_value(field.old), diffs.show_value(field.new)
+                click.echo(f"    {field.path}: {old} -> {new}")
+    for path in result.other_files:
+        click.echo(f"changed  {path}")
+
+
+def _diff_json(result: diffs.Diff) -> dict[str, Any]:
+    return {
+        "old": None if result.old is None else str(result.old.id),
+        "new": str(result.new.id),
+        "summary": result.summary(),
+        "rows": [
+            {
+                "id": c.id,
+                "status": c.status,
+                "old_kind": c.old_kind,
+                "new_kind": c.new_kind,
+                "fields": [f.to_json() for f in c.fields],
+            }
+            for c in result.rows
+        ],
+        "other_files": result.other_files,
+    }

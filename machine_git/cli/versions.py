@@ -1,0 +1,73 @@
+"""``machine version`` and ``machine versions``: named versions of the dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from machine_git import revs
+from machine_git import stats
+from machine_git import versions as named
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import open_store
+from machine_git.cli.common import project_option
+from machine_git.schemas import KINDS
+
+
+@click.command()
+@click.argument("name")
+@click.argument("rev", required=False)
+@click.option("-m", "--message", help="What this version is for.")
+@project_option
+@json_option
+def version(
+    name: str, rev: str | None, message: str | None, project: Path | None, as_json: bool
+) -> None:
+    """Name a version of the dataset (default: now); names never move.
+
+    \b
+    Example usage:
+        machine version v1
+        machine version before-cleanup HEAD~3
+    """
+    store = open_store(project)
+    made = named.create(store, name, revs.resolve(store, rev), message)
+    if as_json:
+        emit_json({"name": made.name, "commit": str(made.commit.id)})
+    else:
+        click.echo(f"version {made.name} -> {str(made.commit.id)[:12]}")
+
+
+@click.command()
+@project_option
+@json_option
+def versions(project: Path | None, as_json: bool) -> None:
+    """List named versions with their row counts.
+
+    \b
+    Example usage:
+        machine versions
+    """
+    store = open_store(project)
+    listed = [(v, stats.counts(store, v.commit)) for v in named.listing(store)]
+    if as_json:
+        emit_json(
+            [
+                {
+                    "name": v.name,
+                    "commit": str(v.commit.id),
+                    "message": v.message,
+                    "counts": counts,
+                }
+                for v, counts in listed
+            ]
+        )
+        return
+    if not listed:
+        click.echo("no versions yet (machine version NAME)")
+    for v, counts in listed:
+        total = sum(counts.get(k, 0) for k in KINDS)
+        shown = ", ".join(f"{k} {counts.get(k, 0)}" for k in KINDS)
+        click.echo(f"{v.name:<16} {str(v.commit.id)[:12]}  {total} rows ({shown})")

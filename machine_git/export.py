@@ -1,0 +1,390 @@
+"""Exporting a revision of the dataset as fine-tuning JSONL.
+
+The same revision and options always give the same bytes: rows come in tree
+order (sorted by id), every line is written with sorted keys, and nothing
+about the moment of the export (time, host, path) goes into the data. That is
+what lets a training run name its data by commit id and a manifest's sha256.
+
+Formats:
+
+- ``tinker``: ``{"messages": [...]}`` as tinker-cookbook reads a conversation
+  file; an assistant message that only calls tools has ``content ""``.
+- ``openai``: the OpenAI chat fine-tuning shape; such a message has
+  ``content null`` and messages keep only the keys OpenAI accepts.
+- ``dpo``: OpenAI preference pairs from rows rewritten with ``--as``: the
+  rewrite is preferred over the agent's original answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+from typing import Any
+
+from pygit2 import Commit
+
+from machine_git import __version__
+from machine_git import jsonio
+from machine_git import rows
+from machine_git.errors import UsageError
+from machine_git.schemas import KINDS
+from machine_git.store import Store
+from machine_git.store import parse_row
+
+FORMATS = ("tinker", "openai", "dpo")
+MANIFEST_SUFFIX = ".manifest.json"
+_OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+_DROPPED = ("meta", "reasoning", "observation")  # not turns of the conversation
+
+Message = dict[str, Any]
+Progress = Callable[[int], None]
+
+
+def default_kinds(fmt: str) -> tuple[str, ...]:
+    """The kinds a format exports when ``--kind`` is not given.
+
+    Training formats take ``train`` only: traces are opt-in (long), and
+    observed rows are unlabeled, so they are never exported unless named.
+    """
+    return ("rejected",) if fmt == "dpo" else ("train",)
+
+
+def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
+    """The kinds to export, deduplicated and in the fixed order of KINDS.
+
+    The order must not depend on how the options were typed, or the same
+    export would give two different manifests.
+    """
+    wanted = set(kinds) or set(default_kinds(fmt))
+    unknown = wanted - set(KINDS)
+    if unknown:
+        raise UsageError(f"unknown kind {sorted(unknown)[0]!r}")
+    return tuple(k for k in KINDS if k in wanted)
+
+
+# -- converting rows ---------------------------------------------------------------
+
+
+def trajectory_to_messages(
+    records: Iterable[dict[str, Any]], *, null_content: bool
+) -> list[Message]:
+    """Chat messages from trajectory-v1 records.
+
+    ``meta``, ``reasoning`` and ``observation`` records are dropped (they are
+    not turns of the conversation). An assistant text immediately followed by
+    a tool-calls record becomes one message, as the model produced it; dropped
+    records in between do not count, so a trace kept with ``--reasoning``
+    gives the same messages as one without. A message that only calls tools
+    has ``content`` None if ``null_content`` (OpenAI) else ``""`` (tinker
+    renders content as a string).
+    """
+    out: list[Message] = []
+    pending_text: str | None = None  # assistant text that may own the next calls
+
+    def flush() -> None:
+        nonlocal pending_text
+        if pending_text is not None:
+            out.append({"role": "assistant", "content": pending_text})
+            pending_text = None
+
+    for record in records:
+        role = record.get("role")
+        if role == "assistant" and record.get("tool_calls"):
+            text = pending_text
+            pending_text = None
+            content = text if text else (None if null_content else "")
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [_tool_call(c) for c in record["tool_calls"]],
+                }
+            )
+            continue
+        if role in _DROPPED:
+            continue
+        flush()
+        if role == "assistant":
+            pending_text = str(record.get("content") or "")
+        elif role in ("user", "system"):
+            out.append({"role": role, "content": str(record.get("content") or "")})
+        elif role == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": record.get("tool_call_id"),
+                    "content": str(record.get("content") or ""),
+                }
+            )
+    flush()
+    return out
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "id": call.get("id"),
+        "function": {"name": call.get("name"), "arguments": call.get("args", "")},
+    }
+
+
+def conversation(row: dict[str, Any], *, null_content: bool) -> list[Message]:
+    """A row's conversation as chat messages (stored messages, or a trajectory)."""
+    if "messages" in row:
+        return [dict(m) for m in row["messages"]]
+    return trajectory_to_messages(
+        row.get("trajectory") or [], null_content=null_content
+    )
+
+
+def to_tinker(row: dict[str, Any]) -> dict[str, Any]:
+    """``{"messages": [...]}`` as tinker-cookbook reads it."""
+    messages = conversation(row, null_content=False)
+    for m in messages:
+        if m.get("content") is None:
+            m["content"] = ""  # tinker's renderers need a string
+    return {"messages": messages}
+
+
+def to_openai(row: dict[str, Any]) -> dict[str, Any]:
+    """``{"messages": [...]}`` for OpenAI chat fine-tuning."""
+    return {"messages": [_openai_message(m) for m in _openai_conversation(row)]}
+
+
+def _openai_conversation(row: dict[str, Any]) -> list[Message]:
+    return conversation(row, null_content=True)
+
+
+def _openai_message(message: Message) -> Message:
+    out = {k: message[k] for k in _OPENAI_KEYS if k in message}
+    if "tool_calls" in out:
+        out["tool_calls"] = [
+            {
+                "type": "function",
+                "id": c.get("id"),
+                "function": {
+                    "name": (c.get("function") or {}).get("name"),
+                    "arguments": (c.get("function") or {}).get("arguments"),
+                },
+            }
+            for c in out["tool_calls"]
+        ]
+    return out
+
+
+def to_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
+    """An OpenAI preference pair, or None if the row has no rewrite.
+
+    Only a row tagged with ``--as`` has one: ``original_answer`` holds what
+    the agent said and the final assistant message holds the rewrite.
+    """
+    original = row.get("original_answer")
+    if not isinstance(original, str) or not original:
+        return None
+    messages = [_openai_message(m) for m in _openai_conversation(row)]
+    if not messages:
+        return None
+    final = messages[-1]
+    rewrite = final.get("content")
+    if (
+        final.get("role") != "assistant"
+        or "tool_calls" in final
+        or not isinstance(rewrite, str)
+        or not rewrite
+        or rewrite == original
+        or len(messages) < 2
+    ):
+        return None
+    return {
+        "input": {"messages": messages[:-1]},
+        "preferred_output": [{"role": "assistant", "content": rewrite}],
+        "non_preferred_output": [{"role": "assistant", "content": original}],
+    }
+
+
+_RENDER: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+    "tinker": to_tinker,
+    "openai": to_openai,
+    "dpo": to_dpo,
+}
+
+
+def _prepare(row: dict[str, Any]) -> dict[str, Any]:
+    """Every exported row passes through here before it is rendered.
+
+    The single place for row-level steps such as redaction.
+    """
+    return row
+
+
+def render(row: dict[str, Any], fmt: str) -> dict[str, Any] | None:
+    """The output object of ``row`` in ``fmt``, or None if it has none."""
+    if fmt not in _RENDER:
+        raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
+    return _RENDER[fmt](_prepare(row))
+
+
+# -- writing ---------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What an export wrote and skipped."""
+
+    rows: int = 0
+    skipped: int = 0
+
+
+def lines(
+    store: Store,
+    commit: Commit,
+    fmt: str,
+    kinds: tuple[str, ...],
+    tally: Tally,
+) -> Iterator[bytes]:
+    """The JSONL lines of the export, one row at a time (never all in memory)."""
+    if fmt not in _RENDER:
+        raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
+    wanted = set(kinds)
+    for path, data in store.iter_row_blobs(commit):
+        if rows.id_of_path(path) is None:
+            continue
+        row = parse_row(data, path)
+        if row.get("kind") not in wanted:
+            continue
+        out = render(row, fmt)
+        if out is None:
+            tally.skipped += 1
+            continue
+        tally.rows += 1
+        yield jsonio.line(out)
+
+
+def write_stream(
+    store: Store,
+    commit: Commit,
+    fmt: str,
+    kinds: tuple[str, ...],
+    stream: IO[bytes],
+) -> Tally:
+    """Write the export to ``stream`` (stdout); no manifest."""
+    tally = Tally()
+    for line in lines(store, commit, fmt, kinds, tally):
+        stream.write(line)
+    stream.flush()
+    return tally
+
+
+@dataclass
+class Manifest:
+    """What a file export holds, written beside it as FILE.manifest.json."""
+
+    file: str
+    revision: str
+    commit: str
+    format: str
+    kinds: tuple[str, ...]
+    rows: int
+    skipped: int
+    sha256: str
+    machine_version: str = __version__
+
+    def as_dict(self) -> dict[str, Any]:
+        """The manifest as JSON-ready data."""
+        return {
+            "file": self.file,
+            "revision": self.revision,
+            "commit": self.commit,
+            "format": self.format,
+            "kinds": list(self.kinds),
+            "rows": self.rows,
+            "skipped": self.skipped,
+            "sha256": self.sha256,
+            "machine_version": self.machine_version,
+        }
+
+
+def manifest_path(target: Path) -> Path:
+    """Where the manifest of ``target`` goes: beside it, FILE.manifest.json."""
+    return target.with_name(target.name + MANIFEST_SUFFIX)
+
+
+def write_file(
+    store: Store,
+    commit: Commit,
+    revision: str | None,
+    fmt: str,
+    kinds: tuple[str, ...],
+    target: Path,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Write the export to ``target`` and its manifest beside it (both 0600).
+
+    Both are written to temporary files and renamed only once complete. The
+    old manifest goes first, so a crash between the two renames leaves a file
+    without a manifest, never a manifest whose sha256 does not match.
+    """
+    if target.is_dir():
+        raise UsageError(f"output path {str(target)!r} is a directory")
+    meta_target = manifest_path(target)
+    tally = Tally()
+    digest = hashlib.sha256()
+    temps: list[str] = []
+    try:
+        data_tmp = _temp_file(target, temps)
+        with open(data_tmp, "wb") as out:
+            for line in lines(store, commit, fmt, kinds, tally):
+                out.write(line)
+                digest.update(line)
+                if progress is not None:
+                    progress(tally.rows)
+            _sync(out)
+        manifest = Manifest(
+            file=target.name,
+            revision=revision or "HEAD",
+            commit=str(commit.id),
+            format=fmt,
+            kinds=kinds,
+            rows=tally.rows,
+            skipped=tally.skipped,
+            sha256=digest.hexdigest(),
+        )
+        meta_tmp = _temp_file(meta_target, temps)
+        with open(meta_tmp, "wb") as meta:
+            meta.write(jsonio.canonical(manifest.as_dict()))
+            _sync(meta)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(meta_target)
+        os.replace(data_tmp, target)
+        os.replace(meta_tmp, meta_target)
+        temps.clear()
+    except OSError as e:
+        raise UsageError(f"cannot write {target}: {e.strerror or e}") from None
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return manifest
+
+
+def _temp_file(target: Path, temps: list[str]) -> str:
+    # In the target's folder, so the final rename is atomic; mkstemp makes it 0600.
+    fd, tmp = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+    )
+    os.close(fd)
+    temps.append(tmp)
+    return tmp
+
+
+def _sync(f: IO[bytes]) -> None:
+    f.flush()
+    os.fsync(f.fileno())

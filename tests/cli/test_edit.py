@@ -1,0 +1,227 @@
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from machine_git import paths
+from machine_git.store import Store
+from tests import helpers
+from tests.conftest import Run
+from tests.conftest import git
+from tests.conftest import install_session
+
+
+def tagged(project: Path, run: Run, *args: str) -> str:
+    install_session(project, "basic")
+    return str(orjson.loads(run("good", *args, "--json").stdout)["id"])
+
+
+def head(project: Path) -> str:
+    return git(paths.store_path(project), "rev-parse", "HEAD").strip()
+
+
+def row(project: Path, row_id: str) -> dict[str, object]:
+    value = orjson.loads(
+        git(
+            paths.store_path(project),
+            "show",
+            f"HEAD:rows/{row_id[:2]}/{row_id[2:4]}/{row_id}.json",
+        )
+    )
+    assert isinstance(value, dict)
+    return value
+
+
+def test_rewrite_keeps_the_first_original(project: Path, run: Run) -> None:
+    row_id = tagged(project, run)
+    original = row(project, row_id)["messages"][1]["content"]  # type: ignore[index]
+    result = run("rewrite", row_id[:6], "--as", "One.")
+    assert result.stdout == f"rewrote {row_id} ({head(project)[:12]})\n"
+    run("rewrite", row_id, "--as", "Two.")
+    now = row(project, row_id)
+    assert now["messages"][1]["content"] == "Two."  # type: ignore[index]
+    assert now["original_answer"] == original
+    same = run("rewrite", row_id, "--as", "Two.")
+    assert same.stdout == f"{row_id}: nothing changed\n"
+
+
+def test_rm_and_undo(project: Path, run: Run) -> None:
+    row_id = tagged(project, run)
+    before = head(project)
+    assert run("rm", row_id, "--why", "dup").stdout.startswith(f"removed {row_id} (")
+    assert git(paths.store_path(project), "log", "-1", "--format=%b").startswith(
+        "dup\n"
+    )
+    result = run("undo")
+    undone = git(paths.store_path(project), "rev-parse", "HEAD~1").strip()[:12]
+    assert result.stdout == (
+        f"undid {undone} rm {row_id}: "
+        "Now two-tools: read notes.md and list /nonexistent-dir.\n"
+    )
+    tree = git(paths.store_path(project), "rev-parse", "HEAD^{tree}")
+    assert tree == git(paths.store_path(project), "rev-parse", f"{before}^{{tree}}")
+    trailers = git(paths.store_path(project), "log", "-1", "--format=%(trailers:only)")
+    assert (
+        "Machine-Action: undo\n" in trailers and f"Machine-Row: {row_id}\n" in trailers
+    )
+
+
+def test_undo_of_the_first_commit_is_refused(project: Path, run: Run) -> None:
+    row_id = tagged(project, run)
+    run("undo")
+    run("undo")  # undoing the undo brings the row back
+    assert row(project, row_id)["kind"] == "train"
+    run("rm", row_id)
+    for _ in range(3):
+        run("undo")
+    # init <- tag <- undo <- undo <- rm <- undo <- undo <- undo: still valid
+    git(paths.store_path(project), "fsck", "--strict")
+
+
+def test_move_between_good_and_bad(project: Path, run: Run) -> None:
+    row_id = tagged(project, run, "--trace")
+    result = run("move", row_id, "--to", "bad")
+    assert (
+        result.stdout == f"moved {row_id} traces -> rejected ({head(project)[:12]})\n"
+    )
+    run("move", row_id, "--to", "good")
+    assert row(project, row_id)["kind"] == "traces"
+    assert run("move", row_id, "--to", "good").stdout == f"{row_id}: nothing changed\n"
+
+
+def test_an_ambiguous_prefix_lists_the_candidates(project: Path, run: Run) -> None:
+    tagged(project, run)
+    store = Store.open(paths.store_path(project))
+    for row_id in ("abc111111111", "abc222222222", "abd333333333"):
+        row_data = helpers.train_row(row_id)
+        helpers.commit_row(store, row_data)
+    result = run("rm", "abc")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: row id 'abc' is ambiguous: 2 rows match (abc111111111, abc222222222)\n"
+    )
+    assert run("rm", "abd").stdout.startswith("removed abd333333333 (")
+
+
+def test_unknown_and_malformed_ids(project: Path, run: Run) -> None:
+    tagged(project, run)
+    assert (
+        run("rm", "ffffffffffff").stderr
+        == "Error: no row 'ffffffffffff' in the store\n"
+    )
+    assert run("rm", "../etc").stderr == (
+        "Error: bad row id '../etc': expected 1 to 12 hex characters\n"
+    )
+
+
+def write_editor(tmp_path: Path, body: str) -> str:
+    """An $EDITOR that rewrites the file with Python code (a real process)."""
+    script = tmp_path / "editor.py"
+    script.write_text(body)
+    launcher = tmp_path / "editor"
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
+    launcher.chmod(launcher.stat().st_mode | stat.S_IEXEC)
+    return str(launcher)
+
+
+def test_edit_validates_and_commits(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row_id = tagged(project, run)
+    monkeypatch.setenv(
+        "EDITOR",
+        write_editor(
+            tmp_path,
+            (
+                "import json, sys\n"
+                "p = sys.argv[1]; r = json.load(open(p))\n"
+                "r['note'] = 'edited by hand'\n"
+                "open(p, 'w').write(json.dumps(r))\n"
+            ),
+        ),
+    )
+    result = run("edit", row_id)
+    assert result.stdout == f"edited {row_id} ({head(project)[:12]})\n"
+    assert row(project, row_id)["note"] == "edited by hand"
+    body = git(paths.store_path(project), "log", "-1", "--format=%b")
+    assert body.startswith('$.note: null -> "edited by hand"\n')
+
+
+def test_an_invalid_edit_is_shown_and_never_committed(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row_id = tagged(project, run)
+    before = head(project)
+    monkeypatch.setenv(
+        "EDITOR",
+        write_editor(
+            tmp_path,
+            (
+                "import json, sys\n"
+                "p = sys.argv[1]; r = json.load(open(p))\n"
+                "r['kind'] = 'nonsense'\n"
+                "open(p, 'w').write(json.dumps(r))\n"
+            ),
+        ),
+    )
+    result = run("edit", row_id, input="abandon\n")
+    assert result.stderr == (
+        "the edited row is invalid (1 problems):\n"
+        "  $.kind: unknown kind 'nonsense' (expected one of train, traces, "
+        "rejected, observed)\n"
+    )
+    assert result.stdout.endswith("edit abandoned; nothing changed\n")
+    assert head(project) == before
+
+
+def test_an_invalid_edit_can_be_fixed(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row_id = tagged(project, run)
+    # First save breaks the JSON, second save (after "edit") fixes the note.
+    monkeypatch.setenv(
+        "EDITOR",
+        write_editor(
+            tmp_path,
+            (
+                "import json, sys, os\n"
+                f"flag = {str(tmp_path / 'once')!r}\n"
+                "p = sys.argv[1]\n"
+                "if not os.path.exists(flag):\n"
+                "    open(flag, 'w').close(); open(p, 'a').write('oops')\n"
+                "else:\n"
+                "    r = json.loads(open(p).read().replace('oops', ''))\n"
+                "    r['note'] = 'fixed'; open(p, 'w').write(json.dumps(r))\n"
+            ),
+        ),
+    )
+    result = run("edit", row_id, input="edit\n")
+    assert "not valid JSON" in result.stderr
+    assert row(project, row_id)["note"] == "fixed"
+
+
+def test_changing_the_id_in_an_edit_is_refused(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row_id = tagged(project, run)
+    monkeypatch.setenv(
+        "EDITOR",
+        write_editor(
+            tmp_path,
+            (
+                "import json, sys\n"
+                "p = sys.argv[1]; r = json.load(open(p)); r['id'] = 'ffffffffffff'\n"
+                "open(p, 'w').write(json.dumps(r))\n"
+            ),
+        ),
+    )
+    result = run("edit", row_id)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: the id cannot change ({row_id} -> 'ffffffffffff'); "
+        "use machine rm and machine import\n"
+    )

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from machine_git import paths
+from tests.conftest import Run
+from tests.conftest import git
+from tests.conftest import install_session
+
+WORDS = "Now two-tools: read notes.md and list /nonexisten…"
+
+
+def tag_three(project: Path, run: Run) -> list[str]:
+    install_session(project, "basic")
+    a = orjson.loads(run("good", "--json").stdout)["id"]
+    b = orjson.loads(run("good", "--trace", "--json").stdout)["id"]
+    install_session(project, "multi-turn")
+    c = orjson.loads(run("bad", "too", "terse", "--json").stdout)["id"]
+    return [a, b, c]
+
+
+def shas(project: Path) -> list[str]:
+    return git(paths.store_path(project), "log", "--format=%H").split()
+
+
+def test_log_lists_every_change_newest_first(project: Path, run: Run) -> None:
+    a, b, _ = tag_three(project, run)
+    run("rewrite", a, "--as", "Short.")
+    run("rm", b, "--why", "dup")
+    h = [s[:12] for s in shas(project)]
+    lines = run("log").stdout.splitlines()
+    assert [line.split()[0] for line in lines] == h
+    assert [line.split()[3] for line in lines] == [
+        "rm",
+        "rewrite",
+        "tag",
+        "tag",
+        "tag",
+        "init",
+    ]
+    assert lines[0].endswith(
+        f"rm {b}: Now two-tools: read notes.md and list /nonexistent-dir."
+    )
+    assert run("log", "-n", "2").stdout.splitlines() == lines[:2]
+
+
+def test_log_kind_and_id_filters(project: Path, run: Run) -> None:
+    a, b, c = tag_three(project, run)
+    run("move", a, "--to", "bad")
+    traces = run("log", "--kind", "traces").stdout.splitlines()
+    assert len(traces) == 1
+    assert traces[0].endswith(
+        f"good {b}: Now two-tools: read notes.md and list /nonexistent-d…"
+    )
+    life = [line.split()[3] for line in run("log", "--id", a[:6]).stdout.splitlines()]
+    assert life == ["move", "tag"]
+    # A removed row's history is still reachable by its full id.
+    run("rm", c)
+    assert [x.split()[3] for x in run("log", "--id", c).stdout.splitlines()] == [
+        "rm",
+        "tag",
+    ]
+
+
+def test_log_json(project: Path, run: Run) -> None:
+    tag_three(project, run)
+    entries = orjson.loads(run("log", "--json", "-n", "1").stdout)
+    assert entries[0]["commit"] == shas(project)[0]
+    assert entries[0]["action"] == "tag"
+    assert entries[0]["trailers"]["Kind"] == "rejected"
+
+
+def test_show_a_row_now_and_as_it_was(project: Path, run: Run) -> None:
+    a, _, _ = tag_three(project, run)
+    before = shas(project)[0]
+    run("rewrite", a, "--as", "Short.")
+    now = orjson.loads(run("show", a[:5], "--json").stdout)
+    then = orjson.loads(run("show", a[:5], "--at", before, "--json").stdout)
+    assert now["messages"][1]["content"] == "Short."
+    assert then["messages"][1]["content"] != "Short."
+    assert "original_answer" not in then
+    text = run("show", a).stdout
+    assert text == git(
+        paths.store_path(project), "show", f"HEAD:rows/{a[:2]}/{a[2:4]}/{a}.json"
+    )
+
+
+def test_show_a_commit_with_the_rows_it_touched(project: Path, run: Run) -> None:
+    a, _, _ = tag_three(project, run)
+    run("move", a, "--to", "bad")
+    out = run("show", "HEAD").stdout.splitlines()
+    assert out[0] == f"commit {shas(project)[0]}"
+    assert out[2] == "author Test User <test@example.com>"
+    assert (
+        out[4] == f"    move {a} train -> rejected: Now two-tools: read notes.md and l…"
+    )
+    assert out[-1] == (
+        f"moved    {a}  train -> rejected  "
+        "Now two-tools: read notes.md and list /nonexisten…"
+    )
+
+
+def test_show_unknown_is_one_line(project: Path, run: Run) -> None:
+    tag_three(project, run)
+    result = run("show", "zzz")
+    assert result.exit_code == 1
+    assert result.stderr == "Error: 'zzz' is neither a row id nor a revision\n"
+
+
+def test_diff_default_is_the_last_commit_with_field_changes(
+    project: Path, run: Run
+) -> None:
+    a, _, _ = tag_three(project, run)
+    run("rewrite", a, "--as", "Short.")
+    h = shas(project)
+    out = run("diff").stdout.splitlines()
+    assert out == [
+        f"diff {h[1][:12]}..{h[0][:12]}: 1 row changed",
+        "  train     +0  -0  ~1",
+        f"modified {a}  train  {WORDS}",
+        '    $.messages[1].content: "notes.md starts with \\"# Notes\\". '
+        'The command `ls /nonexistent-dir` … -> "Short."',
+        '    $.original_answer: (absent) -> "notes.md starts with \\"# Notes\\". The'
+        " command `ls /nonexistent-dir` …",
+    ]
+
+
+def test_diff_between_versions_summary_ids_and_kind(project: Path, run: Run) -> None:
+    a, b, c = tag_three(project, run)
+    run("version", "v1", "HEAD~2")
+    run("move", a, "--to", "bad")
+    stat = run("diff", "v1", "--stat").stdout.splitlines()
+    assert stat[1:] == [
+        "  train     +0  -0  ~0  moved in 0, out 1",
+        "  traces    +1  -0  ~0",
+        "  rejected  +1  -0  ~0  moved in 1, out 0",
+    ]
+    ids = run("diff", "v1", "HEAD", "--ids").stdout.splitlines()
+    assert sorted(ids) == sorted([f"> {a}", f"+ {b}", f"+ {c}"])
+    only = orjson.loads(run("diff", "v1", "--kind", "traces", "--json").stdout)
+    assert [r["id"] for r in only["rows"]] == [b]
+
+
+def test_diff_of_a_trajectory_is_record_by_record(project: Path, run: Run) -> None:
+    _, b, _ = tag_three(project, run)
+    run("rewrite", b, "--as", "Both checked.")
+    fields = orjson.loads(run("diff", "--json").stdout)["rows"][0]["fields"]
+    assert [f["path"] for f in fields] == [
+        "$.original_answer",
+        "$.trajectory[5].content",
+    ]
+    assert fields[1]["new"] == "Both checked."
+
+
+def test_diff_bad_revision(project: Path, run: Run) -> None:
+    tag_three(project, run)
+    result = run("diff", "nope")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: unknown revision 'nope' (a commit id, HEAD~N, a version name, "
+        "a run id or @{DATE})\n"
+    )

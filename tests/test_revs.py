@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from machine_git import revs
+from machine_git import versions
+from machine_git.errors import BadRevisionError
+from machine_git.store import Store
+from tests import helpers
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store.create(tmp_path / "s")
+    for n in range(3):
+        row = helpers.train_row(f"{n:012x}")
+        helpers.commit_row(s, row)
+    return s
+
+
+def test_head_and_ancestors(store: Store) -> None:
+    head = store.head
+    assert head is not None
+    assert revs.resolve(store, None).id == head.id
+    assert revs.resolve(store, "HEAD~1").id == head.parents[0].id
+    assert revs.resolve(store, str(head.id)[:7]).id == head.id
+
+
+def test_a_named_version(store: Store) -> None:
+    head = store.head
+    assert head is not None
+    versions.create(store, "v1", head.parents[0])
+    assert revs.resolve(store, "v1").id == head.parents[0].id
+
+
+def test_a_date_is_the_dataset_as_it_was_then(store: Store) -> None:
+    head = store.head
+    assert head is not None
+    assert revs.resolve(store, "@{2999-01-01}").id == head.id
+    with pytest.raises(BadRevisionError, match="no commit at or before 2000-01-01"):
+        revs.resolve(store, "@{2000-01-01}")
+    with pytest.raises(BadRevisionError, match="bad date 'soon'"):
+        revs.resolve(store, "@{soon}")
+
+
+@pytest.mark.parametrize("text", ["nope", "HEAD~99", "..", "a\x00b", "x" * 300])
+def test_bad_revisions_are_one_line(store: Store, text: str) -> None:
+    with pytest.raises(BadRevisionError) as e:
+        revs.resolve(store, text)
+    assert "\n" not in str(e.value)
+
+
+def test_end_of_day_for_a_bare_date() -> None:
+    assert (
+        revs.parse_date("2026-11-01").isoformat() == "2026-11-01T23:59:59.999999+00:00"
+    )
+    assert (
+        revs.parse_date("2026-11-01T12:00:00Z").isoformat()
+        == "2026-11-01T12:00:00+00:00"
+    )
