@@ -32,7 +32,7 @@ class TagResult:
     commit: str | None = None
 
 
-def tag(store: Store, row: dict[str, Any]) -> TagResult:
+def tag(store: Store, row: dict[str, Any], redaction: str | None = None) -> TagResult:
     """Commit ``row``. A turn tagged the same way again is reported, not duplicated."""
     check(row)
     path = rows.row_path(row["id"])
@@ -70,6 +70,7 @@ def tag(store: Store, row: dict[str, Any]) -> TagResult:
             files={path: jsonio.canonical(row)},
             trailers=trailers,
             body=row.get("note") or "",
+            redaction=redaction,
         )
 
     oid = store.write(plan)

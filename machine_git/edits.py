@@ -11,6 +11,7 @@ from pygit2 import Commit
 from machine_git import diff
 from machine_git import jsonio
 from machine_git import lookup
+from machine_git import redaction
 from machine_git import rows
 from machine_git import schemas
 from machine_git.errors import MachineError
@@ -47,6 +48,7 @@ def _modify(
     change_row: Any,
     summary: Any,
     body: str = "",
+    content_changes: bool = True,
 ) -> EditResult:
     row_id = lookup.resolve_id(store, prefix)
     path = rows.row_path(row_id)
@@ -55,6 +57,9 @@ def _modify(
     def plan(snap: Snapshot) -> Change | None:
         before = _current(snap, row_id)
         after = change_row(copy.deepcopy(before))
+        if content_changes and after != before:
+            # New words (a rewrite, a hand edit) are scanned like a new tag.
+            after, _ = redaction.redact_row(after)
         seen.update(before=before, after=after)
         if after == before:
             return None
@@ -66,6 +71,7 @@ def _modify(
             files={path: jsonio.canonical(after)},
             trailers=trailers,
             body=body or _field_summary(before, after),
+            redaction="on" if content_changes else "kept",
         )
 
     oid = store.write(plan)
@@ -116,6 +122,7 @@ def move(store: Store, prefix: str, label: str) -> EditResult:
         lambda b, a: (
             f"move {a['id']} {b['kind']} -> {a['kind']}: {rows.first_words(a)}"
         ),
+        content_changes=False,
     )
 
 
@@ -180,7 +187,13 @@ def undo(store: Store) -> tuple[Commit, str | None]:
         trailers = {"Action": "undo", "Reverts": str(target.id)}
         if len(touched_rows) == 1:
             trailers["Row"] = touched_rows[0]
-        return Change(summary=_fit(f"undo: {summary}"), files=files, trailers=trailers)
+        # Undo restores bytes the store already held: no new content.
+        return Change(
+            summary=_fit(f"undo: {summary}"),
+            files=files,
+            trailers=trailers,
+            redaction="kept",
+        )
 
     oid = store.write(plan)
     return seen["target"], None if oid is None else str(oid)

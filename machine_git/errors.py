@@ -53,6 +53,10 @@ class SecretScanError(MachineError):
     """The secret scanner failed; nothing was written (fail closed)."""
 
 
+class SecretFoundError(MachineError):
+    """A row about to be written still holds a secret; nothing was written."""
+
+
 # -- sessions ------------------------------------------------------------------
 
 
@@ -132,3 +136,18 @@ class InstallError(MachineError):
 
 class StudentError(MachineError):
     """The student model is not set, has no API key, or could not be reached."""
+
+
+# -- training on Tinker ------------------------------------------------------------
+
+
+class TrainingError(MachineError):
+    """A training command cannot go on: bad data, zero steps, a run's state."""
+
+
+class TrainingStackMissingError(TrainingError):
+    """The optional training stack (tinker, tinker-cookbook, torch) is missing."""
+
+
+class TinkerServiceError(TrainingError):
+    """Tinker cannot be used: no key, unreachable, slow, or a call failed."""

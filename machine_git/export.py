@@ -217,19 +217,24 @@ _RENDER: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
 }
 
 
-def _prepare(row: dict[str, Any]) -> dict[str, Any]:
+def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
     """Every exported row passes through here before it is rendered.
 
-    The single place for row-level steps such as redaction.
+    Rows are redacted when they are tagged, but a row may have arrived with
+    ``--no-redact`` or by a push: the export scans again unless told not to.
     """
-    return row
+    if not redact:
+        return row
+    from machine_git import redaction
+
+    return redaction.redact_row(row)[0]
 
 
-def render(row: dict[str, Any], fmt: str) -> dict[str, Any] | None:
+def render(row: dict[str, Any], fmt: str, redact: bool = True) -> dict[str, Any] | None:
     """The output object of ``row`` in ``fmt``, or None if it has none."""
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
-    return _RENDER[fmt](_prepare(row))
+    return _RENDER[fmt](_prepare(row, redact))
 
 
 # -- writing ---------------------------------------------------------------------
@@ -249,6 +254,7 @@ def lines(
     fmt: str,
     kinds: tuple[str, ...],
     tally: Tally,
+    redact: bool = True,
 ) -> Iterator[bytes]:
     """The JSONL lines of the export, one row at a time (never all in memory)."""
     if fmt not in _RENDER:
@@ -260,7 +266,7 @@ def lines(
         row = parse_row(data, path)
         if row.get("kind") not in wanted:
             continue
-        out = render(row, fmt)
+        out = render(row, fmt, redact)
         if out is None:
             tally.skipped += 1
             continue
@@ -274,10 +280,11 @@ def write_stream(
     fmt: str,
     kinds: tuple[str, ...],
     stream: IO[bytes],
+    redact: bool = True,
 ) -> Tally:
     """Write the export to ``stream`` (stdout); no manifest."""
     tally = Tally()
-    for line in lines(store, commit, fmt, kinds, tally):
+    for line in lines(store, commit, fmt, kinds, tally, redact):
         stream.write(line)
     stream.flush()
     return tally
@@ -295,6 +302,7 @@ class Manifest:
     rows: int
     skipped: int
     sha256: str
+    redacted: bool = True
     machine_version: str = __version__
 
     def as_dict(self) -> dict[str, Any]:
@@ -308,6 +316,7 @@ class Manifest:
             "rows": self.rows,
             "skipped": self.skipped,
             "sha256": self.sha256,
+            "redacted": self.redacted,
             "machine_version": self.machine_version,
         }
 
@@ -325,6 +334,7 @@ def write_file(
     kinds: tuple[str, ...],
     target: Path,
     progress: Progress | None = None,
+    redact: bool = True,
 ) -> Manifest:
     """Write the export to ``target`` and its manifest beside it (both 0600).
 
@@ -341,7 +351,7 @@ def write_file(
     try:
         data_tmp = _temp_file(target, temps)
         with open(data_tmp, "wb") as out:
-            for line in lines(store, commit, fmt, kinds, tally):
+            for line in lines(store, commit, fmt, kinds, tally, redact):
                 out.write(line)
                 digest.update(line)
                 if progress is not None:
@@ -356,6 +366,7 @@ def write_file(
             rows=tally.rows,
             skipped=tally.skipped,
             sha256=digest.hexdigest(),
+            redacted=redact,
         )
         meta_tmp = _temp_file(meta_target, temps)
         with open(meta_tmp, "wb") as meta:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_git import jsonio
+from machine_git import redaction
 from machine_git import rows
 from machine_git import schemas
 from machine_git.errors import ImportConflictError
@@ -71,6 +72,8 @@ class Loaded:
     # those fields are ignored when comparing with a row already stored.
     generated: set[str] = field(default_factory=set)
     ignored_keys: dict[str, int] = field(default_factory=dict)
+    redact: bool = True
+    redacted: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,7 +91,13 @@ class Imported:
         return sum(self.added.values())
 
 
-def load(path: Path, kind: str | None = None, *, name: str | None = None) -> Loaded:
+def load(
+    path: Path,
+    kind: str | None = None,
+    *,
+    name: str | None = None,
+    redact: bool = True,
+) -> Loaded:
     """Read and validate every line of ``path``; ImportProblemsError if any is bad.
 
     ``name`` is how problems name the file (default: the path as given).
@@ -100,7 +109,7 @@ def load(path: Path, kind: str | None = None, *, name: str | None = None) -> Loa
         data = path.read_bytes()
     except OSError as e:
         raise UsageError(f"cannot read {shown}: {e.strerror or e}") from None
-    loaded = Loaded(file=shown)
+    loaded = Loaded(file=shown, redact=redact)
     problems: list[LineProblem] = []
     first_line: dict[str, int] = {}
     absolute = str(path.resolve())
@@ -123,6 +132,10 @@ def load(path: Path, kind: str | None = None, *, name: str | None = None) -> Loa
             problems.extend(LineProblem(shown, number, p, m) for p, m in found)
             continue
         assert row is not None
+        if redact:
+            row, found = redaction.redact_row(row)
+            for secret_kind, n in found.items():
+                loaded.redacted[secret_kind] = loaded.redacted.get(secret_kind, 0) + n
         loaded.rows.append(row)
         loaded.lines.append(number)
     if problems:
@@ -269,6 +282,7 @@ def commit(store: Store, loaded: Loaded) -> Imported:
             files=files,
             trailers={"Action": "import", "Rows": str(len(files)), "Source": name},
             body=by_kind(added),
+            redaction="on" if loaded.redact else "off",
         )
 
     oid = store.write(plan)

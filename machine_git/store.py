@@ -37,6 +37,7 @@ from machine_git.errors import ConcurrentUpdateError
 from machine_git.errors import DiskFullError
 from machine_git.errors import ReadOnlyStoreError
 from machine_git.errors import RowValidationError
+from machine_git.errors import SecretFoundError
 from machine_git.errors import StoreError
 
 BRANCH = "refs/heads/main"
@@ -60,15 +61,23 @@ class Change:
     files: dict[str, bytes | None]
     trailers: dict[str, str] = field(default_factory=dict)
     body: str = ""
+    # How the rows' content was cleared of secrets: "on" (the producer ran
+    # the scanner), "off" (the user asked --no-redact; recorded in a
+    # trailer), "kept" (content carried over unchanged from a stored row).
+    # None makes the store scan every row itself and refuse any secret.
+    redaction: str | None = None
 
     def message(self) -> str:
         """The commit message: summary, body, then the machine trailers."""
         text = self.summary.strip().replace("\n", " ") + "\n"
         if self.body.strip():
             text += "\n" + self.body.strip() + "\n"
-        if self.trailers:
+        trailers = dict(self.trailers)
+        if self.redaction == "off":
+            trailers["Redaction"] = "off"
+        if trailers:
             text += "\n" + "".join(
-                f"Machine-{k}: {_one_line(v)}\n" for k, v in self.trailers.items()
+                f"Machine-{k}: {_one_line(v)}\n" for k, v in trailers.items()
             )
         return text
 
@@ -222,6 +231,8 @@ class Store:
             if change is None:
                 return None
             _validate_rows(change.files)
+            if change.redaction is None:
+                _refuse_secrets(change.files)
             try:
                 with _private_umask():
                     oid = self._commit(snap, change, merged)
@@ -352,6 +363,22 @@ def parse_row(data: bytes, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise StoreError(f"{where}: a row must be a JSON object")
     return value
+
+
+def _refuse_secrets(files: Mapping[str, bytes | None]) -> None:
+    # The fail-closed default for writers that did not redact: any secret left
+    # in a row's content stops the commit before an object is written.
+    from machine_git import redaction
+
+    for path, data in files.items():
+        if data is None or rows.id_of_path(path) is None:
+            continue
+        kinds = redaction.leaks(parse_row(data, path))
+        if kinds:
+            raise SecretFoundError(
+                f"{path}: holds an unredacted secret ({', '.join(kinds)}); "
+                "nothing was written"
+            )
 
 
 def _validate_rows(files: Mapping[str, bytes | None]) -> None:

@@ -144,7 +144,7 @@ def test_every_row_passes_through_prepare(
 ) -> None:
     store = _store(tmp_path, helpers.train_row())
 
-    def shout(row: dict[str, Any]) -> dict[str, Any]:
+    def shout(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
         messages = [{**m, "content": m["content"].upper()} for m in row["messages"]]
         return {**row, "messages": messages}
 
@@ -179,7 +179,7 @@ def test_a_failed_export_leaves_the_old_file_and_no_temp_files(
     old = target.read_bytes()
     assert first.rows == 2 and old.count(b"\n") == 2
 
-    def boom(row: dict[str, Any]) -> dict[str, Any]:
+    def boom(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(export, "_prepare", boom)

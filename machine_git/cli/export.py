@@ -48,6 +48,12 @@ _PROGRESS_EVERY = 1000
     "--output",
     help="Write FILE and FILE.manifest.json instead of printing the rows.",
 )
+@click.option(
+    "--no-redact",
+    "no_redact",
+    is_flag=True,
+    help="Do not scan rows for secrets (recorded in the manifest).",
+)
 @project_option
 @json_option
 def export(
@@ -55,6 +61,7 @@ def export(
     kinds: tuple[str, ...],
     fmt: str,
     output: str | None,
+    no_redact: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -83,7 +90,7 @@ def export(
     if target is None:
         try:
             tally = exporting.write_stream(
-                store, commit, fmt, chosen, sys.stdout.buffer
+                store, commit, fmt, chosen, sys.stdout.buffer, redact=not no_redact
             )
         except BrokenPipeError:
             _reader_went_away()
@@ -94,7 +101,14 @@ def export(
     progress = _Progress()
     try:
         manifest = exporting.write_file(
-            store, commit, revision, fmt, chosen, target, progress=progress
+            store,
+            commit,
+            revision,
+            fmt,
+            chosen,
+            target,
+            progress=progress,
+            redact=not no_redact,
         )
     finally:
         progress.clear()
@@ -156,9 +170,17 @@ class _Progress:
     type=click.Choice(KINDS),
     help="Kind of messages/trajectory lines (default: train, traces, or by tag).",
 )
+@click.option(
+    "--no-redact",
+    "no_redact",
+    is_flag=True,
+    help="Keep secrets in the rows (recorded in the commit).",
+)
 @project_option
 @json_option
-def import_(file: Path, kind: str | None, project: Path | None, as_json: bool) -> None:
+def import_(
+    file: Path, kind: str | None, no_redact: bool, project: Path | None, as_json: bool
+) -> None:
     """Import rows from a JSONL file in one commit, all or nothing.
 
     Lines may be machine rows, tinker/OpenAI ``messages`` lines (as ``machine
@@ -174,7 +196,7 @@ def import_(file: Path, kind: str | None, project: Path | None, as_json: bool) -
 
     root = project_of(project)
     try:
-        loaded = importer.load(file, kind)
+        loaded = importer.load(file, kind, redact=not no_redact)
     except ImportProblemsError as e:
         for line in e.problems:
             click.echo(line, err=True)
@@ -185,6 +207,10 @@ def import_(file: Path, kind: str | None, project: Path | None, as_json: bool) -
             for k, n in sorted(loaded.ignored_keys.items())
         )
         warn(f"{file}: ignored keys a row has no place for: {keys}")
+    if loaded.redacted:
+        from machine_git import redaction
+
+        click.echo(f"redacted {redaction.describe(loaded.redacted)}", err=True)
     result = (
         importer.commit(open_store(root, create=True), loaded)
         if loaded.rows

@@ -288,6 +288,7 @@ def test_a_file_export_writes_a_manifest_beside_it(
         "kinds": ["train", "traces"],
         "rows": 2,
         "skipped": 0,
+        "redacted": True,
         "sha256": sha,
         "machine_version": "0.1.0",
     }
