@@ -51,6 +51,8 @@ def _register() -> None:
     from machine_git.cli import edit
     from machine_git.cli import export
     from machine_git.cli import history
+    from machine_git.cli import hooks
+    from machine_git.cli import sync
     from machine_git.cli import tag
     from machine_git.cli import versions
 
@@ -72,6 +74,11 @@ def _register() -> None:
         versions.versions,
         export.export,
         export.import_,
+        sync.remote,
+        sync.push,
+        sync.pull,
+        sync.clone,
+        hooks.hooks,
     ):
         cli.add_command(command)
 

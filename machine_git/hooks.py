@@ -1,0 +1,417 @@
+"""Git hooks that keep invalid rows out of stores, and installing them.
+
+The hook scripts are templates in the top-level ``hooks/`` folder; installed,
+each one execs the Python that installed it (``sys.executable`` baked in), so
+it checks rows against the same schemas machine writes with:
+
+- ``pre-receive`` (store): refuses a push whose new commits hold a row that is
+  invalid, not canonical, or not at the path its id names;
+- ``post-receive`` (store): gives the files the push wrote the store's modes;
+- ``pre-commit`` (working clone): refuses a commit whose staged rows are bad.
+
+Each looks only at what changed (new commits against their first parent, or
+the staged paths), so one row costs the same in a store of 100,000 rows.
+``validate_main`` and ``secrets_main`` are the pre-commit framework's hooks
+(``.pre-commit-hooks.yaml``), with pre-commit-hooks' ``main(argv) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from collections.abc import Sequence
+from pathlib import Path
+
+import pygit2
+from pygit2 import Commit
+
+from machine_git import bundled
+from machine_git import jsonio
+from machine_git import rows
+from machine_git import schemas
+from machine_git import treediff
+from machine_git import validate
+from machine_git.errors import HookError
+from machine_git.errors import MachineError
+from machine_git.validate import Finding
+
+STORE_HOOKS = ("pre-receive", "post-receive")
+CLONE_HOOKS = ("pre-commit",)
+_MARK = b"# Installed by machine"
+_ZERO = "0" * 40
+_FANOUT = re.compile(r"^[0-9a-f]{2}$")
+# post-receive runs right after git moved the pushed objects out of quarantine;
+# the folders that gained files were touched within this many seconds.
+_RECEIVE_WINDOW = 300.0
+
+BadCommit = tuple[Commit, list[Finding]]
+
+
+# -- checking rows ---------------------------------------------------------------------
+
+
+def check_blob(path: str, data: bytes) -> list[Finding]:
+    """Why file ``path`` with bytes ``data`` may not be committed; empty if fine.
+
+    The same gate as the store's own writes: files outside ``rows/`` pass;
+    a row must be valid, at the path its id names, and canonical JSON.
+    """
+    if not path.startswith(f"{rows.ROWS_DIR}/"):
+        return []
+    row_id = rows.id_of_path(path)
+    if row_id is None:
+        return [Finding(path, 1, "$", "not a row path (rows/ab/cd/<12 hex>.json)")]
+    try:
+        value = jsonio.loads(data)
+    except jsonio.JSONDecodeError as e:
+        return [Finding(path, 1, "$", f"not valid JSON ({e})")]
+    problems = schemas.row_problems(value)
+    if problems:
+        return [Finding(path, 1, p.path, p.message) for p in problems]
+    if value.get("id") != row_id:
+        return [
+            Finding(path, 1, "$.id", f"{value['id']!r} does not match the file name")
+        ]
+    if jsonio.canonical(value) != data:
+        return [Finding(path, 1, "$", "not canonical JSON (sorted keys, indent 2)")]
+    return []
+
+
+def check_commits(
+    repo: pygit2.Repository, ids: Iterable[pygit2.Oid]
+) -> list[BadCommit]:
+    """The commits among ``ids`` that bring a bad file, with what is wrong.
+
+    Only the blobs a commit changes against its first parent are read: the
+    rest of its tree is the parent's, already checked (or already stored).
+    """
+    bad: list[BadCommit] = []
+    for oid in ids:
+        commit = repo[oid].peel(Commit)
+        parent = commit.parents[0].tree if commit.parents else None
+        found: list[Finding] = []
+        for path, _old, new in treediff.changed_blobs(repo, parent, commit.tree):
+            if new is None or not path.startswith(f"{rows.ROWS_DIR}/"):
+                continue
+            try:
+                data = repo[new].peel(pygit2.Blob).data
+            except (KeyError, ValueError, pygit2.GitError):
+                found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+                continue
+            found.extend(check_blob(path, data))
+        if found:
+            bad.append((commit, found))
+    return bad
+
+
+def report(bad: list[BadCommit]) -> list[str]:
+    """``commit <id>: <summary>`` then its ``file:line: json-path: problem`` lines."""
+    lines: list[str] = []
+    for commit, findings in bad:
+        summary = (commit.message or "").strip().splitlines()[:1] or [""]
+        lines.append(f"commit {str(commit.id)[:12]}: {summary[0]}")
+        lines.extend(str(f) for f in findings)
+    return lines
+
+
+def count(n: int, noun: str) -> str:
+    """``1 row``, ``2 rows``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def invalid_rows(bad: list[BadCommit]) -> int:
+    """How many rows, over all ``bad`` commits, had a problem."""
+    return sum(validate.invalid_count(findings) for _, findings in bad)
+
+
+# -- the installed hooks ---------------------------------------------------------------
+
+
+def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
+    """Refuse the push if a new commit brings a bad row (stdin: old new ref)."""
+    tips = [p[1] for p in (u.split() for u in updates) if len(p) == 3 and p[1] != _ZERO]
+    if not tips:
+        return 0
+    repo = pygit2.Repository(str(git_dir))
+    # The pushed objects wait in a quarantine folder that git names in the
+    # environment; libgit2 ignores that environment, so add it by hand.
+    quarantine = os.environ.get("GIT_QUARANTINE_PATH") or os.environ.get(
+        "GIT_OBJECT_DIRECTORY"
+    )
+    if quarantine:
+        repo.odb.add_disk_alternate(quarantine)
+    listed = _git(["rev-list", "--reverse", *tips, "--not", "--all"])
+    bad = check_commits(repo, [pygit2.Oid(hex=h) for h in listed.split()])
+    if not bad:
+        return 0
+    for line in report(bad):
+        print(line, file=sys.stderr)
+    print(
+        f"machine: push rejected: {count(invalid_rows(bad), 'invalid row')} in "
+        f"{count(len(bad), 'commit')}; nothing was stored",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def post_receive(git_dir: Path) -> int:
+    """Give what the push wrote the store's modes (git leaves objects 0400)."""
+    fix_permissions(git_dir, since=time.time() - _RECEIVE_WINDOW)
+    return 0
+
+
+def pre_commit(git_dir: Path) -> int:
+    """Refuse the commit if a staged row is bad (only staged paths are read)."""
+    raw = _git(
+        [
+            *("diff", "--cached", "--raw", "-z", "--no-abbrev", "--no-renames"),
+            "--diff-filter=AMT",
+        ]
+    )
+    parts = raw.split("\0")
+    repo = pygit2.Repository(str(git_dir))
+    found: list[Finding] = []
+    for meta, path in zip(parts[0::2], parts[1::2], strict=False):
+        fields = meta.split()
+        if len(fields) < 4 or not path.startswith(f"{rows.ROWS_DIR}/"):
+            continue
+        try:
+            data = repo[fields[3]].peel(pygit2.Blob).data
+        except (KeyError, ValueError, pygit2.GitError):
+            found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+            continue
+        found.extend(check_blob(path, data))
+    for finding in found:
+        print(finding, file=sys.stderr)
+    if found:
+        bad = count(validate.invalid_count(found), "invalid staged row")
+        print(f"machine: commit refused: {bad}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _git(args: list[str]) -> str:
+    # Inside a hook the environment (GIT_DIR, quarantine, GIT_INDEX_FILE) is
+    # exactly the one to honour, so it is passed through untouched.
+    done = subprocess.run(
+        ["git", *args], capture_output=True, text=True, errors="replace", check=False
+    )
+    if done.returncode != 0:
+        raise HookError(f"git {args[0]} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+# -- installing ------------------------------------------------------------------------
+
+
+def install_store_hooks(store_path: Path) -> list[str]:
+    """Install ``pre-receive`` and ``post-receive`` in a store; the names changed."""
+    return _install(store_path, STORE_HOOKS, hooks_path="hooks")
+
+
+def install_clone_hooks(git_dir: Path) -> list[str]:
+    """Install ``pre-commit`` in a working clone's ``.git``; the names changed."""
+    return _install(git_dir, CLONE_HOOKS, hooks_path=".git/hooks")
+
+
+def render(name: str) -> bytes:
+    """Hook ``name`` as installed: the template with this Python baked in."""
+    try:
+        template = bundled.read_bytes("hooks", name)
+    except (OSError, ModuleNotFoundError) as e:
+        raise HookError(f"hook {name!r} is missing from the install: {e}") from None
+    return template.replace(b"@PYTHON@", shlex.quote(sys.executable).encode())
+
+
+def _install(git_dir: Path, names: Sequence[str], hooks_path: str) -> list[str]:
+    folder = git_dir / "hooks"
+    changed: list[str] = []
+    old_umask = os.umask(0o077)
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        # A core.hooksPath in the user's ~/.gitconfig would make git skip
+        # these hooks; the repository's own setting wins. git resolves it
+        # from the top of the work tree, or from the git dir when bare.
+        config = pygit2.Repository(str(git_dir)).config
+        try:
+            current: str | None = config["core.hooksPath"]
+        except KeyError:
+            current = None
+        if current != hooks_path:
+            config["core.hooksPath"] = hooks_path
+        for name in names:
+            if _write_hook(folder / name, render(name)):
+                changed.append(name)
+    except (OSError, pygit2.GitError) as e:
+        raise HookError(f"cannot install hooks in {folder}: {e}") from None
+    finally:
+        os.umask(old_umask)
+    return changed
+
+
+def _write_hook(target: Path, text: bytes) -> bool:
+    try:
+        current: bytes | None = target.read_bytes()
+    except FileNotFoundError:
+        current = None
+    if current == text and stat.S_IMODE(target.stat().st_mode) == 0o700:
+        return False
+    if current is not None and _MARK not in current:
+        raise HookError(
+            f"{target} exists and was not written by machine; "
+            "move it away, then run 'machine hooks install' again"
+        )
+    tmp = target.with_name(f".{target.name}.machine-tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
+    with os.fdopen(fd, "wb") as f:
+        f.write(text)
+    tmp.chmod(0o700)
+    os.replace(tmp, target)  # a push never sees half a hook
+    return True
+
+
+def fix_permissions(git_dir: Path, since: float | None = None) -> int:
+    """Folders 0700, files 0600, executable hooks 0700; how many modes changed.
+
+    ``core.sharedRepository=0600`` keeps git's own writes private but leaves
+    objects and packs read-only (0400). With ``since``, loose-object folders
+    not modified since then are not even listed: they hold most of a store's
+    files, and a file only lands in a folder by a write that bumps its mtime.
+    """
+    changed = 0
+    hooks = git_dir / "hooks"
+    objects = git_dir / "objects"
+    for root, dirs, files in os.walk(git_dir):
+        here = Path(root)
+        with contextlib.suppress(FileNotFoundError):  # removed under us (git gc)
+            changed += _set_mode(here, here.stat().st_mode, 0o700)
+        if since is not None and here == objects:
+            dirs[:] = [d for d in dirs if not _untouched(here / d, since)]
+        for name in files:
+            path = here / name
+            with contextlib.suppress(FileNotFoundError):
+                mode = path.lstat().st_mode
+                if stat.S_ISLNK(mode):
+                    continue
+                want = 0o700 if here == hooks and mode & stat.S_IXUSR else 0o600
+                changed += _set_mode(path, mode, want)
+    return changed
+
+
+def _untouched(folder: Path, since: float) -> bool:
+    if not _FANOUT.match(folder.name):
+        return False  # pack/, info/: few files, always checked
+    try:
+        return folder.stat().st_mtime < since
+    except FileNotFoundError:
+        return True
+
+
+def _set_mode(path: Path, mode: int, want: int) -> int:
+    if stat.S_IMODE(mode) == want:
+        return 0
+    path.chmod(want)
+    return 1
+
+
+# -- the pre-commit framework's hooks --------------------------------------------------
+
+
+def validate_main(argv: Sequence[str] | None = None) -> int:
+    """``machine-validate``: check JSONL files (and row files) against the schemas."""
+    parser = argparse.ArgumentParser(prog="machine-validate")
+    parser.add_argument("filenames", nargs="*", help="JSONL or JSON row files")
+    args = parser.parse_args(argv)
+    retval = 0
+    for name in args.filenames:
+        for finding in _validate_file(name):
+            print(finding)
+            retval = 1
+    return retval
+
+
+def _validate_file(name: str) -> list[Finding]:
+    parts = Path(name).parts
+    if len(parts) >= 4 and parts[-4] == rows.ROWS_DIR and name.endswith(".json"):
+        # A row file of a clone: also its path and its byte form.
+        try:
+            data = Path(name).read_bytes()
+        except OSError as e:
+            return [Finding(name, 0, "$", f"cannot read: {e.strerror}")]
+        found = check_blob("/".join(parts[-4:]), data)
+        return [dataclasses.replace(f, file=name) for f in found]
+    return list(validate.check_file(Path(name), validate.Tally()))
+
+
+def secrets_main(argv: Sequence[str] | None = None) -> int:
+    """``machine-secrets``: report credentials found in text files."""
+    # Imported here: the scanner's patterns compile at import, and only this
+    # hook needs them.
+    from machine_git import secrets
+
+    parser = argparse.ArgumentParser(prog="machine-secrets")
+    parser.add_argument("filenames", nargs="*", help="text files to scan")
+    args = parser.parse_args(argv)
+    retval = 0
+    for name in args.filenames:
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # not text: pre-commit's types filter should have left it out
+        except OSError as e:
+            print(f"{name}:0: cannot read: {e.strerror}")
+            retval = 1
+            continue
+        try:
+            found = secrets.scan_text(text)
+        except MachineError as e:
+            print(f"{name}:0: the secret scanner failed: {e}")
+            retval = 1
+            continue
+        for finding in found:
+            line = text.count("\n", 0, finding.start) + 1
+            print(f"{name}:{line}: secret of kind {finding.kind}")
+            retval = 1
+    return retval
+
+
+# -- python -m machine_git.hooks <hook> ------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one installed hook: ``pre-receive``, ``post-receive`` or ``pre-commit``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    name = args[0] if args else ""
+    # git sets GIT_DIR for a store's hooks; a clone's hook runs at its top.
+    git_dir = Path(
+        os.environ.get("GIT_DIR") or pygit2.discover_repository(os.getcwd()) or "."
+    )
+    try:
+        if name == "pre-receive":
+            return pre_receive(git_dir, sys.stdin)
+        if name == "post-receive":
+            return post_receive(git_dir)
+        if name == "pre-commit":
+            return pre_commit(git_dir)
+    except MachineError as e:
+        # Fail closed: a hook that cannot check lets nothing through.
+        print(f"machine: {e}", file=sys.stderr)
+        return 1
+    print(
+        "usage: python -m machine_git.hooks pre-receive|post-receive|pre-commit",
+        file=sys.stderr,
+    )
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
