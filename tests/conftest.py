@@ -43,7 +43,14 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(paths, "default_data_dir", refuse)
     monkeypatch.setenv("MACHINE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi-agent"))
-    monkeypatch.delenv("PI_CODING_AGENT_SESSION_DIR", raising=False)
+    for name in (
+        "PI_CODING_AGENT_SESSION_DIR",
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "LETTA_LOCAL_BACKEND_DIR",
+        "LETTA_TRANSCRIPT_ROOT",
+    ):
+        monkeypatch.delenv(name, raising=False)
     for name in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
         monkeypatch.setenv(name, "Test User")
     for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):

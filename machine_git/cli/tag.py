@@ -9,6 +9,7 @@ import click
 
 from machine_git import capture
 from machine_git import paths
+from machine_git import redaction
 from machine_git import rows
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
@@ -16,7 +17,7 @@ from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.cli.common import warn
-from machine_git.sessions import pi
+from machine_git.sessions import detect
 
 
 def _tag_options(f: Any) -> Any:
@@ -40,12 +41,25 @@ def _tag_options(f: Any) -> Any:
             "--out", help="Append the row to this JSONL file instead of the store."
         ),
         click.option(
+            "--host",
+            type=click.Choice([*detect.HOSTS, detect.AUTO]),
+            default=detect.AUTO,
+            show_default=True,
+            help="Which agent's sessions to read (auto: the newest of any).",
+        ),
+        click.option(
             "--session",
             type=click.Path(dir_okay=False, path_type=Path),
-            help="Session file (default: the newest Pi session of the project).",
+            help="Session file of any host (default: the project's newest session).",
         ),
         click.option(
             "--entry", help="Tag the turn ending at this entry id (after /tree)."
+        ),
+        click.option(
+            "--no-redact",
+            "no_redact",
+            is_flag=True,
+            help="Keep secrets in the row (recorded in the commit).",
         ),
         project_option,
         json_option,
@@ -89,20 +103,28 @@ def _tag(
     trace: bool,
     reasoning: bool,
     out: str | None,
+    host: str,
     session: Path | None,
     entry: str | None,
+    no_redact: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
     root = project_of(project)
     text = " ".join([*([note] if note else []), *note_words]).strip() or None
-    path = session if session is not None else pi.find_session(root)
-    turn, report = pi.read_turn(path, entry)
+    found = detect.locate(root, host, session)
+    if found.announce:
+        click.echo(f"using {found.host} session {found.path}", err=True)
+    turn, report = found.read(entry)
     if (line := report.warning()) is not None:
         warn(line)
     row = rows.build(
         turn, label=label, trace=trace, note=text, rewrite=rewrite, reasoning=reasoning
     )
+    if not no_redact:
+        row, found_secrets = redaction.redact_row(row)
+        if found_secrets:
+            click.echo(f"redacted {redaction.describe(found_secrets)}", err=True)
     if out is not None:
         target = paths.check_out_path(out)
         capture.write_out(target, row)
@@ -112,7 +134,7 @@ def _tag(
             click.echo(f"{label} {row['id']} -> {target} ({row['kind']})")
         return
     store = open_store(root, create=True)
-    result = capture.tag(store, row)
+    result = capture.tag(store, row, redaction="off" if no_redact else "on")
     if as_json:
         emit_json(
             {

@@ -20,7 +20,6 @@ from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
-from machine_git.sessions import Record
 from machine_git.sessions import Turn
 from machine_git.sessions import piai
 from machine_git.sessions.records import EPOCH

@@ -180,7 +180,8 @@ def test_session_and_entry_pick_an_exact_turn(project: Path, run: Run) -> None:
 
 
 def test_no_session_is_one_line(project: Path, run: Run) -> None:
-    result = run("good")
+    # --host pi: auto's message (no session of any host) is in test_tag_hosts.py.
+    result = run("good", "--host", "pi")
     assert result.exit_code == 1
     where = pi.agent_dir() / "sessions" / pi.encode_cwd(project)
     assert result.stderr == (

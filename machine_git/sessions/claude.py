@@ -1,0 +1,395 @@
+"""Claude Code sessions: ``~/.claude/projects/<encoded cwd>/<sessionId>.jsonl``.
+
+``$CLAUDE_CONFIG_DIR`` replaces ``~/.claude``. Each line is a row; ``user`` and
+``assistant`` rows carry an Anthropic API ``message``, the rest (summaries,
+snapshots, system notices, progress) are the harness's own bookkeeping. Rows
+form a tree through ``uuid``/``parentUuid`` (a rewind writes a new branch in the
+same file), so the turn is read on the chain of parents from the last row, the
+way Pi's active branch is. One API response is written as several assistant
+rows sharing ``message.id``, one content block each: they are grouped back.
+Subagent rows (``isSidechain: true``) and harness noise (local command echoes,
+caveats, meta rows) are not the user's conversation and are dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from machine_git import jsonio
+from machine_git.errors import NoSessionError
+from machine_git.errors import SessionError
+from machine_git.errors import TurnError
+from machine_git.sessions import ReadReport
+from machine_git.sessions import Turn
+from machine_git.sessions import files
+from machine_git.sessions.records import Records
+from machine_git.sessions.records import meta
+from machine_git.sessions.records import string
+from machine_git.sessions.records import text_of
+
+HOST = "claude"
+SOURCE = "claude-code"  # meta.source (agent-trajectory's name)
+# Row types that are bookkeeping, not conversation (agent-trajectory's list).
+BOOKKEEPING = frozenset(
+    {
+        "progress",
+        "queue-operation",
+        "file-history-snapshot",
+        "summary",
+        "system",
+        "pr-link",
+        "last-prompt",
+        "custom-title",
+        "ai-title",
+        "agent-name",
+        "permission-mode",
+        "attachment",
+        "mode",
+    }
+)
+# User text the harness writes (agent-trajectory's NOISE_PREFIXES).
+NOISE_PREFIXES = (
+    "<local-command-caveat>",
+    "<command-name>",
+    "<command-message>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<task-notification",
+)
+_INTERRUPTED = "[Request interrupted by user"
+_SYNTHETIC = "<synthetic>"  # the model name of rows the harness made up
+
+
+def config_dir() -> Path:
+    """``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
+    env = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".claude"
+
+
+def encode_cwd(cwd: Path) -> str:
+    """Claude Code's folder name for a working directory (lossy)."""
+    return re.sub(r"[^a-zA-Z0-9]", "-", str(cwd))
+
+
+def find_session(project: Path) -> Path:
+    """The newest Claude Code session of ``project`` or of a folder inside it."""
+    root = config_dir() / "projects"
+    exact = encode_cwd(project)
+    where = root / exact
+    candidates = _sessions(where)
+    try:
+        others = [p for p in root.iterdir() if p.name.startswith(exact + "-")]
+    except OSError:
+        others = []
+    for folder in others:
+        # The name is lossy: a sibling "proj-x" looks like a subfolder "proj/x".
+        candidates += [p for p in _sessions(folder) if files.inside(_cwd(p), project)]
+    found = files.newest(candidates)
+    if found is None:
+        raise NoSessionError(
+            f"no Claude Code session for {project} in {where} (run claude in the "
+            "project first, set CLAUDE_CONFIG_DIR, or pass --session PATH)"
+        )
+    return found
+
+
+def _sessions(folder: Path) -> list[Path]:
+    try:
+        return [
+            p
+            for p in folder.iterdir()
+            if p.suffix == ".jsonl" and not p.name.startswith("agent-") and p.is_file()
+        ]
+    except OSError:
+        return []
+
+
+def _cwd(path: Path, lines: int = 20) -> str | None:
+    try:
+        with path.open("rb") as f:
+            for _ in range(lines):
+                row = _parse(f.readline(files.MAX_LINE))
+                if row is None:
+                    continue
+                cwd = string(row.get("cwd"))
+                if cwd:
+                    return cwd
+    except OSError:
+        return None
+    return None
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = jsonio.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def looks_like(row: Any) -> bool:
+    """True if a parsed line is a Claude Code session row."""
+    if not isinstance(row, dict):
+        return False
+    kind = row.get("type")
+    if kind in ("user", "assistant"):
+        return isinstance(row.get("message"), dict) and (
+            "uuid" in row or "sessionId" in row or "parentUuid" in row
+        )
+    return (
+        isinstance(kind, str)
+        and kind in BOOKKEEPING
+        and (
+            "leafUuid" in row
+            or "uuid" in row
+            or "sessionId" in row
+            or "messageId" in row
+        )
+    )
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+class _Row:
+    __slots__ = ("data", "line", "message")
+
+    def __init__(self, line: int, data: dict[str, Any], message: dict[str, Any]):
+        self.line = line
+        self.data = data
+        self.message = message
+
+    @property
+    def uuid(self) -> str:
+        return string(self.data.get("uuid")) or f"L{self.line}"
+
+    @property
+    def is_user(self) -> bool:
+        return self.data.get("type") == "user"
+
+
+def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
+    """The last turn on the active branch of the Claude Code session at ``path``."""
+    report = ReadReport(str(path))
+    rows = files.load_jsonl(path, report)
+    conversational = [
+        r
+        for _, r in rows
+        if r.get("type") in ("user", "assistant") and isinstance(r.get("message"), dict)
+    ]
+    # A subagent's own file is all sidechain: then the sidechain is the session.
+    standalone = bool(conversational) and all(
+        r.get("isSidechain") is True for r in conversational
+    )
+    by_uuid: dict[str, tuple[int, dict[str, Any]]] = {}
+    order: list[tuple[int, dict[str, Any]]] = []
+    for number, row in rows:
+        kind = row.get("type")
+        if not isinstance(kind, str):
+            report.corrupt_lines.append(number)
+            continue
+        if row.get("isSidechain") is True and not standalone:
+            continue
+        if kind not in BOOKKEEPING and kind not in ("user", "assistant"):
+            if isinstance(row.get("message"), dict):
+                report.unknown_types.append((number, kind))
+            continue
+        uuid = string(row.get("uuid"))
+        if uuid:
+            by_uuid[uuid] = (number, row)
+        order.append((number, row))
+    if not order:
+        raise SessionError(f"{path}: not a Claude Code session (no rows with a type)")
+    chain = _chain(path, order, by_uuid, entry)
+    turn_rows = [
+        _Row(n, r, r["message"])
+        for n, r in chain
+        if r.get("type") in ("user", "assistant") and isinstance(r.get("message"), dict)
+    ]
+    start = None
+    for index in range(len(turn_rows) - 1, -1, -1):
+        if _user_text(turn_rows[index]):
+            start = index
+            break
+    if start is None:
+        raise TurnError(f"{path}: no user message on the active branch")
+    turn = _turn(path, turn_rows[start:], chain[-1])
+    report.dropped.extend(turn.dropped)
+    return turn, report
+
+
+def _chain(
+    path: Path,
+    order: list[tuple[int, dict[str, Any]]],
+    by_uuid: dict[str, tuple[int, dict[str, Any]]],
+    entry: str | None,
+) -> list[tuple[int, dict[str, Any]]]:
+    """Root-to-leaf rows of the active branch (file order if there are no uuids)."""
+    if entry is not None:
+        leaf = by_uuid.get(entry)
+        if leaf is None:
+            # Rows without uuids are named by line, and read in file order.
+            lines = [f"L{n}" for n, _ in order]
+            return order[: files.entries_until(lines, entry, path)]
+    else:
+        with_ids = [r for r in order if string(r[1].get("uuid"))]
+        if not with_ids:
+            return order
+        leaf = with_ids[-1]
+    chain: list[tuple[int, dict[str, Any]]] = []
+    seen: set[str] = set()
+    node: tuple[int, dict[str, Any]] | None = leaf
+    while node is not None:
+        uuid = string(node[1].get("uuid")) or ""
+        if uuid in seen:
+            raise SessionError(f"{path}: row {uuid!r} is its own ancestor")
+        seen.add(uuid)
+        chain.append(node)
+        parent = string(node[1].get("parentUuid"))
+        # A missing parent ends the branch (a compaction boundary starts anew).
+        node = by_uuid.get(parent) if parent else None
+    chain.reverse()
+    return chain
+
+
+def _blocks(row: _Row) -> list[Any]:
+    content = row.message.get("content")
+    return content if isinstance(content, list) else [content]
+
+
+def _has_results(row: _Row) -> bool:
+    return any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in _blocks(row)
+    )
+
+
+def _raw_text(row: _Row) -> str:
+    content = row.message.get("content")
+    if isinstance(content, str):
+        return content
+    return text_of(
+        [
+            b
+            for b in _blocks(row)
+            if isinstance(b, dict) and b.get("type") != "tool_result"
+        ]
+    )
+
+
+def _user_text(row: _Row) -> str:
+    """The row's text if it is a real user message; "" for everything else."""
+    if not row.is_user or _has_results(row):
+        return ""
+    if row.data.get("isMeta") is True or row.data.get("isCompactSummary") is True:
+        return ""
+    text = _raw_text(row)
+    head = text.lstrip()
+    if head.startswith(NOISE_PREFIXES) or head.startswith(_INTERRUPTED):
+        return ""
+    return text if text.strip() else ""
+
+
+def _turn(path: Path, rows: list[_Row], leaf: tuple[int, dict[str, Any]]) -> Turn:
+    first = rows[0]
+    builder = Records()
+    entry_ids: list[str] = []
+    model: str | None = None
+    stop_reason: str | None = None
+    ending: tuple[str, str | None] | None = None
+    response: object = None
+    seen_calls: set[str] = set()
+    for index, row in enumerate(rows):
+        stamp = builder.stamp(row.data.get("timestamp"))
+        builder.fallback = stamp
+        where = f"line {row.line}"
+        if index == 0:
+            builder.user(_user_text(row), stamp)
+        elif row.is_user:
+            if _has_results(row):
+                _results(builder, row, stamp, where)
+            else:
+                head = _raw_text(row).lstrip()
+                if head.startswith(_INTERRUPTED):
+                    ending = ("aborted", "Request interrupted by user")
+                else:
+                    continue  # noise, meta rows
+        else:
+            message_id = row.message.get("id")
+            if not isinstance(message_id, str) or message_id != response:
+                builder.end_calls()  # a new response: its calls are a new record
+            response = message_id if isinstance(message_id, str) else None
+            said = _assistant(builder, row, stamp, where, seen_calls)
+            name = string(row.message.get("model"))
+            if name and name != _SYNTHETIC:
+                model = name
+            stop_reason = string(row.message.get("stop_reason")) or stop_reason
+            if row.data.get("isApiErrorMessage") is True:
+                ending = ("error", _raw_text(row) or None)
+            elif said:
+                ending = None
+        entry_ids.append(row.uuid)
+    builder.end_calls()
+    cwd = string(first.data.get("cwd"))
+    branch = string(first.data.get("gitBranch"))
+    session = string(first.data.get("sessionId")) or path.stem
+    return Turn(
+        host=HOST,
+        session_id=session,
+        session_file=str(path),
+        records=[meta(SOURCE, cwd, model, branch), *builder.records],
+        entry_ids=entry_ids,
+        leaf_id=string(leaf[1].get("uuid")) or f"L{leaf[0]}",
+        model=model,
+        cwd=cwd,
+        git_branch=branch,
+        stop_reason=ending[0] if ending else stop_reason,
+        error=ending[1] if ending else None,
+        dropped=builder.dropped,
+    )
+
+
+def _assistant(
+    builder: Records, row: _Row, stamp: str, where: str, seen_calls: set[str]
+) -> bool:
+    """Add one assistant row's blocks; True if it said something in words."""
+    said = False
+    content = row.message.get("content")
+    if isinstance(content, str):
+        builder.say(content, stamp)
+        return bool(content.strip())
+    for block in _blocks(row):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "thinking" and isinstance(block.get("thinking"), str):
+            builder.reasoning(block["thinking"], stamp)
+        elif kind == "text" and isinstance(block.get("text"), str):
+            builder.say(block["text"], stamp)
+            said = said or bool(block["text"].strip())
+        elif kind == "tool_use":
+            call_id = block.get("id")
+            if isinstance(call_id, str) and call_id in seen_calls:
+                continue  # a row written twice
+            if builder.call(
+                call_id, block.get("name"), block.get("input"), stamp, where
+            ):
+                seen_calls.add(str(call_id))
+    return said
+
+
+def _results(builder: Records, row: _Row, stamp: str, where: str) -> None:
+    for block in _blocks(row):
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        status = block.get("is_error")
+        builder.result(
+            block.get("tool_use_id"),
+            None,
+            text_of(block.get("content")),
+            status if isinstance(status, bool) else None,
+            stamp,
+            where,
+        )

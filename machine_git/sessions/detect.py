@@ -1,0 +1,195 @@
+"""Which agent wrote a session: from a file's content, or across the hosts.
+
+``sniff(path)`` recognizes a session file from what is in it, not its name, so
+``--session PATH`` works for every host. ``locate(project, host, session)``
+answers the capturing commands' question "which session?": the given file, the
+newest session of one host, or (``auto``) the newest session of the project
+across every host that has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from machine_git import jsonio
+from machine_git.errors import NoSessionError
+from machine_git.errors import SessionError
+from machine_git.sessions import ReadReport
+from machine_git.sessions import Turn
+from machine_git.sessions import claude
+from machine_git.sessions import codex
+from machine_git.sessions import files
+from machine_git.sessions import letta
+from machine_git.sessions import pi
+
+HOSTS = ("pi", "letta", "claude", "codex")
+AUTO = "auto"
+NAMES = {"pi": "Pi", "letta": "Letta Code", "claude": "Claude Code", "codex": "Codex"}
+_SNIFF_LINES = 50  # lines read to find one that names the format
+
+Reader = Callable[[Path, str | None], tuple[Turn, ReadReport]]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One session file format: who writes it, what it is called, its reader."""
+
+    name: str
+    host: str
+    label: str
+    read: Reader
+
+
+PI = Format("pi", "pi", "Pi session", pi.read_turn)
+LETTA_LOCAL = Format(
+    "letta-local", "letta", "Letta Code local-backend conversation", letta.read_local
+)
+LETTA_TRANSCRIPT = Format(
+    "letta-transcript", "letta", "Letta Code transcript", letta.read_transcript
+)
+LETTA_HISTORY = Format(
+    "letta-history", "letta", "Letta API message history", letta.read_history
+)
+LETTA_AGENT_FILE = Format(
+    "letta-agent-file", "letta", "Letta Agent File", letta.read_agent_file
+)
+CLAUDE = Format("claude", "claude", "Claude Code session", claude.read_turn)
+CODEX = Format("codex", "codex", "Codex rollout", codex.read_turn)
+FORMATS = (
+    PI,
+    LETTA_LOCAL,
+    LETTA_TRANSCRIPT,
+    LETTA_HISTORY,
+    LETTA_AGENT_FILE,
+    CLAUDE,
+    CODEX,
+)
+
+# Per JSONL line, in order: the first test a line passes names the format.
+_LINE_TESTS: tuple[tuple[Callable[[Any], bool], Format], ...] = (
+    (pi.looks_like, PI),
+    (codex.looks_like, CODEX),
+    (claude.looks_like, CLAUDE),
+    (letta.looks_like_local, LETTA_LOCAL),
+    (letta.looks_like_transcript, LETTA_TRANSCRIPT),
+)
+
+
+def sniff(path: Path) -> Format:
+    """The format of the session file at ``path``, recognized from its content."""
+    data = files.read_bytes(path)
+    whole = _whole(data)
+    if whole is not None:
+        if letta.looks_like_agent_file(whole):
+            return LETTA_AGENT_FILE
+        if letta.looks_like_history(whole):
+            return LETTA_HISTORY
+    seen = 0
+    for text in data.split(b"\n"):
+        if not text.strip():
+            continue
+        seen += 1
+        if seen > _SNIFF_LINES:
+            break
+        try:
+            row = jsonio.loads(text)
+        except ValueError:
+            continue
+        for test, form in _LINE_TESTS:
+            if test(row):
+                return form
+    tried = ", ".join(f.label for f in FORMATS)
+    raise SessionError(f"{path}: not a session file of a known format (tried: {tried})")
+
+
+def _whole(data: bytes) -> Any:
+    # JSON documents (history, agent file) are often pretty-printed: parse the
+    # whole file. A JSONL file fails at its second line, cheaply.
+    head = data.lstrip()[:1]
+    if head not in (b"[", b"{"):
+        return None
+    try:
+        return jsonio.loads(data)
+    except ValueError:
+        return None
+
+
+def read(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
+    """The last turn of the session at ``path``, whatever wrote it."""
+    return sniff(path).read(path, entry)
+
+
+@dataclass(frozen=True)
+class Found:
+    """The session a capturing command will read."""
+
+    host: str
+    path: Path
+    format: Format
+    announce: bool
+    """True when ``auto`` should say which session it used (see :func:`locate`)."""
+
+    def read(self, entry: str | None = None) -> tuple[Turn, ReadReport]:
+        return self.format.read(self.path, entry)
+
+
+_FINDERS: dict[str, Callable[[Path], Path]] = {
+    "pi": pi.find_session,
+    "letta": letta.find_session,
+    "claude": claude.find_session,
+    "codex": codex.find_session,
+}
+_FIXED: dict[str, Format] = {"pi": PI, "claude": CLAUDE, "codex": CODEX}
+
+
+def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Found:
+    """The session to read for ``project``.
+
+    With ``session``, that file (its format from its content; a ``host`` other
+    than auto must agree). Otherwise the newest session of ``host``, or with
+    ``auto`` the newest across the hosts that have one for the project. Auto
+    announces its choice unless it is the only session host there is and that
+    host is Pi, the default that needs no saying.
+    """
+    if host != AUTO and host not in _FINDERS:
+        raise SessionError(
+            f"unknown host {host!r} (expected one of {', '.join(HOSTS)})"
+        )
+    if session is not None:
+        form = sniff(session)
+        if host not in (AUTO, form.host):
+            raise SessionError(
+                f"{session} is a {form.label}, not a {NAMES[host]} session "
+                f"(pass --host {form.host} or --host auto)"
+            )
+        return Found(form.host, session, form, announce=False)
+    if host != AUTO:
+        path = _FINDERS[host](project)
+        return Found(host, path, _format(host, path), announce=False)
+    found: list[tuple[float, int, str, Path]] = []
+    for rank, name in enumerate(reversed(HOSTS)):
+        try:
+            path = _FINDERS[name](project)
+        except NoSessionError:
+            continue
+        stamp = files.mtime(path)
+        if stamp is not None:
+            found.append((stamp, rank, name, path))
+    if not found:
+        raise NoSessionError(
+            f"no agent session for {project} (looked for Pi, Letta Code, Claude Code "
+            "and Codex sessions; run your agent in the project first, or pass "
+            "--host HOST or --session PATH)"
+        )
+    # Newest wins; on a tie, the host listed first in HOSTS.
+    _, _, name, path = max(found)
+    announce = name != "pi" or len(found) > 1
+    return Found(name, path, _format(name, path), announce=announce)
+
+
+def _format(host: str, path: Path) -> Format:
+    fixed = _FIXED.get(host)
+    return fixed if fixed is not None else sniff(path)

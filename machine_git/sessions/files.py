@@ -1,0 +1,134 @@
+"""Reading session files: JSON lines, whole JSON documents, and which are whose.
+
+Every reader loads through here, so a missing file, an unreadable one, a
+corrupt line or a line of the wrong shape is handled the same way for every
+host: one-line SessionError/TurnError, or a line counted in the ReadReport.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from machine_git import jsonio
+from machine_git.errors import SessionError
+from machine_git.errors import TurnError
+from machine_git.sessions import ReadReport
+
+MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
+_FIRST_LINE = 4 * 1024 * 1024
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, or a one-line error; an empty file is a TurnError."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SessionError(f"{path}: no such session file") from None
+    except IsADirectoryError:
+        raise SessionError(f"{path}: is a folder, not a session file") from None
+    except OSError as e:
+        raise SessionError(f"{path}: cannot read session: {e.strerror}") from None
+    if not data.strip():
+        raise TurnError(f"{path}: the session file is empty")
+    return data
+
+
+def json_lines(data: bytes, report: ReadReport) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with their line numbers (1-based).
+
+    Lines that do not parse, or parse to something other than an object, are
+    skipped and counted as corrupt: a crash mid-write leaves a torn last line.
+    """
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for number, text in enumerate(data.split(b"\n"), start=1):
+        if not text.strip():
+            continue
+        try:
+            if len(text) > MAX_LINE:
+                raise ValueError("line too long")
+            value = jsonio.loads(text)
+        except ValueError:
+            report.corrupt_lines.append(number)
+            continue
+        if not isinstance(value, dict):
+            report.corrupt_lines.append(number)
+            continue
+        rows.append((number, value))
+    return rows
+
+
+def load_jsonl(path: Path, report: ReadReport) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`json_lines` of the file at ``path``; no object at all is an error."""
+    rows = json_lines(read_bytes(path), report)
+    if not rows:
+        raise SessionError(f"{path}: no readable line in the session file")
+    return rows
+
+
+def load_json(path: Path) -> Any:
+    """The file parsed as one JSON document, or a one-line error."""
+    data = read_bytes(path)
+    try:
+        return jsonio.loads(data)
+    except ValueError as e:
+        raise SessionError(f"{path}: not valid JSON ({e})") from None
+
+
+def first_object(path: Path) -> dict[str, Any] | None:
+    """The first line of a JSONL file parsed, if it is an object."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(_FIRST_LINE)
+        value = jsonio.loads(first)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def inside(cwd: Any, project: Path) -> bool:
+    """True if the folder ``cwd`` is ``project`` or inside it."""
+    if not isinstance(cwd, str) or not cwd:
+        return False
+    folder, root = _resolved(cwd), _resolved(str(project))
+    return folder is not None and root is not None and folder.is_relative_to(root)
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolved(path: str) -> Path | None:
+    # Cached: a thousand sessions of a few projects name a few folders, and
+    # resolving (symlinks) is most of the cost of finding a session.
+    try:
+        return Path(path).resolve()
+    except (OSError, ValueError):
+        return None
+
+
+def mtime(path: Path) -> float | None:
+    """When the file was last written, or None if it is gone."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def newest(paths: Iterable[Path]) -> Path | None:
+    """The most recently written of ``paths`` (None if there is none)."""
+    best: tuple[float, str] | None = None
+    for path in paths:
+        stamp = mtime(path)
+        if stamp is not None and (best is None or (stamp, str(path)) > best):
+            best = (stamp, str(path))
+    return Path(best[1]) if best else None
+
+
+def entries_until(ids: list[str], entry: str | None, path: Path) -> int:
+    """How many rows to keep so the turn ends at ``entry`` (all if None)."""
+    if entry is None:
+        return len(ids)
+    for index in range(len(ids) - 1, -1, -1):
+        if ids[index] == entry:
+            return index + 1
+    raise SessionError(f"{path}: no entry {entry!r} in this session")
