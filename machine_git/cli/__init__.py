@@ -47,6 +47,7 @@ def main() -> None:
 
 
 def _register() -> None:
+    from machine_git.cli import agent
     from machine_git.cli import data
     from machine_git.cli import edit
     from machine_git.cli import export
@@ -79,6 +80,17 @@ def _register() -> None:
         sync.pull,
         sync.clone,
         hooks.hooks,
+        agent.install,
+        agent.uninstall,
+        agent.auto,
+        agent.observe,
+        agent.observed,
+        agent.fork,
+        agent.correction,
+        agent.label,
+        agent.student,
+        agent.work,
+        agent.ask,
     ):
         cli.add_command(command)
 

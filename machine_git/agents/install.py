@@ -1,0 +1,314 @@
+"""Installing machine into Pi and Letta Code, and the Tinker provider for Pi.
+
+The Pi extension and the Letta Code mod are rendered from templates/ with the
+exact command of the machine that installs them baked in (this Python, ``-m
+machine_git``), so they work without ``machine`` on PATH and always talk to
+the same installation. Both are one file at a fixed path, so installing again
+rewrites that file instead of adding a second copy. A first-line marker tells
+our files apart from a user's: machine never overwrites or removes a file it
+did not write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from machine_git import __version__
+from machine_git import bundled
+from machine_git.errors import InstallError
+from machine_git.sessions import pi as pi_sessions
+
+EXTENSION_FILE = "machine.ts"
+MARKER = "// machine-generated:"
+TINKER_PROVIDER = "tinker"
+TINKER_PROVIDER_NAME = "Tinker (machine)"
+TINKER_OAI_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod/oai/api/v1"
+OAI_URL_ENV = "MACHINE_TINKER_OAI_URL"
+# Base models offered in Pi's /model before any student is set (tinker.md §9).
+CATALOG = (
+    "thinkingmachines/Inkling-Small:peft:262144",
+    "thinkingmachines/Inkling:peft:262144",
+)
+_DEFAULT_CONTEXT = 32768
+_MAX_TOKENS = 8192
+_PLACEHOLDER = re.compile(r"@@[A-Z_]+@@")
+
+
+@dataclass
+class Outcome:
+    """What an install or uninstall did to one file: its path and the action."""
+
+    path: Path
+    action: str  # installed, updated, unchanged, removed, absent, skipped
+    detail: str = ""
+
+
+# -- where things go -------------------------------------------------------------
+
+
+def pi_extension_path(project: Path | None = None) -> Path:
+    """``$PI_CODING_AGENT_DIR/extensions``, or ``<project>/.pi/extensions``."""
+    if project is not None:
+        return project / ".pi" / "extensions" / EXTENSION_FILE
+    return pi_sessions.agent_dir() / "extensions" / EXTENSION_FILE
+
+
+def letta_mod_path() -> Path:
+    """``~/.letta/mods/machine.ts``: Letta Code loads global mods only."""
+    return Path.home() / ".letta" / "mods" / EXTENSION_FILE
+
+
+def pi_models_path() -> Path:
+    """Pi's custom models file: ``$PI_CODING_AGENT_DIR/models.json``."""
+    return pi_sessions.agent_dir() / "models.json"
+
+
+def oai_url() -> str:
+    """Tinker's OpenAI-compatible base URL (``$MACHINE_TINKER_OAI_URL`` overrides)."""
+    return (os.environ.get(OAI_URL_ENV) or TINKER_OAI_URL).rstrip("/")
+
+
+def machine_argv() -> list[str]:
+    """The command that runs this very machine: no PATH lookup, no shell."""
+    return [sys.executable, "-m", "machine_git"]
+
+
+# -- rendering -------------------------------------------------------------------
+
+
+def render(template: str, values: dict[str, str]) -> str:
+    """Fill ``@@NAME@@`` placeholders; every placeholder must get a value."""
+    text = template
+    for name, value in values.items():
+        text = text.replace(f"@@{name}@@", value)
+    left = _PLACEHOLDER.search(text)
+    if left is not None:
+        raise InstallError(f"template placeholder {left.group(0)} has no value")
+    return text
+
+
+def _template(name: str) -> str:
+    try:
+        return bundled.read_bytes("templates", name).decode()
+    except OSError as e:
+        raise InstallError(f"the template {name} is missing: {e.strerror}") from None
+
+
+def render_pi_extension(scope: str) -> str:
+    """The Pi extension for ``scope`` (``global`` or ``project``)."""
+    return render(
+        _template("pi-extension.ts.tmpl"),
+        {
+            "MACHINE_ARGV": json.dumps(machine_argv()),
+            "SCOPE": json.dumps(scope),
+            "VERSION": __version__,
+            "UNINSTALL_FLAG": " --project" if scope == "project" else "",
+        },
+    )
+
+
+def render_letta_mod() -> str:
+    """The Letta Code mod."""
+    return render(
+        _template("letta-mod.ts.tmpl"),
+        {"MACHINE_ARGV": json.dumps(machine_argv()), "VERSION": __version__},
+    )
+
+
+# -- Pi --------------------------------------------------------------------------
+
+
+def install_pi(project: Path | None = None) -> list[Outcome]:
+    """Write the Pi extension (global, or in ``project``) and the Tinker provider."""
+    models = _read_models(pi_models_path())  # refuse a broken file before writing
+    scope = "global" if project is None else "project"
+    done = [_place(pi_extension_path(project), render_pi_extension(scope))]
+    done.append(_add_provider(pi_models_path(), models, ()))
+    return done
+
+
+def uninstall_pi(project: Path | None = None) -> list[Outcome]:
+    """Remove the Pi extension; the provider goes with the last global extension."""
+    done = [_remove(pi_extension_path(project))]
+    if not _ours(pi_extension_path()):
+        done.append(_remove_provider(pi_models_path()))
+    return done
+
+
+def add_pi_model(handle: str) -> Outcome:
+    """Offer ``handle`` in Pi's Tinker provider, if machine installed it."""
+    path = pi_models_path()
+    models = _read_models(path)
+    provider = models.get("providers", {}).get(TINKER_PROVIDER)
+    if not _our_provider(provider):
+        return Outcome(path, "skipped", "machine install pi adds the Tinker provider")
+    return _add_provider(path, models, (handle,))
+
+
+# -- Letta Code ------------------------------------------------------------------
+
+
+def install_letta() -> list[Outcome]:
+    """Write the Letta Code mod to ``~/.letta/mods/machine.ts``."""
+    return [_place(letta_mod_path(), render_letta_mod())]
+
+
+def uninstall_letta() -> list[Outcome]:
+    """Remove the Letta Code mod."""
+    return [_remove(letta_mod_path())]
+
+
+# -- files -----------------------------------------------------------------------
+
+
+def _ours(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.readline(200).startswith(MARKER.encode())
+    except OSError:
+        return False
+
+
+def _place(path: Path, text: str) -> Outcome:
+    if path.exists() and not _ours(path):
+        raise InstallError(
+            f"{path} exists and was not written by machine; move it away first"
+        )
+    try:
+        if path.read_text() == text:
+            return Outcome(path, "unchanged")
+    except OSError:
+        pass
+    action = "updated" if path.exists() else "installed"
+    _write(path, text.encode())
+    return Outcome(path, action)
+
+
+def _remove(path: Path) -> Outcome:
+    if not path.exists():
+        return Outcome(path, "absent")
+    if not _ours(path):
+        raise InstallError(f"{path} was not written by machine; left in place")
+    try:
+        path.unlink()
+    except OSError as e:
+        raise InstallError(f"cannot remove {path}: {e.strerror}") from None
+    return Outcome(path, "removed")
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically with a private (0600) file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    old = os.umask(0o077)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InstallError(f"cannot write {path}: {e.strerror}") from None
+    finally:
+        os.umask(old)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+# -- Pi's models.json ------------------------------------------------------------
+
+
+def _read_models(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {"providers": {}}
+    except OSError as e:
+        raise InstallError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError:
+        raise InstallError(
+            f"{path} is not valid JSON; fix it or move it away, then install again"
+        ) from None
+    if not isinstance(value, dict) or not isinstance(
+        value.setdefault("providers", {}), dict
+    ):
+        raise InstallError(f"{path} has no 'providers' object; fix it first")
+    return value
+
+
+def _our_provider(provider: Any) -> bool:
+    return isinstance(provider, dict) and provider.get("name") == TINKER_PROVIDER_NAME
+
+
+def _add_provider(
+    path: Path, models: dict[str, Any], handles: tuple[str, ...]
+) -> Outcome:
+    providers: dict[str, Any] = models["providers"]
+    current = providers.get(TINKER_PROVIDER)
+    if current is not None and not _our_provider(current):
+        return Outcome(
+            path, "skipped", f"a {TINKER_PROVIDER!r} provider is already configured"
+        )
+    known = [
+        m
+        for m in (current or {}).get("models", [])
+        if isinstance(m, dict) and isinstance(m.get("id"), str)
+    ]
+    ids = [m["id"] for m in known]
+    entries = list(known)
+    for handle in (*CATALOG, *handles):
+        if handle not in ids:
+            entries.append(model_entry(handle))
+            ids.append(handle)
+    provider = {
+        "name": TINKER_PROVIDER_NAME,
+        "baseUrl": oai_url(),
+        "api": "openai-completions",
+        # pi resolves an apiKey that names an environment variable at request time
+        "apiKey": "TINKER_API_KEY",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": entries,
+    }
+    if current == provider:
+        return Outcome(path, "unchanged")
+    providers[TINKER_PROVIDER] = provider
+    _write(path, (json.dumps(models, indent=2) + "\n").encode())
+    return Outcome(path, "updated" if current is not None else "installed")
+
+
+def _remove_provider(path: Path) -> Outcome:
+    models = _read_models(path)
+    if not _our_provider(models["providers"].get(TINKER_PROVIDER)):
+        return Outcome(path, "absent")
+    del models["providers"][TINKER_PROVIDER]
+    _write(path, (json.dumps(models, indent=2) + "\n").encode())
+    return Outcome(path, "removed")
+
+
+def model_entry(handle: str) -> dict[str, Any]:
+    """Pi's model definition for a Tinker handle (context from ``:peft:N``)."""
+    base = handle.split(";", 1)[0]
+    window = _DEFAULT_CONTEXT
+    if not base.startswith("tinker://"):
+        last = base.rsplit(":", 1)[-1]
+        if last.isdigit():
+            window = int(last)
+    if base.startswith("tinker://"):
+        label = "checkpoint " + base.rsplit("/", 1)[-1]
+    else:
+        label = base.split(":", 1)[0].rsplit("/", 1)[-1]
+    return {
+        "id": handle,
+        "name": f"{label} (Tinker)",
+        "reasoning": False,
+        "input": ["text"],
+        "contextWindow": window,
+        "maxTokens": min(_MAX_TOKENS, window),
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+    }

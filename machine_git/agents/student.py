@@ -1,0 +1,223 @@
+"""The student: the model trained from this project's rows, to chat with.
+
+A handle is what Tinker's OpenAI-compatible endpoint takes as ``model``
+(tinker.md §9): a base model id (``thinkingmachines/Inkling-Small:peft:262144``),
+a sampler checkpoint (``tinker://<run>/sampler_weights/<name>``), the two
+joined by ``;`` to choose the context length, or a behavior release id
+(``BR-001``, stored now and resolved once releases exist).
+
+Three committed settings, always written together in one commit:
+``student`` (the handle), ``chat`` (``student`` or ``work``: which model the
+project chats with) and ``work_model`` (the ``provider/id`` to switch back to).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from machine_git import jsonio
+from machine_git import settings
+from machine_git.agents import install
+from machine_git.errors import StudentError
+from machine_git.errors import UsageError
+from machine_git.store import Change
+from machine_git.store import Snapshot
+from machine_git.store import Store
+
+API_KEY_ENV = "TINKER_API_KEY"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_BASE = re.compile(rf"^{_NAME}/{_NAME}(:[A-Za-z0-9._-]+)*$")
+_CHECKPOINT = re.compile(r"^tinker://([^\s/]+)/([a-z_]+)/([^\s/]+)$")
+_RELEASE = re.compile(r"^BR-\d{3,}$")
+_WORK_MODEL = re.compile(r"^[^\s/]+/\S+$")
+
+
+@dataclass(frozen=True)
+class Handle:
+    """A parsed student handle and what it names."""
+
+    text: str
+    kind: str  # base, checkpoint, release
+
+    @property
+    def sampleable(self) -> bool:
+        """True if Tinker's endpoint can sample it as is (not a release id)."""
+        return self.kind != "release"
+
+
+def parse(text: str) -> Handle:
+    """Check a handle's syntax; one line saying what is wrong if it is bad."""
+    text = text.strip()
+    if _RELEASE.match(text):
+        return Handle(text, "release")
+    if ";" in text:
+        base, _, checkpoint = text.partition(";")
+        if _BASE.match(base) and _checkpoint_ok(checkpoint):
+            return Handle(text, "checkpoint")
+    elif _BASE.match(text):
+        return Handle(text, "base")
+    elif _checkpoint_ok(text):
+        return Handle(text, "checkpoint")
+    raise UsageError(
+        f"{text!r} is not a student handle: expected a Tinker model id "
+        "(thinkingmachines/Inkling-Small:peft:262144), a sampler checkpoint "
+        "(tinker://RUN/sampler_weights/NAME) or a release id (BR-001)"
+    )
+
+
+def _checkpoint_ok(text: str) -> bool:
+    match = _CHECKPOINT.match(text)
+    if match is None:
+        return False
+    if match.group(2) != "sampler_weights":
+        raise UsageError(
+            f"{text!r} is a {match.group(2)} checkpoint; only sampler_weights "
+            "checkpoints can be sampled"
+        )
+    return True
+
+
+# -- settings --------------------------------------------------------------------
+
+
+def current(store: Store) -> dict[str, Any]:
+    """``student``, ``chat`` and ``work_model`` as committed."""
+    values = settings.read(store)
+    return {
+        "student": values.get("student"),
+        "chat": values.get("chat") or "work",
+        "work_model": values.get("work_model"),
+    }
+
+
+def choose(store: Store, handle: Handle, work_model: str | None = None) -> str | None:
+    """Chat with ``handle`` from now on (one commit); remembers the work model."""
+    values: dict[str, Any] = {"student": handle.text, "chat": "student"}
+    if work_model is not None:
+        if not _WORK_MODEL.match(work_model):
+            raise UsageError(f"--work-model {work_model!r}: expected PROVIDER/MODEL")
+        values["work_model"] = work_model
+    return _commit(store, values, f"student {handle.text}")
+
+
+def back_to_work(store: Store) -> str | None:
+    """Chat with the working model again (one commit, or none if already)."""
+    return _commit(store, {"chat": "work"}, "chat with the working model")
+
+
+def _commit(store: Store, values: dict[str, Any], summary: str) -> str | None:
+    def plan(snap: Snapshot) -> Change | None:
+        data = snap.read(settings.SETTINGS)
+        try:
+            stored: Any = {} if data is None else jsonio.loads(data)
+        except ValueError:
+            stored = {}
+        before = stored if isinstance(stored, dict) else {}
+        after = {**before, **values}
+        if after == before:
+            return None
+        return Change(
+            summary=summary,
+            files={settings.SETTINGS: jsonio.canonical(after)},
+            trailers={"Action": "setting", "Setting": ", ".join(values)},
+        )
+
+    oid = store.write(plan)
+    return None if oid is None else str(oid)
+
+
+def offer_in_pi(handle: Handle) -> install.Outcome | None:
+    """Add the handle to Pi's Tinker provider (if installed) so /model lists it."""
+    if not handle.sampleable:
+        return None
+    return install.add_pi_model(handle.text)
+
+
+# -- sampling --------------------------------------------------------------------
+
+
+def has_key() -> bool:
+    """True if ``TINKER_API_KEY`` is set."""
+    return bool(os.environ.get(API_KEY_ENV, "").strip())
+
+
+def require_key() -> str:
+    """The Tinker API key, or one line saying it is missing."""
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    if not key:
+        raise StudentError(
+            f"{API_KEY_ENV} is not set; create a key in the Tinker console and "
+            f"export {API_KEY_ENV}"
+        )
+    return key
+
+
+def ask(
+    handle: Handle,
+    prompt: str,
+    *,
+    timeout: float = 30.0,
+    max_tokens: int = 1024,
+) -> str:
+    """The student's answer to ``prompt`` from Tinker's OpenAI-compatible API."""
+    import urllib.error
+    import urllib.request
+
+    key = require_key()
+    if not handle.sampleable:
+        raise StudentError(
+            f"{handle.text} is a release id; releases cannot be sampled yet "
+            "(set a model id or a tinker:// checkpoint with machine student)"
+        )
+    base = install.oai_url()
+    body = {
+        "model": handle.text,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+    }
+    request = urllib.request.Request(
+        f"{base}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            payload = response.read()
+    except urllib.error.HTTPError as e:
+        raise StudentError(
+            f"Tinker refused the request ({e.code}): {_error_text(e)}"
+        ) from None
+    except (urllib.error.URLError, TimeoutError, OSError) as e:
+        reason = getattr(e, "reason", None) or e
+        raise StudentError(f"Tinker is unreachable at {base}: {reason}") from None
+    try:
+        data = json.loads(payload)
+        content = data["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise StudentError(
+            f"Tinker sent an answer machine cannot read: {payload[:200]!r}"
+        ) from None
+    return content if isinstance(content, str) else ""
+
+
+def _error_text(e: Any) -> str:
+    """The message of an HTTP error answer (OpenAI error shape), on one line."""
+    try:
+        raw = e.read()[:2000]
+    except OSError:
+        return str(e.reason)
+    try:
+        value = json.loads(raw)
+        error = value.get("error", value) if isinstance(value, dict) else value
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str) and message:
+            return " ".join(message.split())[:300]
+    except ValueError:
+        pass
+    text = " ".join(raw.decode(errors="replace").split())
+    return text[:300] or str(e.reason)

@@ -1,0 +1,602 @@
+"""Commands for working inside the agents: install, auto, observe, fork, student.
+
+``install``/``uninstall`` put the Pi extension and the Letta Code mod in
+place; ``auto``, ``observe``, ``observed`` and ``label`` record unlabeled runs
+and judge them later; ``fork`` and ``correction`` rerun a recorded run in Pi
+with a correction; ``student``, ``work`` and ``ask`` choose and sample the
+model trained from the rows.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+
+import click
+
+from machine_git import paths
+from machine_git import rows
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import open_store
+from machine_git.cli.common import project_of
+from machine_git.cli.common import project_option
+from machine_git.cli.common import warn
+from machine_git.errors import MachineError
+from machine_git.errors import StudentError
+from machine_git.errors import UsageError
+from machine_git.sessions import detect
+from machine_git.store import Store
+
+if TYPE_CHECKING:
+    from machine_git.agents.install import Outcome
+
+# The commands import machine_git.agents.* when they run, so these modules
+# (urllib, edits, templates) stay off the start-up path of every other command
+# (sessions.detect is on it already, for machine good).
+HOSTS = ("pi", "letta")  # agents machine installs into
+VERDICTS = ("bad", "good")
+
+
+# -- install ---------------------------------------------------------------------
+
+
+def _install_project(value: str | None, host: str) -> Path | None:
+    """``--project`` alone: this project; ``--project DIR``: that one."""
+    if value is None:
+        return None
+    if host == "letta":
+        raise UsageError(
+            "Letta Code loads mods from ~/.letta/mods only; drop --project"
+        )
+    return project_of(Path(value) if value else None)
+
+
+def _project_flag(f: Any) -> Any:
+    return click.option(
+        "--project",
+        "project",
+        is_flag=False,
+        flag_value="",
+        default=None,
+        metavar="[DIR]",
+        help="Only for this project (<project>/.pi/extensions), not globally.",
+    )(f)
+
+
+def _show(outcomes: list[Outcome]) -> None:
+    for o in outcomes:
+        what = "the Tinker provider in " if o.path.name == "models.json" else ""
+        if o.action == "skipped":
+            warn(f"left {o.path} as it is: {o.detail}")
+        elif o.action == "unchanged":
+            click.echo(f"up to date: {what}{o.path}")
+        elif o.action == "absent":
+            if not what:
+                click.echo(f"not installed: {o.path}")
+        elif o.action == "removed":
+            click.echo(f"removed {what.replace(' in ', ' from ')}{o.path}")
+        else:
+            click.echo(f"{o.action} {what}{o.path}")
+
+
+@click.command()
+@click.argument("host", type=click.Choice(HOSTS))
+@_project_flag
+def install(host: str, project: str | None) -> None:
+    """Install the /good, /bad, /tagged, /machine and /train commands in an agent.
+
+    Pi: ~/.pi/agent/extensions/machine.ts (or $PI_CODING_AGENT_DIR), or with
+    --project <project>/.pi/extensions/machine.ts; also adds a Tinker provider
+    to Pi's models.json so the student can be chosen with /model. Letta Code:
+    ~/.letta/mods/machine.ts. The file runs this machine
+    (``python -m machine_git``), so it works without machine on PATH.
+    Installing again rewrites the same file.
+
+    \b
+    Example usage:
+        machine install pi
+        machine install pi --project
+        machine install letta
+    """
+    from machine_git.agents import install as installer
+
+    where = _install_project(project, host)
+    if host == "pi":
+        _show(installer.install_pi(where))
+        click.echo("run /reload in pi (or start it again) to load the commands")
+    else:
+        _show(installer.install_letta())
+        click.echo("run /reload in Letta Code (mods need Letta Code 0.30 or newer)")
+
+
+@click.command()
+@click.argument("host", type=click.Choice(HOSTS))
+@_project_flag
+def uninstall(host: str, project: str | None) -> None:
+    """Remove what machine install wrote (only files machine wrote).
+
+    \b
+    Example usage:
+        machine uninstall pi
+        machine uninstall letta
+    """
+    from machine_git.agents import install as installer
+
+    where = _install_project(project, host)
+    if host == "pi":
+        _show(installer.uninstall_pi(where))
+    else:
+        _show(installer.uninstall_letta())
+
+
+# -- auto-capture ------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("state", type=click.Choice(["on", "off", "status"]), default="status")
+@project_option
+@json_option
+def auto(state: str, project: Path | None, as_json: bool) -> None:
+    """Turn auto-capture on or off for this project (a committed setting).
+
+    When on, the Pi extension records every finished ``pi -p`` / JSON-mode
+    run and every compaction boundary as an unlabeled observed row. Observed
+    rows are never trained on until labeled (machine label).
+
+    \b
+    Example usage:
+        machine auto on
+        machine auto status
+    """
+    from machine_git import settings
+    from machine_git.agents import observe as observing
+
+    root = project_of(project)
+    commit = None
+    if state == "status":
+        value = observing.auto_on(paths.store_path(root))
+    else:
+        value = state == "on"
+        commit = settings.write(open_store(root, create=True), "auto", value)
+    if as_json:
+        emit_json({"auto": value, "commit": commit, "project": str(root)})
+    elif state == "status":
+        click.echo(f"auto-capture {'on' if value else 'off'} for {root}")
+    elif commit is None:
+        click.echo(f"auto-capture was already {state}; nothing changed")
+    elif value:
+        click.echo(
+            f"auto-capture on for {root}: finished pi -p runs and compactions "
+            "are recorded as observed rows"
+        )
+    else:
+        click.echo(f"auto-capture off for {root}")
+
+
+@click.command()
+@click.option(
+    "--session",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Session file of any host (default: the project's newest session).",
+)
+@click.option("--entry", help="The run ending at this entry id (default: the last).")
+@click.option(
+    "--host",
+    type=click.Choice([*detect.HOSTS, detect.AUTO]),
+    default=detect.AUTO,
+    show_default=True,
+    help="Which agent's sessions to read (auto: the newest of any).",
+)
+@click.option(
+    "--if-auto",
+    is_flag=True,
+    help="Do nothing unless auto-capture is on, and say nothing if the run is "
+    "already recorded (what the Pi extension runs).",
+)
+@click.option("--reasoning", is_flag=True, help="Keep thinking blocks.")
+@click.option(
+    "--no-redact",
+    "no_redact",
+    is_flag=True,
+    help="Keep secrets in the row (recorded in the commit).",
+)
+@project_option
+@json_option
+def observe(
+    session: Path | None,
+    entry: str | None,
+    host: str,
+    if_auto: bool,
+    reasoning: bool,
+    no_redact: bool,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """Record a finished run as an unlabeled observed row.
+
+    The same run is recorded once: its id comes from the session and the
+    run's entries. In a fork (MACHINE_FORK_PARENT set) the row points back at
+    the row it corrects.
+
+    \b
+    Example usage:
+        machine observe
+        machine observe --session ~/.pi/agent/sessions/--home-me-proj--/x.jsonl
+    """
+    from machine_git import redaction
+    from machine_git.agents import observe as observing
+
+    root = project_of(project)
+    if if_auto and not observing.auto_on(paths.store_path(root)):
+        if as_json:
+            emit_json({"action": "off"})
+        return
+    parent = observing.parent_from_env()
+    found = detect.locate(root, host, session)
+    if found.announce:
+        click.echo(f"using {found.host} session {found.path}", err=True)
+    turn, report = found.read(entry)
+    if (line := report.warning()) is not None:
+        warn(line)
+    row = observing.build(turn, parent=parent, reasoning=reasoning)
+    store = open_store(root, create=True)
+    result = observing.observe(store, row, redact=not no_redact)
+    if result.redacted:
+        click.echo(f"redacted {redaction.describe(result.redacted)}", err=True)
+    if as_json:
+        emit_json(
+            {
+                "action": result.action,
+                "id": row["id"],
+                "kind": result.row["kind"],
+                "parent": parent,
+                "commit": result.commit,
+            }
+        )
+    elif result.action == "observed":
+        fork_of = f" (fork of {parent})" if parent else ""
+        click.echo(f"observed {row['id']}: {rows.first_words(row)}{fork_of}")
+    elif not if_auto:
+        click.echo(
+            f"already recorded {row['id']} as {result.row['kind']}; nothing changed"
+        )
+
+
+@click.command()
+@click.option(
+    "-n",
+    "limit",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="How many rows.",
+)
+@project_option
+@json_option
+def observed(limit: int, project: Path | None, as_json: bool) -> None:
+    """List unlabeled observed runs, newest first.
+
+    \b
+    Example usage:
+        machine observed -n 5
+    """
+    from machine_git.agents import observe as observing
+
+    store = _existing_store(project)
+    found = [] if store is None else observing.recent(store, limit)
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo("no observed runs yet (machine auto on records pi -p runs)")
+        return
+    for row in found:
+        stamp = str(row.get("created_at", ""))[:16].replace("T", " ")
+        parent = row.get("source", {}).get("parent_row")
+        fork_of = f"  (fork of {parent})" if parent else ""
+        click.echo(f"{row['id']}  {stamp}  {rows.first_words(row, 50)}{fork_of}")
+
+
+def _existing_store(project: Path | None) -> Store | None:
+    location = paths.store_path(project_of(project))
+    return Store.open(location) if (location / "HEAD").exists() else None
+
+
+@click.command()
+@click.argument("row_id")
+@click.argument("verdict", type=click.Choice(VERDICTS))
+@click.option("--as", "--rewrite", "rewrite", help="Replace the final answer.")
+@click.option("--note", help="Why (kept in the row and the commit).")
+@project_option
+@json_option
+def label(
+    row_id: str,
+    verdict: str,
+    rewrite: str | None,
+    note: str | None,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """Judge an observed run: good -> traces, bad -> rejected (same id, one commit).
+
+    \b
+    Example usage:
+        machine label 1a2b3c good
+        machine label 1a2b3c bad --note "ignored the failing test"
+        machine label 1a2b3c good --as "The answer it should have given."
+    """
+    from machine_git.agents import observe as observing
+
+    done = observing.label(open_store(project), row_id, verdict, rewrite, note)
+    after = done.after
+    if as_json:
+        emit_json(
+            {
+                "action": "label",
+                "id": after["id"],
+                "kind": after["kind"],
+                "from": "observed",
+                "commit": done.commit,
+            }
+        )
+        return
+    click.echo(
+        f"labeled {after['id']} {verdict}: observed -> {after['kind']}: "
+        f"{rows.first_words(after)}"
+    )
+
+
+# -- forks -----------------------------------------------------------------------
+
+
+def _dry_run(f: Any) -> Any:
+    return click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Print the prompt and the pi command instead of running it.",
+    )(f)
+
+
+def _fork(row: dict[str, Any], words: tuple[str, ...], dry_run: bool) -> None:
+    from machine_git.agents import fork as forks
+
+    made = forks.make(row, " ".join(words))
+    pi_bin = None if dry_run else forks.pi_path()
+    if pi_bin is None:
+        if not dry_run:
+            warn("pi is not on PATH; run the command below yourself")
+        click.echo(f"prompt (fork of {made.parent_id}):")
+        click.echo(made.prompt)
+        click.echo("command:")
+        click.echo(made.shell_command())
+        return
+    click.echo(f"fork of {made.parent_id}: running pi -p", err=True)
+    status = forks.run(made, pi_bin)
+    if status != 0:
+        raise SystemExit(status)
+
+
+@click.command()
+@click.argument("correction", nargs=-1)
+@_dry_run
+@project_option
+def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> None:
+    """Rerun the latest observed run in pi -p, with a correction.
+
+    The prompt restates the run's task and answer, then the correction. The
+    run gets MACHINE_FORK=1 and MACHINE_FORK_PARENT=<row id>, so when it is
+    observed it points back at the row it corrects. Without pi on PATH the
+    prompt and the exact command are printed.
+
+    \b
+    Example usage:
+        machine fork use Julia, not Python
+        machine fork --dry-run use the existing helper
+    """
+    from machine_git.agents import observe as observing
+
+    store = _existing_store(project)
+    latest = [] if store is None else observing.recent(store, 1)
+    if not latest:
+        raise MachineError(
+            "no observed run to fork (machine auto on, then run pi -p; "
+            "or machine correction --id ID)"
+        )
+    _fork(latest[0], correction, dry_run)
+
+
+@click.command()
+@click.option("--id", "row_id", required=True, help="The row to correct (any kind).")
+@click.argument("correction_words", nargs=-1)
+@_dry_run
+@project_option
+def correction(
+    row_id: str, correction_words: tuple[str, ...], dry_run: bool, project: Path | None
+) -> None:
+    """Rerun any row's task (observed, traces, train, ...) in pi -p with a correction.
+
+    \b
+    Example usage:
+        machine correction --id c0ffee123456 use Julia, not Python
+    """
+    from machine_git import lookup
+
+    store = open_store(project)
+    found = store.read_row(lookup.resolve_id(store, row_id))
+    if found is None:  # resolve_id found it a moment ago
+        raise MachineError(f"row {row_id} was removed meanwhile")
+    _fork(found, correction_words, dry_run)
+
+
+# -- the student -----------------------------------------------------------------
+
+
+def _missing_key() -> str | None:
+    from machine_git.agents import student as students
+
+    if students.has_key():
+        return None
+    return f"{students.API_KEY_ENV} is not set; pi and machine ask cannot reach Tinker"
+
+
+@click.command()
+@click.argument("handle", required=False)
+@click.option(
+    "--work-model",
+    metavar="PROVIDER/MODEL",
+    help="The model to switch back to with machine work (the Pi extension sets it).",
+)
+@project_option
+@json_option
+def student(
+    handle: str | None, work_model: str | None, project: Path | None, as_json: bool
+) -> None:
+    """Show or set the student: the model to chat with, trained from the rows.
+
+    HANDLE is a Tinker model id, a tinker://…/sampler_weights/… checkpoint,
+    BASE;CHECKPOINT, or a release id (BR-001). Setting it also lists it in
+    Pi's /model (provider tinker) when machine install pi added the provider.
+
+    \b
+    Example usage:
+        machine student thinkingmachines/Inkling-Small:peft:262144
+        machine student tinker://RUN/sampler_weights/000080
+        machine student
+    """
+    from machine_git.agents import install as installer
+    from machine_git.agents import student as students
+
+    if handle is None:
+        store = _existing_store(project)
+        info = (
+            students.current(store)
+            if store is not None
+            else {"student": None, "chat": "work", "work_model": None}
+        )
+        if info["student"] is None:
+            message = (
+                "no student set; choose one with machine student HANDLE "
+                "(e.g. thinkingmachines/Inkling-Small:peft:262144)"
+            )
+        else:
+            with_whom = (
+                "chatting with the student"
+                if info["chat"] == "student"
+                else "chatting with the working model"
+            )
+            message = f"student {info['student']} ({with_whom})"
+        _say(as_json, message, {**info, "switch_to": None})
+        return
+    parsed = students.parse(handle)
+    store = open_store(project, create=True)
+    students.choose(store, parsed, work_model)
+    offered = students.offer_in_pi(parsed)
+    if parsed.sampleable:
+        in_pi = (
+            "; in Pi: /model, provider tinker"
+            if offered is not None and offered.action != "skipped"
+            else ""
+        )
+        message = f"student {parsed.text} ({parsed.kind}){in_pi}"
+    else:
+        message = (
+            f"student {parsed.text} (a release id: stored, resolved once releases "
+            "exist)"
+        )
+    missing = _missing_key()
+    if missing and not as_json:
+        warn(missing)
+    _say(
+        as_json,
+        message,
+        {
+            **students.current(store),
+            "kind": parsed.kind,
+            "warning": missing,
+            "switch_to": f"{installer.TINKER_PROVIDER}/{parsed.text}"
+            if parsed.sampleable
+            else None,
+        },
+    )
+
+
+@click.command()
+@project_option
+@json_option
+def work(project: Path | None, as_json: bool) -> None:
+    """Chat with the working model again instead of the student.
+
+    \b
+    Example usage:
+        machine work
+    """
+    from machine_git.agents import student as students
+
+    store = _existing_store(project)
+    info: dict[str, Any] = {"student": None, "chat": "work", "work_model": None}
+    if store is not None:
+        students.back_to_work(store)
+        info = students.current(store)
+    model = info["work_model"]
+    message = "chatting with the working model" + (f" {model}" if model else "")
+    _say(as_json, message, {**info, "switch_to": model})
+
+
+def _say(as_json: bool, message: str, info: dict[str, Any]) -> None:
+    if as_json:
+        emit_json({**info, "message": message})
+    else:
+        click.echo(message)
+
+
+@click.command()
+@click.argument("prompt_words", nargs=-1, required=True)
+@click.option("--student", "handle", help="Ask this handle instead of the student.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for Tinker.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Longest answer.",
+)
+@project_option
+def ask(
+    prompt_words: tuple[str, ...],
+    handle: str | None,
+    timeout: float,
+    max_tokens: int,
+    project: Path | None,
+) -> None:
+    """Ask the student from a shell (Tinker's OpenAI-compatible endpoint).
+
+    PROMPT '-' reads the prompt from stdin. Needs TINKER_API_KEY.
+
+    \b
+    Example usage:
+        machine ask "What does calc.py print?"
+    """
+    from machine_git.agents import student as students
+
+    text = " ".join(prompt_words)
+    if text == "-":
+        text = sys.stdin.read()
+    students.require_key()
+    if handle is None:
+        store = _existing_store(project)
+        handle = None if store is None else students.current(store)["student"]
+        if handle is None:
+            raise StudentError("no student set; choose one with machine student HANDLE")
+    answer = students.ask(
+        students.parse(handle), text, timeout=timeout, max_tokens=max_tokens
+    )
+    click.echo(answer)

@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from machine_git.agents import install
+from machine_git.errors import InstallError
+from machine_git.sessions import pi
+
+ARGV = json.dumps([sys.executable, "-m", "machine_git"])
+
+
+def agent_dir() -> Path:
+    return pi.agent_dir()
+
+
+def models() -> dict[str, object]:
+    value = json.loads((agent_dir() / "models.json").read_text())
+    assert isinstance(value, dict)
+    return value
+
+
+def test_the_extension_calls_this_machine_with_the_live_session() -> None:
+    text = install.render_pi_extension("global")
+    assert text.startswith("// machine-generated: pi extension.")
+    assert f"const MACHINE: string[] = {ARGV};" in text
+    assert 'const SCOPE: string = "global";' in text
+    assert "@@" not in text
+    # the session file and the leaf of the live session, as argv (no shell)
+    assert '["--session", file, "--entry", leaf]' in text
+    assert "spawn(MACHINE[0], [...MACHINE.slice(1), ...args]" in text
+    assert "shell: true" not in text
+    for name in ("good", "bad", "tagged", "machine", "train"):
+        assert text.count(f'pi.registerCommand("{name}"') == 1
+    assert 'runMachine(["observe", "--if-auto", ...at], ctx.cwd)' in text
+    assert 'pi.on("agent_end"' in text and 'pi.on("session_before_compact"' in text
+
+
+def test_a_project_extension_says_how_to_remove_it() -> None:
+    text = install.render_pi_extension("project")
+    assert text.splitlines()[0] == (
+        "// machine-generated: pi extension. "
+        "`machine uninstall pi --project` removes this file."
+    )
+    assert 'const SCOPE: string = "project";' in text
+
+
+def test_the_letta_mod_passes_the_history_as_a_file() -> None:
+    text = install.render_letta_mod()
+    assert text.startswith("// machine-generated: letta mod.")
+    assert f"const MACHINE: string[] = {ARGV};" in text
+    for name in ("good", "bad", "tagged", "machine", "train"):
+        assert text.count(f'id: "{name}",') == 1
+    assert text.count("letta.commands.register(") == 5
+    assert "ctx.conversation.getHistory({ limit: HISTORY_LIMIT, order: " in text
+    assert '[sub, "--host", "letta", "--session", file, ...args]' in text
+    assert "writeFileSync(file, JSON.stringify(history), { mode: 0o600 })" in text
+    assert "rmSync(dir, { recursive: true, force: true })" in text
+    assert "@@" not in text
+
+
+def test_a_missing_placeholder_value_is_an_error() -> None:
+    with pytest.raises(InstallError, match="placeholder @@B@@ has no value"):
+        install.render("@@A@@ @@B@@", {"A": "x"})
+
+
+def test_install_pi_writes_one_private_file_and_twice_changes_nothing() -> None:
+    first = install.install_pi()
+    target = agent_dir() / "extensions" / "machine.ts"
+    assert [(o.path, o.action) for o in first] == [
+        (target, "installed"),
+        (agent_dir() / "models.json", "installed"),
+    ]
+    assert target.read_text() == install.render_pi_extension("global")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    before = target.read_bytes()
+    again = install.install_pi()
+    assert [o.action for o in again] == ["unchanged", "unchanged"]
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in target.parent.iterdir()) == ["machine.ts"]
+
+
+def test_install_pi_in_a_project(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    done = install.install_pi(project)
+    target = project / ".pi" / "extensions" / "machine.ts"
+    assert done[0].path == target and done[0].action == "installed"
+    assert 'const SCOPE: string = "project";' in target.read_text()
+    assert not (agent_dir() / "extensions").exists()
+
+
+def test_a_file_machine_did_not_write_is_left_alone() -> None:
+    target = agent_dir() / "extensions" / "machine.ts"
+    target.parent.mkdir(parents=True)
+    target.write_text("export default function () {}\n")
+    with pytest.raises(InstallError, match="was not written by machine"):
+        install.install_pi()
+    with pytest.raises(InstallError, match="was not written by machine; left in place"):
+        install.uninstall_pi()
+    assert target.read_text() == "export default function () {}\n"
+
+
+def test_the_tinker_provider_joins_other_providers() -> None:
+    path = agent_dir() / "models.json"
+    path.parent.mkdir(parents=True)
+    ollama = {"baseUrl": "http://localhost:11434/v1", "models": [{"id": "llama"}]}
+    path.write_text(json.dumps({"providers": {"ollama": ollama}}))
+    install.install_pi()
+    providers = models()["providers"]
+    assert isinstance(providers, dict)
+    assert providers["ollama"] == ollama
+    tinker = providers["tinker"]
+    assert {k: v for k, v in tinker.items() if k != "models"} == {
+        "name": "Tinker (machine)",
+        "baseUrl": install.TINKER_OAI_URL,
+        "api": "openai-completions",
+        "apiKey": "TINKER_API_KEY",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+    }
+    assert [m["id"] for m in tinker["models"]] == list(install.CATALOG)
+    assert tinker["models"][0] == {
+        "id": "thinkingmachines/Inkling-Small:peft:262144",
+        "name": "Inkling-Small (Tinker)",
+        "reasoning": False,
+        "input": ["text"],
+        "contextWindow": 262144,
+        "maxTokens": 8192,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+    }
+
+
+def test_a_broken_models_file_stops_the_install_before_anything_is_written() -> None:
+    path = agent_dir() / "models.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    with pytest.raises(InstallError, match="is not valid JSON; fix it or move it"):
+        install.install_pi()
+    assert not (agent_dir() / "extensions").exists()
+    assert path.read_text() == "{not json"
+
+
+def test_someone_elses_tinker_provider_is_kept() -> None:
+    path = agent_dir() / "models.json"
+    path.parent.mkdir(parents=True)
+    theirs = {"providers": {"tinker": {"baseUrl": "https://example.test/v1"}}}
+    path.write_text(json.dumps(theirs))
+    done = install.install_pi()
+    assert (done[1].action, done[1].detail) == (
+        "skipped",
+        "a 'tinker' provider is already configured",
+    )
+    assert models() == theirs
+    assert install.add_pi_model("Qwen/Qwen3-8B").action == "skipped"
+    assert install.uninstall_pi()[1].action == "absent"
+    assert models() == theirs
+
+
+def test_a_student_is_offered_once_in_pi() -> None:
+    assert install.add_pi_model("Qwen/Qwen3-8B").action == "skipped"
+    install.install_pi()
+    handle = "tinker://run-1:train:0/sampler_weights/000080"
+    assert install.add_pi_model(handle).action == "updated"
+    assert install.add_pi_model(handle).action == "unchanged"
+    entries = models()["providers"]["tinker"]["models"]  # type: ignore[index]
+    assert [m["id"] for m in entries] == [*install.CATALOG, handle]
+    assert entries[-1]["name"] == "checkpoint 000080 (Tinker)"
+    assert entries[-1]["contextWindow"] == 32768
+
+
+def test_uninstall_keeps_the_provider_while_the_global_extension_stays(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    install.install_pi()
+    install.install_pi(project)
+    removed = install.uninstall_pi(project)
+    assert [o.action for o in removed] == ["removed"]
+    assert "tinker" in models()["providers"]  # type: ignore[operator]
+    removed = install.uninstall_pi()
+    assert [(o.path.name, o.action) for o in removed] == [
+        ("machine.ts", "removed"),
+        ("models.json", "removed"),
+    ]
+    assert models() == {"providers": {}}
+    assert [o.action for o in install.uninstall_pi()] == ["absent", "absent"]
+
+
+def test_letta_install_and_uninstall() -> None:
+    target = Path.home() / ".letta" / "mods" / "machine.ts"
+    assert [(o.path, o.action) for o in install.install_letta()] == [
+        (target, "installed")
+    ]
+    assert target.read_text() == install.render_letta_mod()
+    assert install.install_letta()[0].action == "unchanged"
+    assert install.uninstall_letta()[0].action == "removed"
+    assert not target.exists()
