@@ -55,6 +55,7 @@ def _register() -> None:
     from machine_git.cli import hooks
     from machine_git.cli import sync
     from machine_git.cli import tag
+    from machine_git.cli import train
     from machine_git.cli import versions
 
     for command in (
@@ -91,6 +92,8 @@ def _register() -> None:
         agent.student,
         agent.work,
         agent.ask,
+        train.train,
+        train.runs_command,
     ):
         cli.add_command(command)
 

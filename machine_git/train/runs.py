@@ -1,0 +1,424 @@
+"""Training runs: their records in the store and their folders beside it.
+
+A run's record is ``runs/<run-id>.json`` in the store, rewritten by one commit
+per event (``Machine-Action: train-<event>``, ``Machine-Run``,
+``Machine-Dataset``, ``Machine-Export``), so ``machine log`` tells a run's
+story and git keeps every attempt. ``refs/runs/<run-id>`` points at the
+dataset commit the run learned from, so a run id works as a revision.
+The run's folder (export, tinker.yaml, train_sft.py, logs) lives outside git
+in ``<store>/machine/runs/<run-id>/``, private (0700, files 0600).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import shutil
+import string
+from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+from pygit2 import Commit
+from pygit2 import Tree
+from pygit2.enums import FileMode
+
+from machine_git import __version__
+from machine_git import bundled
+from machine_git import export
+from machine_git import jsonio
+from machine_git import rows
+from machine_git.errors import TrainingError
+from machine_git.revs import RUN_REFS
+from machine_git.store import WORK
+from machine_git.store import Change
+from machine_git.store import Snapshot
+from machine_git.store import Store
+from machine_git.store import parse_row
+from machine_git.store import private_objects
+from machine_git.train import config
+from machine_git.train import evals
+from machine_git.train import pins
+from machine_git.train.config import Hyper
+from machine_git.train.config import RunConfig
+
+RUNS_DIR = "runs"
+LOCK_FILE = ".lock"
+
+
+def record_path(run_id: str) -> str:
+    """Where a run's record lives in the store's tree."""
+    return f"{RUNS_DIR}/{run_id}.json"
+
+
+def folder(store: Store, run_id: str) -> Path:
+    """A run's folder: outside git, beside the store's own files."""
+    return store.path / WORK / RUNS_DIR / run_id
+
+
+def make_id(
+    kind: str, commit: str, base_model: str, hyper: Hyper, eval_id: str | None
+) -> str:
+    """``<kind>-<commit8>-<config6>``: the same data and config, the same run."""
+    key = jsonio.compact(
+        {"model": base_model, "hyper": hyper.as_dict(), "eval": eval_id, "kind": kind}
+    )
+    return f"{kind}-{commit[:8]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}"
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def read(
+    store: Store, run_id: str, commit: Commit | None = None
+) -> dict[str, Any] | None:
+    """A run's record, or None."""
+    data = store.snapshot(commit).read(record_path(run_id))
+    return None if data is None else _parse(data, record_path(run_id))
+
+
+def _parse(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        value = jsonio.loads(data)
+    except jsonio.JSONDecodeError as e:
+        raise TrainingError(f"{where}: not valid JSON ({e})") from None
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        raise TrainingError(f"{where}: not a run record")
+    return value
+
+
+def all_runs(store: Store) -> list[dict[str, Any]]:
+    """Every run, oldest first."""
+    snap = store.snapshot()
+    if snap.tree is None or RUNS_DIR not in snap.tree:
+        return []
+    entry = snap.tree[RUNS_DIR]
+    if entry.filemode != FileMode.TREE:
+        return []
+    found = []
+    for item in store.repo[entry.id].peel(Tree):
+        name = item.name or ""
+        if item.filemode == FileMode.BLOB and name.endswith(".json"):
+            data = store.repo[item.id].peel(pygit2.Blob).data
+            found.append(_parse(data, f"{RUNS_DIR}/{name}"))
+    return sorted(found, key=lambda r: (str(r.get("created_at")), str(r["id"])))
+
+
+def find(store: Store, text: str | None) -> dict[str, Any]:
+    """The run ``text`` names (an id or unique prefix); default: the newest."""
+    runs = all_runs(store)
+    if not runs:
+        raise TrainingError(
+            "no training runs yet (prepare one with 'machine train sft')"
+        )
+    if text is None:
+        return runs[-1]
+    exact = [r for r in runs if r["id"] == text]
+    matches = exact or [r for r in runs if str(r["id"]).startswith(text)]
+    if not matches:
+        raise TrainingError(f"no run {text!r} (see 'machine runs')")
+    if len(matches) > 1:
+        shown = ", ".join(str(r["id"]) for r in matches[:5])
+        raise TrainingError(f"run {text!r} is ambiguous ({shown})")
+    return matches[0]
+
+
+def run_config(store: Store, record: dict[str, Any]) -> tuple[RunConfig, Path]:
+    """The run's tinker.yaml (what trains), checked against its record."""
+    where = folder(store, str(record["id"]))
+    if not (where / config.CONFIG_FILE).is_file():
+        raise TrainingError(
+            f"run {record['id']} has no folder here ({where}): the store was cloned "
+            "or the folder removed; prepare it again with 'machine train sft "
+            "--force' and the same options"
+        )
+    cfg = config.load(where / config.CONFIG_FILE)
+    dataset = record["dataset"]
+    if (
+        cfg.run_id != record["id"]
+        or cfg.dataset_commit != dataset["commit"]
+        or cfg.export_sha256 != dataset["sha256"]
+    ):
+        raise TrainingError(
+            f"{where / config.CONFIG_FILE} no longer names the data run "
+            f"{record['id']} was prepared from; prepare a new run with "
+            "'machine train sft'"
+        )
+    return cfg, where
+
+
+# -- preparing a run (machine train sft) ---------------------------------------
+
+
+@dataclass
+class Exported:
+    """What a run's export holds."""
+
+    rows: int
+    held_out: int
+    sha256: str
+
+
+def write_export(
+    store: Store,
+    commit: Commit,
+    revision: str,
+    kind: str,
+    keep_out: evals.HeldOut,
+    target: Path,
+) -> Exported:
+    """The run's data: ``machine export --format tinker`` minus the eval set.
+
+    Same bytes as the plain export when no eval set is in force; the manifest
+    beside it says what was left out and why.
+    """
+    digest = hashlib.sha256()
+    count = held = 0
+    with open(target, "wb") as out:
+        for path, data in store.iter_row_blobs(commit):
+            if rows.id_of_path(path) is None:
+                continue
+            row = parse_row(data, path)
+            if row.get("kind") != kind:
+                continue
+            if keep_out.excludes(row):
+                held += 1
+                continue
+            rendered = export.render(row, "tinker")
+            if rendered is None:
+                continue
+            line = jsonio.line(rendered)
+            out.write(line)
+            digest.update(line)
+            count += 1
+        out.flush()
+        os.fsync(out.fileno())
+    manifest = export.Manifest(
+        file=target.name,
+        revision=revision,
+        commit=str(commit.id),
+        format="tinker",
+        kinds=(kind,),
+        rows=count,
+        skipped=0,
+        sha256=digest.hexdigest(),
+    ).as_dict()
+    manifest["held_out"] = {"eval": keep_out.eval_id, "rows": held}
+    export.manifest_path(target).write_bytes(jsonio.canonical(manifest))
+    return Exported(count, held, digest.hexdigest())
+
+
+def prepare(
+    store: Store,
+    *,
+    commit: Commit,
+    revision: str,
+    kind: str,
+    base_model: str,
+    renderer: str,
+    train_on_what: str,
+    hyper: Hyper,
+    force: bool,
+    count_sequences: Callable[[RunConfig, Path], int],
+) -> dict[str, Any]:
+    """Export the pinned revision into a new run folder, write the files, commit.
+
+    ``count_sequences`` renders the export (heavy; the CLI passes it in) and
+    raises if it gives no whole batch, before anything is committed.
+    """
+    commit = pins.data_commit(commit)
+    keep_out = evals.held_out(store)
+    run_id = make_id(kind, str(commit.id), base_model, hyper, keep_out.eval_id)
+    existing = read(store, run_id)
+    if existing is not None and not force:
+        raise TrainingError(
+            f"run {run_id} already exists for this data and config (status "
+            f"{existing.get('status')}); --force prepares it again"
+        )
+    where = folder(store, run_id)
+    with _private(), lock(where):
+        _clear(where)
+        exported = write_export(
+            store, commit, revision, kind, keep_out, where / config.DATA_FILE
+        )
+        if exported.rows == 0:
+            shutil.rmtree(where, ignore_errors=True)
+            held = (
+                f" ({exported.held_out} held out for eval)" if exported.held_out else ""
+            )
+            raise TrainingError(f"no {kind} rows to train on at {revision}{held}")
+        cfg = RunConfig(
+            run_id=run_id,
+            dataset_commit=str(commit.id),
+            revision=revision,
+            kind=kind,
+            export_sha256=exported.sha256,
+            rows=exported.rows,
+            base_model=base_model,
+            renderer=renderer,
+            train_on_what=train_on_what,
+            held_out_eval=keep_out.eval_id,
+            hyper=hyper,
+        )
+        (where / config.CONFIG_FILE).write_text(config.render(cfg))
+        script = where / config.SCRIPT_FILE
+        script.write_text(render_script(cfg))
+        script.chmod(0o700)
+        try:
+            sequences = count_sequences(cfg, where)
+        except TrainingError:
+            shutil.rmtree(where, ignore_errors=True)
+            raise
+    record = {
+        "id": run_id,
+        "status": "prepared",
+        "created_at": rows.now(),
+        "dataset": {
+            "commit": str(commit.id),
+            "revision": revision,
+            "kind": kind,
+            "file": config.DATA_FILE,
+            "sha256": exported.sha256,
+            "rows": exported.rows,
+            "sequences": sequences,
+            "held_out_eval": keep_out.eval_id,
+            "held_out_rows": exported.held_out,
+        },
+        "base_model": base_model,
+        "renderer": renderer,
+        "train_on_what": train_on_what,
+        "hyperparameters": hyper.as_dict(),
+        "steps_planned": (sequences // hyper.batch_size) * hyper.num_epochs,
+        "folder": f"{WORK}/{RUNS_DIR}/{run_id}",
+        "versions": {"machine-git": __version__, **_stack_versions()},
+        "attempts": 0,
+        "steps": [],
+        "checkpoints": [],
+        "smoke": None,
+        "error": None,
+    }
+    _commit(
+        store,
+        record,
+        "sft",
+        f"train sft {run_id}: {exported.rows} {kind} rows at {str(commit.id)[:12]}",
+    )
+    with private_objects(store):
+        store.repo.references.create(f"{RUN_REFS}{run_id}", commit.id, force=True)
+    return record
+
+
+def _stack_versions() -> dict[str, str]:
+    from machine_git.train import stack
+
+    return stack.versions()
+
+
+def render_script(cfg: RunConfig) -> str:
+    """train_sft.py from its template, headed by what pins the run."""
+    text = bundled.read_bytes("templates", "train_sft.py.tmpl").decode()
+    return string.Template(text).substitute(
+        run_id=cfg.run_id,
+        dataset_commit=cfg.dataset_commit,
+        export_sha256=cfg.export_sha256,
+        rows=cfg.rows,
+        kind=cfg.kind,
+        base_model=cfg.base_model,
+        renderer=cfg.renderer,
+        train_on_what=cfg.train_on_what,
+    )
+
+
+def _clear(where: Path) -> None:
+    for item in where.iterdir():
+        if item.name == LOCK_FILE:
+            continue
+        if item.is_dir() and not item.is_symlink():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
+
+
+# -- updating a run ------------------------------------------------------------
+
+
+def update(
+    store: Store,
+    run_id: str,
+    event: str,
+    summary: str,
+    change: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Apply ``change`` to the newest record and commit it as ``train-<event>``."""
+    result: dict[str, Any] = {}
+
+    def plan(snap: Snapshot) -> Change:
+        data = snap.read(record_path(run_id))
+        if data is None:
+            raise TrainingError(f"no run {run_id!r} in the store")
+        record = _parse(data, record_path(run_id))
+        change(record)
+        record["updated_at"] = rows.now()
+        result.clear()
+        result.update(record)
+        return _change(record, event, summary)
+
+    store.write(plan)
+    return result
+
+
+def _commit(store: Store, record: dict[str, Any], event: str, summary: str) -> None:
+    store.write(lambda snap: _change(record, event, summary))
+
+
+def _change(record: dict[str, Any], event: str, summary: str) -> Change:
+    dataset = record["dataset"]
+    return Change(
+        summary=summary,
+        files={record_path(str(record["id"])): jsonio.canonical(record)},
+        trailers={
+            "Action": f"train-{event}",
+            "Run": str(record["id"]),
+            "Dataset": str(dataset["commit"]),
+            "Export": str(dataset["sha256"]),
+        },
+    )
+
+
+# -- the run folder ------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _private() -> Iterator[None]:
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@contextlib.contextmanager
+def lock(where: Path) -> Iterator[None]:
+    """Hold a run's folder lock: one process trains or rewrites a run at a time."""
+    with _private():
+        where.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(where / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise TrainingError(
+                    f"run {where.name} is in use by another machine process"
+                ) from None
+            raise
+        with _private():
+            yield
+    finally:
+        os.close(fd)

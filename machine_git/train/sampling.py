@@ -1,0 +1,70 @@
+"""Sampling a model on eval cases through Tinker (``train eval baseline``).
+
+Each case's prompt is rendered with the base model's renderer into a
+generation prompt; Tinker samples greedily (temperature 0) until the
+renderer's stop sequence; the renderer parses the tokens back into a message.
+All requests are submitted before any is awaited.
+Heavy: imports tinker and tinker-cookbook. Import after ``stack.require()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tinker
+from tinker_cookbook import renderers
+
+from machine_git.train import datasets
+from machine_git.train import service
+from machine_git.train.evals import Case
+from machine_git.train.rendering import Rendering
+
+
+def sample(
+    cases: list[Case],
+    seen: Rendering,
+    *,
+    base_model: str,
+    model_path: str | None,
+    max_tokens: int,
+) -> list[dict[str, Any]]:
+    """One greedy answer per case, as ``{row, kind, reference, output, ...}``."""
+    client = service.service_client()
+    if model_path is not None:
+        future = client.create_sampling_client(model_path=model_path)
+    else:
+        future = client.create_sampling_client(base_model=base_model)
+    sampler = future.result()
+    params = tinker.SamplingParams(
+        max_tokens=max_tokens,
+        temperature=0.0,
+        stop=seen.renderer.get_stop_sequences(),
+    )
+    pending = []
+    for case in cases:
+        prompt = seen.renderer.build_generation_prompt(
+            datasets.cookbook_messages(case.prompt)
+        )
+        pending.append(
+            (case, sampler.sample(prompt=prompt, num_samples=1, sampling_params=params))
+        )
+    out: list[dict[str, Any]] = []
+    for case, request in pending:
+        sequence = request.result().sequences[0]
+        message, _ = seen.renderer.parse_response(list(sequence.tokens))
+        calls = [
+            {"name": c.function.name, "arguments": c.function.arguments}
+            for c in message.get("tool_calls") or []
+        ]
+        out.append(
+            {
+                "row": case.row_id,
+                "kind": case.kind,
+                "reference": case.reference,
+                "output": renderers.get_text_content(message),
+                "tool_calls": calls,
+                "stop_reason": sequence.stop_reason,
+                "tokens": len(sequence.tokens),
+            }
+        )
+    return out

@@ -1,0 +1,216 @@
+"""``machine train smoke`` and ``run``: check, train, and commit what happens.
+
+The order keeps money and time safe: the run's config and data are checked
+and rendered offline first (refusing zero steps), then the preflight proves in
+seconds that a key is set and Tinker answers, and only then does the loop
+start. Every step and checkpoint becomes a commit of the run's record; a
+failure marks the run failed with its reason. Only ``runs/<id>.json`` is ever
+written: no dataset row changes.
+Heavy: imports the loop (tinker). Import after ``stack.require()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from machine_git import rows
+from machine_git.errors import MachineError
+from machine_git.errors import TinkerServiceError
+from machine_git.store import Store
+from machine_git.train import datasets
+from machine_git.train import loop
+from machine_git.train import preflight
+from machine_git.train import runs
+from machine_git.train.config import RunConfig
+
+Progress = Callable[[loop.Step], None]
+
+
+@dataclass
+class Plan:
+    """What a smoke test or a run is about to do (shown before it starts)."""
+
+    record: dict[str, Any]
+    cfg: RunConfig
+    dataset: datasets.ListDataset
+    steps: int
+    smoke: bool
+
+
+def plan(store: Store, run_id: str | None, smoke: bool) -> Plan:
+    """Load a run and render its data offline; refuses what cannot run."""
+    record = runs.find(store, run_id)
+    status = record.get("status")
+    if not smoke and status == "done":
+        raise MachineError(
+            f"run {record['id']} is done; prepare a new one with 'machine train sft'"
+        )
+    cfg, where = runs.run_config(store, record)
+    dataset = datasets.build(cfg, where)
+    steps = loop.total_steps(cfg, dataset, loop.SMOKE_STEPS if smoke else None)
+    return Plan(record, cfg, dataset, steps, smoke)
+
+
+def check_service(p: Plan) -> preflight.ServiceInfo:
+    """The preflight for this run's base model."""
+    return preflight.check(p.cfg.base_model, "train")
+
+
+def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str, Any]:
+    """Train, committing the record at every event; returns the final record."""
+    run_id = p.cfg.run_id
+    where = runs.folder(store, run_id)
+    event = "smoke" if p.smoke else "run"
+    with runs.lock(where):
+        if p.smoke:
+            runs.update(
+                store,
+                run_id,
+                "smoke-start",
+                f"train smoke {run_id}: {p.steps} steps",
+                _smoke_start,
+            )
+        else:
+            runs.update(
+                store, run_id, "start", f"train start {run_id}: {p.steps} steps", _start
+            )
+        last: dict[str, Any] = {"step": -1, "ready": False, "total": p.steps}
+
+        def on_ready() -> None:
+            last["ready"] = True
+
+        def on_step(step: loop.Step) -> None:
+            last["step"] = step.step
+            runs.update(
+                store,
+                run_id,
+                f"{event}-step" if p.smoke else "step",
+                f"train {event} {run_id}: step {step.step + 1}/{step.total} "
+                f"loss {step.loss:.4f}",
+                lambda r: _add_step(r, step, p.smoke),
+            )
+            if progress is not None:
+                progress(step)
+
+        def on_checkpoint(saved: loop.Saved) -> None:
+            path = saved.sampler_path or saved.state_path
+            runs.update(
+                store,
+                run_id,
+                f"{event}-checkpoint" if p.smoke else "checkpoint",
+                f"train {event} {run_id}: checkpoint {saved.name} {path}",
+                lambda r: _add_checkpoint(r, saved, p.smoke),
+            )
+
+        log_dir = where / "smoke" if p.smoke else where
+        try:
+            outcome = loop.train(
+                p.cfg,
+                p.dataset,
+                log_dir,
+                smoke=p.smoke,
+                on_step=on_step,
+                on_checkpoint=on_checkpoint,
+                on_ready=on_ready,
+            )
+        except KeyboardInterrupt:
+            _fail(store, run_id, p.smoke, _where(last), "interrupted")
+            raise
+        except MachineError as e:
+            _fail(store, run_id, p.smoke, _where(last), str(e))
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure must mark the run failed
+            reason = preflight.one_line(e)
+            _fail(store, run_id, p.smoke, _where(last), reason)
+            raise TinkerServiceError(
+                f"{event} of {run_id} failed at {_where(last)}: {reason}"
+            ) from None
+        loss = outcome.final_loss
+        shown = "-" if loss is None else f"{loss:.4f}"
+        return runs.update(
+            store,
+            run_id,
+            f"{event}-done" if p.smoke else "done",
+            f"train {event} {run_id}: done, {len(outcome.steps)} steps, loss {shown}",
+            lambda r: _finish(r, loss, p.smoke),
+        )
+
+
+def _smoke_start(record: dict[str, Any]) -> None:
+    record["smoke"] = {
+        "status": "running",
+        "started_at": rows.now(),
+        "steps": [],
+        "checkpoint": None,
+        "error": None,
+    }
+
+
+def _start(record: dict[str, Any]) -> None:
+    record["status"] = "running"
+    record["attempts"] = int(record.get("attempts") or 0) + 1
+    record["started_at"] = rows.now()
+    record["finished_at"] = None
+    record["steps"] = []
+    record["checkpoints"] = []
+    record["final_loss"] = None
+    record["error"] = None
+
+
+def _add_step(record: dict[str, Any], step: loop.Step, smoke: bool) -> None:
+    entry = {
+        "step": step.step,
+        "loss": round(step.loss, 6),
+        "learning_rate": step.learning_rate,
+        "sequences": step.sequences,
+        "tokens": step.tokens,
+    }
+    target = record["smoke"] if smoke else record
+    target["steps"].append(entry)
+
+
+def _add_checkpoint(record: dict[str, Any], saved: loop.Saved, smoke: bool) -> None:
+    if smoke:
+        record["smoke"]["checkpoint"] = saved.sampler_path
+        return
+    record["checkpoints"].append({**saved.as_dict(), "at": rows.now()})
+
+
+def _finish(record: dict[str, Any], loss: float | None, smoke: bool) -> None:
+    final = None if loss is None else round(loss, 6)
+    if smoke:
+        record["smoke"].update(
+            status="passed", finished_at=rows.now(), final_loss=final
+        )
+        return
+    record["status"] = "done"
+    record["finished_at"] = rows.now()
+    record["final_loss"] = final
+
+
+def _where(last: dict[str, Any]) -> str:
+    # Where it broke, 1-based: creating the training client, or a step.
+    if not last["ready"]:
+        return "start (creating the training client)"
+    if int(last["step"]) + 1 >= int(last["total"]):
+        return "the final checkpoint"
+    return f"step {int(last['step']) + 2}"
+
+
+def _fail(store: Store, run_id: str, smoke: bool, where: str, reason: str) -> None:
+    def mark(record: dict[str, Any]) -> None:
+        if smoke:
+            record["smoke"].update(
+                status="failed", finished_at=rows.now(), error=reason
+            )
+            return
+        record["status"] = "failed"
+        record["finished_at"] = rows.now()
+        record["error"] = f"{where}: {reason}"
+
+    event = "smoke-failed" if smoke else "failed"
+    runs.update(
+        store, run_id, event, f"train {event} {run_id} at {where}: {reason}", mark
+    )

@@ -1,0 +1,224 @@
+"""``machine train validate``: will these rows train, and what will they cost?
+
+Offline, with the base model's own renderer and tokenizer: the schema check,
+then every row rendered into the sequences Tinker would train on. Blocking
+problems (exit non-zero): schema errors, rows that do not render, empty
+answers, tool calls the renderer drops, nothing to learn in a row, fewer
+sequences than one batch. Warnings: rows longer than --max-length (they are
+truncated), duplicate prompts.
+Heavy: imports tinker-cookbook (torch). Import after ``stack.require()``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+from machine_git import jsonio
+from machine_git import schemas
+from machine_git.train import datasets
+from machine_git.train import rendering
+
+
+@dataclass
+class Problem:
+    """One kind of problem and the rows that have it."""
+
+    blocking: bool
+    what: str
+    ids: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        level = "blocking" if self.blocking else "warning"
+        shown = ", ".join(self.ids[:5]) + (", ..." if len(self.ids) > 5 else "")
+        return f"{level}  {self.what}" + (f": {shown}" if shown else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"blocking": self.blocking, "what": self.what, "ids": self.ids}
+
+
+@dataclass
+class Report:
+    """What validation found."""
+
+    source: str
+    kind: str
+    base_model: str
+    renderer: str
+    max_length: int
+    batch_size: int
+    rows: int = 0
+    sequences: int = 0
+    tokens: list[int] = field(default_factory=list)  # per row, all its sequences
+    problems: list[Problem] = field(default_factory=list)
+    held_out: int = 0
+
+    @property
+    def steps(self) -> int:
+        return self.sequences // self.batch_size
+
+    @property
+    def blocking(self) -> list[Problem]:
+        return [p for p in self.problems if p.blocking]
+
+    def token_stats(self) -> dict[str, int]:
+        if not self.tokens:
+            return {"min": 0, "median": 0, "max": 0, "total": 0}
+        return {
+            "min": min(self.tokens),
+            "median": int(statistics.median(self.tokens)),
+            "max": max(self.tokens),
+            "total": sum(self.tokens),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "base_model": self.base_model,
+            "renderer": self.renderer,
+            "rows": self.rows,
+            "held_out": self.held_out,
+            "sequences": self.sequences,
+            "batch_size": self.batch_size,
+            "steps_per_epoch": self.steps,
+            "max_length": self.max_length,
+            "tokens": self.token_stats(),
+            "problems": [p.to_json() for p in self.problems],
+            "ok": not self.blocking,
+        }
+
+
+Item = tuple[str, dict[str, Any]]  # (label, row or {"messages": [...]})
+
+
+def check(
+    items: Iterable[Item],
+    *,
+    source: str,
+    kind: str,
+    base_model: str,
+    max_length: int,
+    batch_size: int,
+    rows_are_conversations: bool = False,
+) -> Report:
+    """Check and render every item; ``rows_are_conversations`` for export files."""
+    seen = rendering.rendering(base_model)
+    train_on = datasets.train_on_what(kind)
+    report = Report(
+        source, kind, base_model, seen.renderer_name, max_length, batch_size
+    )
+    found: dict[str, list[str]] = {}
+    prompts: dict[str, list[str]] = {}
+
+    def problem(what: str, label: str) -> None:
+        found.setdefault(what, []).append(label)
+
+    for label, item in items:
+        report.rows += 1
+        if rows_are_conversations:
+            shape = _conversation_problem(item)
+            if shape:
+                problem(f"not a conversation ({shape})", label)
+                continue
+            messages = list(item["messages"])
+        else:
+            errors = schemas.row_problems(item)
+            if errors:
+                problem(f"schema: {errors[0]}", label)
+                continue
+            messages = datasets.row_messages(item)
+        prompts.setdefault(_prompt_key(messages), []).append(label)
+        if _empty_answer(messages):
+            problem(
+                "empty answer (an assistant message with no text or tool call)", label
+            )
+            continue
+        try:
+            conversation = datasets.cookbook_messages(messages)
+            sequences = datasets.examples(conversation, seen.renderer, train_on)
+        except Exception as e:  # noqa: BLE001 - any renderer failure is this row's problem
+            problem(f"does not render ({type(e).__name__}: {_first_line(e)})", label)
+            continue
+        lengths = [mi.length for mi, _ in sequences]
+        report.tokens.append(sum(lengths))
+        report.sequences += len(sequences)
+        if any(n > max_length for n in lengths):
+            problem(f"longer than --max-length {max_length} (truncated)", label)
+        if not any(_trained_within(mi.length, w, max_length) for mi, w in sequences):
+            problem("nothing to learn (no trained token within --max-length)", label)
+        if _drops_tool_calls(conversation, seen, train_on, lengths):
+            problem(f"tool calls dropped by the {seen.renderer_name} renderer", label)
+    for what, labels in found.items():
+        report.problems.append(Problem(_is_blocking(what), what, labels))
+    duplicates = [labels for labels in prompts.values() if len(labels) > 1]
+    if duplicates:
+        ids = [" = ".join(group) for group in duplicates]
+        report.problems.append(
+            Problem(False, f"{len(duplicates)} duplicate prompts", ids)
+        )
+    if report.rows and report.sequences < batch_size:
+        report.problems.append(
+            Problem(True, datasets.too_few(report.rows, report.sequences, batch_size))
+        )
+    if report.rows == 0:
+        report.problems.append(Problem(True, f"no {kind} rows to train on"))
+    report.problems.sort(key=lambda p: not p.blocking)  # blocking first, stable
+    return report
+
+
+def _is_blocking(what: str) -> bool:
+    return not what.startswith("longer than")
+
+
+def _conversation_problem(item: dict[str, Any]) -> str | None:
+    messages = item.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "no messages list"
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return "a message without a role"
+    return None
+
+
+def _prompt_key(messages: list[dict[str, Any]]) -> str:
+    last = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=0
+    )
+    return jsonio.compact(messages[:last])
+
+
+def _empty_answer(messages: list[dict[str, Any]]) -> bool:
+    return any(
+        m.get("role") == "assistant"
+        and not m.get("tool_calls")
+        and not str(m.get("content") or "").strip()
+        for m in messages
+    )
+
+
+def _trained_within(length: int, weights: Any, max_length: int) -> bool:
+    return bool(float(weights[: min(length, max_length)].sum()) > 0)
+
+
+def _drops_tool_calls(
+    conversation: list[Any],
+    seen: rendering.Rendering,
+    train_on: Any,
+    lengths: list[int],
+) -> bool:
+    # A renderer that ignores tool calls renders the conversation to the same
+    # tokens with and without them (role_colon does, tinker.md §0.5).
+    if not any(m.get("tool_calls") for m in conversation):
+        return False
+    bare = [{k: v for k, v in m.items() if k != "tool_calls"} for m in conversation]
+    plain = datasets.examples(bare, seen.renderer, train_on)  # type: ignore[arg-type]
+    return sum(mi.length for mi, _ in plain) == sum(lengths)
+
+
+def _first_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text[:200]

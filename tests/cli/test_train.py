@@ -1,0 +1,622 @@
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from machine_git.train import rendering
+from machine_git.train import service
+from tests.conftest import Run
+from tests.conftest import git
+from tests.train import conftest as support
+from tests.train.conftest import FakeTinker
+
+MODEL = support.MODEL
+REPO = Path(__file__).parents[2]
+HEAVY = (
+    "torch",
+    "tinker",
+    "tinker_cookbook",
+    "tml_renderers",
+    "transformers",
+    "datasets",
+)
+
+
+@pytest.fixture(autouse=True)
+def _tinker_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    support.clean_env(monkeypatch)
+
+
+@pytest.fixture
+def listener() -> Iterator[str]:
+    with support.listening() as url:
+        yield url
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, listener: str) -> FakeTinker:
+    support.set_key(monkeypatch, listener)
+    tinker = FakeTinker(tokenizer=rendering.tokenizer(MODEL))
+    monkeypatch.setattr(service, "service_client", tinker.service_client)
+    return tinker
+
+
+@pytest.fixture
+def traces(project: Path, run: Run) -> Path:
+    """A store with the last turn of eight sessions tagged good --trace."""
+    support.tag(run, project, support.SESSIONS, "--trace")
+    return support.store_path(project)
+
+
+def _json(text: str) -> Any:
+    return orjson.loads(text)
+
+
+def _sft(run: Run, *extra: str) -> dict[str, Any]:
+    result = run(
+        "train", "sft", "--kind", "traces", "--batch-size", "2", "--json", *extra
+    )
+    assert result.exit_code == 0, result.stderr
+    return dict(_json(result.stdout))
+
+
+def _subjects(store: Path, n: int) -> list[str]:
+    return git(store, "log", f"-{n}", "--format=%s").splitlines()
+
+
+# -- start-up and the optional stack -------------------------------------------
+
+
+def _modules_after(args: list[str]) -> list[str]:
+    code = (
+        "import sys\n"
+        "from machine_git.cli import cli\n"
+        f"try:\n    cli({args!r}, prog_name='machine')\n"
+        "except SystemExit:\n    pass\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    return list(_json(done.stdout.strip().splitlines()[-1].replace("'", '"')))
+
+
+@pytest.mark.slow
+def test_help_does_not_import_the_training_stack() -> None:
+    assert _modules_after(["--help"]) == []
+    assert _modules_after(["train", "--help"]) == []
+    assert _modules_after(["train", "eval", "--help"]) == []
+
+
+@pytest.mark.slow
+def test_runs_needs_no_training_stack(project: Path, run: Run) -> None:
+    support.tag(run, project, ("basic",))
+    code = (
+        "import sys\nfrom machine_git.cli import cli\n"
+        "import machine_git.train.preflight, machine_git.train.evals\n"
+        "import machine_git.train.runs, machine_git.train.stack\n"
+        "try:\n    cli(['runs'], prog_name='machine')\nexcept SystemExit:\n    pass\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=project,
+        env=os.environ.copy(),
+    )
+    assert done.stdout == (
+        "no training runs yet (prepare one with 'machine train sft')\n[]\n"
+    )
+
+
+def test_without_the_stack_train_says_how_to_install_it(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tinker", None)
+    result = run("train", "validate")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: machine train needs the training stack (tinker is missing): "
+        "pip install 'machine-git[train]'\n"
+    )
+
+
+# -- validate ------------------------------------------------------------------
+
+
+def test_validate_renders_every_row_offline(traces: Path, run: Run) -> None:
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run("train", "validate", "--kind", "traces")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == (
+        f"validate HEAD ({head[:12]}): 8 traces rows\n"
+        f"model    {MODEL} (renderer qwen3_instruct, loss on all_assistant_messages)\n"
+        "tokens   min 32, median 72, max 209, total 744 (per row)\n"
+        "batches  8 sequences / batch size 8 = 1 step per epoch\n"
+        f"warning  1 duplicate prompts: {_branch_turns(traces)}\n"
+    )
+
+
+def _branch_turns(store: Path) -> str:
+    # compaction-branch and branch-summary end on the same prompt.
+    ids = []
+    for line in git(store, "log", "--format=%s").splitlines():
+        if "Branch turn" in line:
+            ids.append(line.split()[1].rstrip(":"))
+    return " = ".join(sorted(ids))
+
+
+def test_validate_blocks_when_rows_make_no_batch(traces: Path, run: Run) -> None:
+    result = run("train", "validate", "--kind", "traces", "--batch-size", "16")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-2:] == [
+        "blocking  8 sequences from 8 rows: fewer than one batch of 16, so 0 training "
+        "steps (tag more rows or lower --batch-size)",
+        f"warning  1 duplicate prompts: {_branch_turns(traces)}",
+    ]
+    assert result.stderr == "Error: 1 blocking problem\n"
+
+
+def test_validate_a_file_of_conversations(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    lines = [
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": " "},
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "2+2?"},
+                {"role": "assistant", "content": "4"},
+            ]
+        },
+    ]
+    path = tmp_path / "conv.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    result = run("train", "validate", str(path), "--batch-size", "1", "--json")
+    assert result.exit_code == 1
+    report = _json(result.stdout)
+    assert (report["rows"], report["sequences"], report["steps_per_epoch"]) == (3, 2, 2)
+    assert report["problems"] == [
+        {
+            "blocking": True,
+            "what": "empty answer (an assistant message with no text or tool call)",
+            "ids": ["conv.jsonl:2"],
+        },
+        {
+            "blocking": False,
+            "what": "1 duplicate prompts",
+            "ids": ["conv.jsonl:1 = conv.jsonl:2"],
+        },
+    ]
+    assert result.stderr == "Error: 1 blocking problem\n"
+
+
+# -- sft -----------------------------------------------------------------------
+
+
+def test_sft_pins_the_data_and_writes_a_run_folder(traces: Path, run: Run) -> None:
+    data_commit = git(traces, "rev-parse", "HEAD").strip()
+    plain = run("export", "--kind", "traces").stdout.encode()
+    result = run("train", "sft", "--kind", "traces", "--batch-size", "2")
+    assert result.exit_code == 0, result.stderr
+    run_id = _json(run("runs", "--json").stdout)[0]["id"]
+    folder = traces / "machine" / "runs" / run_id
+    sha = hashlib.sha256(plain).hexdigest()
+    assert result.stdout == (
+        f"prepared run {run_id}\n"
+        f"  data    8 traces rows at {data_commit[:12]} (HEAD)\n"
+        f"  export  data.jsonl sha256 {sha}\n"
+        f"  model   {MODEL}, renderer qwen3_instruct, loss on all_assistant_messages\n"
+        "  steps   4 (8 sequences, batch size 2, 1 epoch)\n"
+        f"  folder  {folder}\n"
+        "next: machine train smoke --yes  (two steps on Tinker)\n"
+    )
+    assert run_id.startswith(f"traces-{data_commit[:8]}-")
+    # The export is `machine export --kind traces`, byte for byte.
+    assert (folder / "data.jsonl").read_bytes() == plain
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".lock",
+        "data.jsonl",
+        "data.jsonl.manifest.json",
+        "tinker.yaml",
+        "train_sft.py",
+    ]
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for name in ("data.jsonl", "data.jsonl.manifest.json", "tinker.yaml"):
+        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
+    for name in ("tinker.yaml", "train_sft.py"):
+        text = (folder / name).read_text()
+        assert data_commit in text and sha in text
+    manifest = _json((folder / "data.jsonl.manifest.json").read_bytes())
+    assert (manifest["commit"], manifest["sha256"], manifest["rows"]) == (
+        data_commit,
+        sha,
+        8,
+    )
+
+    # The record is a commit; the run id is a ref to the data it learned from.
+    record = _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))
+    assert record["dataset"] == {
+        "commit": data_commit,
+        "revision": "HEAD",
+        "kind": "traces",
+        "file": "data.jsonl",
+        "sha256": sha,
+        "rows": 8,
+        "sequences": 8,
+        "held_out_eval": None,
+        "held_out_rows": 0,
+    }
+    assert (record["status"], record["renderer"], record["train_on_what"]) == (
+        "prepared",
+        "qwen3_instruct",
+        "all_assistant_messages",
+    )
+    assert record["hyperparameters"]["batch_size"] == 2
+    assert git(traces, "log", "-1", "--format=%(trailers)") == (
+        "Machine-Action: train-sft\n"
+        f"Machine-Run: {run_id}\n"
+        f"Machine-Dataset: {data_commit}\n"
+        f"Machine-Export: {sha}\n"
+        "\n"
+    )
+    assert git(traces, "rev-parse", f"refs/runs/{run_id}").strip() == data_commit
+    # No row changed.
+    assert git(traces, "diff", "--stat", f"{data_commit}..HEAD", "--", "rows") == ""
+
+
+def test_sft_refuses_to_overwrite_without_force(traces: Path, run: Run) -> None:
+    first = _sft(run)
+    again = run("train", "sft", "--kind", "traces", "--batch-size", "2")
+    assert again.exit_code == 1
+    assert again.stderr == (
+        f"Error: run {first['id']} already exists for this data and config (status "
+        "prepared); --force prepares it again\n"
+    )
+    forced = _sft(run, "--force")
+    assert forced["id"] == first["id"]
+    assert (
+        _subjects(traces, 2)
+        == [
+            f"train sft {first['id']}: 8 traces rows at "
+            f"{first['dataset']['commit'][:12]}"
+        ]
+        * 2
+    )
+
+
+def test_sft_refuses_a_run_with_zero_steps(traces: Path, run: Run) -> None:
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run("train", "sft", "--kind", "traces", "--batch-size", "9")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: 8 sequences from 8 rows: fewer than one batch of 9, so 0 training "
+        "steps (tag more rows or lower --batch-size)\n"
+    )
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+    assert not (traces / "machine" / "runs").exists() or not any(
+        (traces / "machine" / "runs").iterdir()
+    )
+
+
+@pytest.mark.slow
+def test_the_generated_script_runs_on_its_own(traces: Path, run: Run) -> None:
+    record = _sft(run)
+    folder = traces / "machine" / "runs" / record["id"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
+    check = subprocess.run(
+        [sys.executable, "train_sft.py", "--check"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert (check.returncode, check.stdout) == (
+        0,
+        f"{record['id']}: 8 rows, 8 sequences, 4 steps of 2 on {MODEL}\n",
+    )
+    lint = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--no-cache",
+            "--config",
+            str(REPO / "pyproject.toml"),
+            "train_sft.py",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout
+    no_key = subprocess.run(
+        [sys.executable, str(folder / "train_sft.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert no_key.returncode == 1
+    assert no_key.stderr == (
+        "Error: no Tinker API key: set TINKER_API_KEY (or run 'tinker auth login')\n"
+    )
+
+
+# -- smoke and run -------------------------------------------------------------
+
+
+def test_api_commands_refuse_without_yes(
+    traces: Path, run: Run, fake: FakeTinker
+) -> None:
+    _sft(run)
+    for args, name in (
+        (("train", "smoke"), "machine train smoke"),
+        (("train", "run"), "machine train run"),
+        (("train", "eval", "baseline"), "machine train eval baseline"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f"Error: {name} calls the Tinker API, which is billed: add --yes\n"
+        )
+    assert fake.calls == []
+
+
+def test_smoke_takes_two_steps_and_commits_each(
+    traces: Path, run: Run, fake: FakeTinker, listener: str
+) -> None:
+    record = _sft(run)
+    run_id, data = record["id"], record["dataset"]
+    result = run("train", "smoke", "--yes")
+    assert result.exit_code == 0, result.stderr
+    sampler = "tinker://fake-run:train:0/sampler_weights/smoke"
+    assert result.stdout == (
+        f"smoke passed: 2 steps, loss 0.2500, checkpoint {sampler}\n"
+        "next: machine train run --yes\n"
+    )
+    assert result.stderr.splitlines()[0] == (
+        f"smoke {run_id}: 2 steps on {MODEL} (data {data['commit'][:12]}, sha256 "
+        f"{data['sha256'][:12]})"
+    )
+    assert result.stderr.splitlines()[1].startswith(f"tinker ok: {listener} (")
+    assert fake.names() == [
+        "ServiceClient",
+        "get_server_capabilities",
+        "ServiceClient",
+        "create_lora_training_client",
+        "forward_backward",
+        "optim_step",
+        "forward_backward",
+        "optim_step",
+        "save_weights_for_sampler",
+    ]
+    metadata = {
+        "machine_run": run_id,
+        "dataset_commit": data["commit"],
+        "export_sha256": data["sha256"],
+    }
+    assert fake.calls[3] == (
+        "create_lora_training_client",
+        {"base_model": MODEL, "rank": 32, "seed": 0, "user_metadata": metadata},
+    )
+    assert [len(b) for b in fake.batches] == [2, 2]
+    assert _subjects(traces, 5) == [
+        f"train smoke {run_id}: done, 2 steps, loss 0.2500",
+        f"train smoke {run_id}: checkpoint smoke {sampler}",
+        f"train smoke {run_id}: step 2/2 loss 0.2500",
+        f"train smoke {run_id}: step 1/2 loss 0.5000",
+        f"train smoke {run_id}: 2 steps",
+    ]
+    smoke = _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))["smoke"]
+    assert (smoke["status"], smoke["checkpoint"], smoke["final_loss"]) == (
+        "passed",
+        sampler,
+        0.25,
+    )
+    assert [s["loss"] for s in smoke["steps"]] == [0.5, 0.25]
+    folder = traces / "machine" / "runs" / run_id / "smoke"
+    lines = [_json(x) for x in (folder / "metrics.jsonl").read_bytes().splitlines()]
+    assert [(x["step"], x["dataset_commit"], x["export_sha256"]) for x in lines] == [
+        (0, data["commit"], data["sha256"]),
+        (1, data["commit"], data["sha256"]),
+    ]
+
+
+def test_run_trains_every_batch_and_records_checkpoints(
+    traces: Path, run: Run, fake: FakeTinker
+) -> None:
+    record = _sft(run, "--save-every", "2")
+    run_id, data = record["id"], record["dataset"]
+    result = run("train", "run", "--yes")
+    assert result.exit_code == 0, result.stderr
+    prefix = "tinker://fake-run:train:0"
+    assert result.stdout == (
+        "done: 4 steps, final loss 0.1250\n"
+        f"sampler {prefix}/sampler_weights/final\n"
+        f"state   {prefix}/weights/final\n"
+    )
+    assert "training" in result.stderr  # the progress bar (not a terminal: its label)
+    assert fake.names()[2:] == [
+        "ServiceClient",
+        "create_lora_training_client",
+        "forward_backward",
+        "optim_step",
+        "forward_backward",
+        "optim_step",
+        "save_state",
+        "forward_backward",
+        "optim_step",
+        "forward_backward",
+        "optim_step",
+        "save_state",
+        "save_weights_for_sampler",
+    ]
+    rates = [c[1]["learning_rate"] for c in fake.calls if c[0] == "optim_step"]
+    assert rates == pytest.approx([2e-4, 1.5e-4, 1e-4, 5e-5])
+    # Every batch once, in export order: the datums are the export's rows.
+    assert sum(len(b) for b in fake.batches) == 8
+    assert _subjects(traces, 8) == [
+        f"train run {run_id}: done, 4 steps, loss 0.1250",
+        f"train run {run_id}: checkpoint final {prefix}/sampler_weights/final",
+        f"train run {run_id}: step 4/4 loss 0.1250",
+        f"train run {run_id}: step 3/4 loss 0.1667",
+        f"train run {run_id}: checkpoint 000002 {prefix}/weights/000002",
+        f"train run {run_id}: step 2/4 loss 0.2500",
+        f"train run {run_id}: step 1/4 loss 0.5000",
+        f"train start {run_id}: 4 steps",
+    ]
+    assert git(traces, "log", "-1", "--format=%(trailers:key=Machine-Action)") == (
+        "Machine-Action: train-done\n\n"
+    )
+    final = _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))
+    assert (final["status"], final["final_loss"], final["attempts"]) == (
+        "done",
+        0.125,
+        1,
+    )
+    assert [c["name"] for c in final["checkpoints"]] == ["000002", "final"]
+    assert final["checkpoints"][1]["state_path"] == f"{prefix}/weights/final"
+    folder = traces / "machine" / "runs" / run_id
+    checkpoints = [
+        _json(x) for x in (folder / "checkpoints.jsonl").read_bytes().splitlines()
+    ]
+    assert checkpoints[-1] == {
+        "name": "final",
+        "batch": 4,
+        "epoch": 0,
+        "final": True,
+        "state_path": f"{prefix}/weights/final",
+        "sampler_path": f"{prefix}/sampler_weights/final",
+        "run_id": run_id,
+        "dataset_commit": data["commit"],
+        "export_sha256": data["sha256"],
+    }
+    listing = run("runs")
+    assert listing.stdout == (
+        "RUN" + " " * (len(run_id) - 1) + "STATUS  DATA          STEPS  LOSS    "
+        "CHECKPOINTS  SMOKE\n"
+        f"{run_id}  done    {data['commit'][:12]}  4/4    0.1250  2            -\n"
+    )
+    again = run("train", "run", "--yes")
+    assert again.exit_code == 1
+    assert again.stderr == (
+        f"Error: run {run_id} is done; prepare a new one with 'machine train sft'\n"
+    )
+
+
+def test_a_run_id_is_a_revision(project: Path, run: Run) -> None:
+    support.tag(run, project, support.SESSIONS[:4], "--trace")
+    first = _sft(run)["id"]
+    support.tag(run, project, support.SESSIONS[4:6], "--trace")
+    second = _sft(run)["id"]
+    diff = run("diff", first, second, "--stat")
+    assert diff.exit_code == 0, diff.stderr
+    assert diff.stdout.splitlines()[1:] == ["  traces    +2  -0  ~0"]
+    show = run("show", first)
+    assert (
+        show.stdout.splitlines()[0]
+        == f"commit {_json(run('runs', first, '--json').stdout)['dataset']['commit']}"
+    )
+
+
+# -- failures ------------------------------------------------------------------
+
+
+def _rows_unchanged(store: Path, since: str) -> None:
+    assert git(store, "diff", "--stat", f"{since}..HEAD", "--", "rows") == ""
+
+
+def test_no_key_stops_before_any_request(
+    traces: Path, run: Run, fake: FakeTinker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _sft(run)
+    head = git(traces, "rev-parse", "HEAD").strip()
+    monkeypatch.delenv("TINKER_API_KEY")
+    result = run("train", "run", "--yes")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "Error: no Tinker API key: set TINKER_API_KEY (or run 'tinker auth login')"
+    )
+    assert fake.calls == []
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+
+
+def test_an_unreachable_service_fails_fast(
+    traces: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _sft(run)
+    head = git(traces, "rev-parse", "HEAD").strip()
+    url = support.refusing_url()
+    support.set_key(monkeypatch, url)  # and the real client seam: nothing faked
+    result = run("train", "smoke", "--yes")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: Tinker is unreachable at {url}: connection refused "
+        "(check the network or TINKER_BASE_URL)"
+    )
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+
+
+def test_a_service_error_mid_run_marks_the_run_failed(
+    traces: Path, run: Run, fake: FakeTinker
+) -> None:
+    record = _sft(run)
+    run_id = record["id"]
+    before = git(traces, "rev-parse", "HEAD").strip()
+    fake.fail_at_step = 3
+    result = run("train", "run", "--yes")
+    assert result.exit_code == 1
+    reason = "InternalServerError: worker lost"
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: run of {run_id} failed at step 3: {reason}"
+    )
+    final = _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))
+    assert (final["status"], final["error"]) == ("failed", f"step 3: {reason}")
+    assert [s["step"] for s in final["steps"]] == [0, 1]
+    assert _subjects(traces, 1) == [f"train failed {run_id} at step 3: {reason}"]
+    assert git(traces, "log", "-1", "--format=%(trailers:key=Machine-Action)") == (
+        "Machine-Action: train-failed\n\n"
+    )
+    _rows_unchanged(traces, before)
+    # A failed run can be run again from the start.
+    fake.fail_at_step = None
+    retry = run("train", "run", "--yes")
+    assert retry.exit_code == 0, retry.stderr
+    done = _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))
+    assert (done["status"], done["attempts"], done["error"]) == ("done", 2, None)
+
+
+def test_a_changed_export_is_refused_before_any_request(
+    traces: Path, run: Run, fake: FakeTinker
+) -> None:
+    record = _sft(run)
+    data = traces / "machine" / "runs" / record["id"] / "data.jsonl"
+    data.write_bytes(data.read_bytes() + data.read_bytes())
+    result = run("train", "smoke", "--yes")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"Error: {data} changed since run {record['id']} was prepared"
+    )
+    assert fake.calls == []

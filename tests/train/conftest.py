@@ -1,0 +1,329 @@
+"""The training tests' Tinker: a fake service, the environment, and stores.
+
+The fake stands in for ``tinker.ServiceClient`` at machine's one client seam
+(``machine_git.train.service.service_client``) and returns real
+``tinker.types`` objects, so the real cookbook, renderer, tokenizer and
+machine code run around it; it is the only thing these tests fake. It pins the
+tinker 0.38 surface machine uses: change it together with the version pins in
+pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import tinker
+from tinker import types
+
+from machine_git import paths
+from machine_git.train import rendering
+from machine_git.train import service
+from tests.conftest import Run
+from tests.conftest import entry_with_text
+from tests.conftest import install_session
+
+# Captured before any test clears it: the opt-in real-service test uses it.
+REAL_KEY = os.environ.get("TINKER_API_KEY")
+MODEL = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+_TINKER_ENVS = (
+    "TINKER_API_KEY",
+    "TINKER_BASE_URL",
+    "TINKER_CREDENTIAL_CMD",
+    "TINKER_PROJECT_ID",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+# Sessions whose last turn can be tagged good, in a fixed order.
+SESSIONS = (
+    "basic",
+    "file-repair",
+    "mixed",
+    "multi-turn",
+    "bash-execution",
+    "image",
+    "compaction-branch",
+    "branch-summary",
+)
+
+
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No developer key, URL or proxy leaks into a test; no telemetry, no Hub."""
+    for name in _TINKER_ENVS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[str]:
+    """A loopback URL whose port accepts TCP connections (nothing answers)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+
+
+def refusing_url() -> str:
+    """A loopback URL whose port refuses connections (bound, then closed)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}"
+
+
+def set_key(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    monkeypatch.setenv("TINKER_BASE_URL", url)
+    monkeypatch.setenv("MACHINE_TINKER_TIMEOUT", "2")
+
+
+def tag(run: Run, project: Path, names: tuple[str, ...], *flags: str) -> None:
+    """Tag the last turn of each fixture session with ``machine good FLAGS``."""
+    for name in names:
+        install_session(project, name)
+        result = run("good", *flags)
+        assert result.exit_code == 0, result.stderr
+
+
+def tag_multi_turn(run: Run, project: Path, *flags: str) -> None:
+    """Tag all three turns of the multi-turn session (one session, three rows)."""
+    install_session(project, "multi-turn")
+    for text in ("Turn one", "Turn two"):
+        entry = answer_entry("multi-turn", text)
+        result = run("good", "--entry", entry, *flags)
+        assert result.exit_code == 0, result.stderr
+    result = run("good", *flags)
+    assert result.exit_code == 0, result.stderr
+
+
+def answer_entry(name: str, user_text: str) -> str:
+    # The entry that ends the turn started by ``user_text``: the last message
+    # entry before the next user message.
+    from tests.conftest import fixture_lines
+
+    lines = fixture_lines(name)
+    start = entry_with_text(name, user_text)
+    ids = [str(line["id"]) for line in lines]
+    index = ids.index(start)
+    last = start
+    for line in lines[index + 1 :]:
+        message = line.get("message") or {}
+        if message.get("role") == "user":
+            break
+        if line.get("type") == "message":
+            last = str(line["id"])
+    return last
+
+
+def store_path(project: Path) -> Path:
+    return paths.store_path(project)
+
+
+def only(items: list[Any]) -> Any:
+    assert len(items) == 1, items
+    return items[0]
+
+
+# -- the fake service ------------------------------------------------------------
+
+
+class Done:
+    """A resolved APIFuture."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self._value
+
+
+@dataclass
+class FakeTinker:
+    """The fake service's state: what it was asked, and how it should behave."""
+
+    models: list[str] = field(
+        default_factory=lambda: ["Qwen/Qwen3-30B-A3B-Instruct-2507"]
+    )
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    batches: list[list[tinker.Datum]] = field(default_factory=list)
+    fail_at_step: int | None = None  # forward_backward number (1-based) that fails
+    hang: threading.Event | None = None  # set: capabilities wait on it (never answer)
+    answers: dict[str, str] = field(default_factory=dict)  # prompt substring -> answer
+    raise_on: dict[str, BaseException] = field(default_factory=dict)  # call -> raise
+    tokenizer: Any = None  # for sampling answers (the real offline tokenizer)
+    run_id: str = "fake-run:train:0"
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+    def record(self, name: str, args: dict[str, Any]) -> None:
+        """Log a call, then raise if the test asked this call to fail."""
+        self.calls.append((name, args))
+        if name in self.raise_on:
+            raise self.raise_on.pop(name)
+
+    def service_client(self, **kwargs: Any) -> FakeServiceClient:
+        self.calls.append(("ServiceClient", kwargs))
+        return FakeServiceClient(self)
+
+
+class FakeServiceClient:
+    def __init__(self, fake: FakeTinker) -> None:
+        self.fake = fake
+
+    def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
+        self.fake.calls.append(("get_server_capabilities", {}))
+        if self.fake.hang is not None:
+            self.fake.hang.wait()
+        return types.GetServerCapabilitiesResponse(
+            supported_models=[
+                types.SupportedModel(model_name=m, trainable=True, sampleable=True)
+                for m in self.fake.models
+            ]
+        )
+
+    def create_lora_training_client(
+        self, base_model: str, rank: int = 32, **kw: Any
+    ) -> Done:
+        self.fake.record(
+            "create_lora_training_client",
+            {"base_model": base_model, "rank": rank, **kw},
+        )
+        return Done(FakeTrainingClient(self.fake))
+
+    def create_sampling_client(
+        self, model_path: str | None = None, base_model: str | None = None, **kw: Any
+    ) -> Done:
+        self.fake.calls.append(
+            (
+                "create_sampling_client",
+                {"model_path": model_path, "base_model": base_model},
+            )
+        )
+        return Done(FakeSamplingClient(self.fake))
+
+
+class FakeTrainingClient:
+    def __init__(self, fake: FakeTinker) -> None:
+        self.fake = fake
+        self.steps = 0
+
+    def forward_backward(
+        self, data: list[tinker.Datum], loss_fn: str, loss_fn_config: Any = None
+    ) -> Done:
+        self.steps += 1
+        self.fake.record("forward_backward", {"loss_fn": loss_fn, "n": len(data)})
+        self.fake.batches.append(list(data))
+        if self.fake.fail_at_step == self.steps:
+            request = httpx.Request(
+                "POST", "http://tinker.test/api/v1/forward_backward"
+            )
+            raise tinker.InternalServerError(
+                "worker lost", response=httpx.Response(500, request=request), body=None
+            )
+        # logprob -0.5 per token for step 1, -0.25 for step 2, ...: a falling loss
+        value = -0.5 / self.steps
+        outs = [
+            {
+                "logprobs": types.TensorData.from_numpy(
+                    np.full(d.model_input.length, value, np.float32)
+                )
+            }
+            for d in data
+        ]
+        return Done(
+            types.ForwardBackwardOutput(
+                loss_fn_output_type="ArrayRecord", loss_fn_outputs=outs, metrics={}
+            )
+        )
+
+    def optim_step(self, adam_params: types.AdamParams) -> Done:
+        self.fake.record("optim_step", {"learning_rate": adam_params.learning_rate})
+        return Done(types.OptimStepResponse(metrics={}))
+
+    def save_state(self, name: str, ttl_seconds: int | None = None, **kw: Any) -> Done:
+        self.fake.record("save_state", {"name": name, "ttl_seconds": ttl_seconds, **kw})
+        return Done(
+            types.SaveWeightsResponse(
+                path=f"tinker://{self.fake.run_id}/weights/{name}"
+            )
+        )
+
+    def save_weights_for_sampler(
+        self, name: str, ttl_seconds: int | None = None, **kw: Any
+    ) -> Done:
+        self.fake.record(
+            "save_weights_for_sampler", {"name": name, "ttl_seconds": ttl_seconds, **kw}
+        )
+        return Done(
+            types.SaveWeightsForSamplerResponse(
+                path=f"tinker://{self.fake.run_id}/sampler_weights/{name}"
+            )
+        )
+
+
+class FakeSamplingClient:
+    def __init__(self, fake: FakeTinker) -> None:
+        self.fake = fake
+
+    def sample(
+        self,
+        prompt: types.ModelInput,
+        num_samples: int,
+        sampling_params: types.SamplingParams,
+        **kw: Any,
+    ) -> Done:
+        text = self.fake.tokenizer.decode(prompt.to_ints())
+        self.fake.calls.append(
+            ("sample", {"prompt": text, "temperature": sampling_params.temperature})
+        )
+        answer = next(
+            (a for key, a in self.fake.answers.items() if key in text), "I do not know."
+        )
+        ids = [*self.fake.tokenizer.encode(answer), self.fake.tokenizer.eos_token_id]
+        sequence = types.SampledSequence(
+            stop_reason="stop", sequence_id="s0", tokens_np=np.array(ids, np.int32)
+        )
+        return Done(types.SampleResponse(sequences=[sequence]))
+
+
+# -- fixtures -------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _tinker_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    clean_env(monkeypatch)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, listener: str) -> FakeTinker:
+    """A key, a reachable loopback port, and the fake service at the seam."""
+    set_key(monkeypatch, listener)
+    fake_service = FakeTinker(tokenizer=rendering.tokenizer(MODEL))
+    monkeypatch.setattr(service, "service_client", fake_service.service_client)
+    return fake_service
+
+
+@pytest.fixture
+def listener() -> Iterator[str]:
+    with listening() as url:
+        yield url
