@@ -151,3 +151,7 @@ class TrainingStackMissingError(TrainingError):
 
 class TinkerServiceError(TrainingError):
     """Tinker cannot be used: no key, unreachable, slow, or a call failed."""
+
+
+class ReleaseError(MachineError):
+    """A behavior release cannot be preregistered, checked, tried or activated."""

@@ -133,8 +133,8 @@ def load(
             continue
         assert row is not None
         if redact:
-            row, found = redaction.redact_row(row)
-            for secret_kind, n in found.items():
+            row, replaced = redaction.redact_row(row)
+            for secret_kind, n in replaced.items():
                 loaded.redacted[secret_kind] = loaded.redacted.get(secret_kind, 0) + n
         loaded.rows.append(row)
         loaded.lines.append(number)

@@ -52,6 +52,7 @@ def _register() -> None:
     from machine_git.cli import edit
     from machine_git.cli import export
     from machine_git.cli import history
+    from machine_git.cli import releases
     from machine_git.cli import hooks
     from machine_git.cli import sync
     from machine_git.cli import tag
@@ -94,6 +95,8 @@ def _register() -> None:
         agent.ask,
         train.train,
         train.runs_command,
+        releases.release,
+        releases.lineage,
     ):
         cli.add_command(command)
 

@@ -1,0 +1,320 @@
+"""``machine release ...`` and ``machine lineage``: gated behavior releases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import open_store
+from machine_git.cli.common import project_option
+from machine_git.errors import ReleaseError
+from machine_git.errors import UsageError
+
+
+@click.group()
+def release() -> None:
+    """Preregister, check, try and activate a checkpoint as a behavior release.
+
+    \b
+    Example usage:
+        machine release new BR-001 --template pi-file-repair --run RUN
+        machine release check BR-001 --yes
+        machine release trial BR-001
+        machine release activate BR-001
+    """
+
+
+@release.command(name="new")
+@click.argument("release_id")
+@click.option("--run", "run_id", help="The training run (default: the newest).")
+@click.option("--title", help="What the release is for.")
+@click.option(
+    "--gates",
+    "gates_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A JSON file of gates (metrics, no_regress, holdouts).",
+)
+@click.option("--template", help="A shipped preregistration (pi-file-repair).")
+@project_option
+@json_option
+def release_new(
+    release_id: str,
+    run_id: str | None,
+    title: str | None,
+    gates_file: Path | None,
+    template: str | None,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """Preregister a release before any result exists; its gates are then frozen.
+
+    \b
+    Example usage:
+        machine release new BR-001 --template pi-file-repair --run traces-1a2b-0f9e
+        machine release new BR-002 --run RUN --gates gates.json --title "terser"
+    """
+    from machine_git import releases
+    from machine_git.train import evals
+    from machine_git.train import runs
+
+    store = open_store(project)
+    releases.check_id(release_id)
+    run = runs.find(store, run_id)
+    eval_set = evals.active(store)
+    if eval_set is None:
+        raise ReleaseError(
+            "no eval set to gate on: draw one with 'machine train eval init' and "
+            "record a baseline with 'machine train eval baseline --yes'"
+        )
+    eval_commit = evals.commit_of(store, str(eval_set["id"]))
+    record, commit = releases.new(
+        store,
+        release_id,
+        run,
+        eval_set,
+        eval_commit,
+        title=title,
+        gates_file=gates_file,
+        template=template,
+    )
+    if as_json:
+        emit_json({**record, "commit": commit})
+        return
+    gates = record["gates"]
+    holdouts = gates.get("holdouts") or {}
+    click.echo(f"preregistered {release_id}: {record['title']} ({commit[:12]})")
+    click.echo(f"  candidate  {record['candidate']['checkpoint']} (run {run['id']})")
+    click.echo(f"  data       {record['training']['dataset_commit'][:12]}")
+    click.echo(
+        f"  gates      eval {gates['eval']['id']} at {gates['eval']['commit'][:12]}, "
+        f"{len(gates.get('metrics') or [])} metric gates"
+        + (", no regressions" if gates.get("no_regress") else "")
+        + (f", {holdouts.get('cases')} holdouts" if holdouts else "")
+    )
+
+
+@release.command(name="check")
+@click.argument("release_id")
+@click.option(
+    "--yes", is_flag=True, help="Confirm: this calls the Tinker API (billed)."
+)
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True
+)
+@project_option
+@json_option
+def release_check(
+    release_id: str, yes: bool, max_tokens: int, project: Path | None, as_json: bool
+) -> None:
+    """Sample the candidate on its frozen gates and holdouts; record pass or fail.
+
+    \b
+    Example usage:
+        machine release check BR-001 --yes
+    """
+    from machine_git import gates
+    from machine_git import releases
+
+    releases.check_id(release_id)
+    if not yes:
+        raise UsageError(
+            f"machine release check {release_id} calls the Tinker API, "
+            "which is billed: "
+            "add --yes"
+        )
+    from machine_git.train import stack
+
+    stack.require()
+    from machine_git.train import preflight
+    from machine_git.train import rendering
+    from machine_git.train import sampling
+
+    store = open_store(project)
+    record = releases.assert_frozen(store, release_id)
+    candidate = record["candidate"]
+    seen = rendering.rendering(candidate["base_model"], candidate.get("renderer"))
+    info = preflight.check(candidate["base_model"], "sample")
+    click.echo(f"tinker ok: {info.base_url} ({info.seconds:.1f} s)", err=True)
+
+    def sample(cases: list[Any], base: str, checkpoint: str) -> list[dict[str, Any]]:
+        return sampling.sample(
+            cases, seen, base_model=base, model_path=checkpoint, max_tokens=max_tokens
+        )
+
+    result, commit = gates.check(store, release_id, sample)
+    if as_json:
+        emit_json({**result, "commit": commit})
+    else:
+        verdict = "PASS" if result["passed"] else "FAIL"
+        click.echo(f"{release_id} check {result['number']}: {verdict} ({commit[:12]})")
+        for gate in result["gates"]:
+            mark = "pass" if gate["passed"] else "FAIL"
+            click.echo(f"  {mark}  {gate['name']}: {gate['detail']}")
+            for case in gate["regressed"]:
+                click.echo(
+                    f"        {case['row']}: baseline {_short(case['baseline'])} -> "
+                    f"candidate {_short(case['candidate'])} "
+                    f"(want {_short(case['reference'])})"
+                )
+    if not result["passed"]:
+        raise SystemExit(1)
+
+
+@release.command(name="trial")
+@click.argument("release_id")
+@project_option
+def release_trial(release_id: str, project: Path | None) -> None:
+    """Record an explicit trial: the candidate becomes this project's student, as trial.
+
+    \b
+    Example usage:
+        machine release trial BR-001
+    """
+    from machine_git import releases
+
+    commit = releases.trial(open_store(project), releases.check_id(release_id))
+    click.echo(
+        f"trial {release_id}: the student is its candidate, marked trial "
+        f"({commit[:12]})"
+    )
+
+
+@release.command(name="activate")
+@click.argument("release_id")
+@project_option
+def release_activate(release_id: str, project: Path | None) -> None:
+    """Make the candidate the default student: only if every gate passed after a trial.
+
+    \b
+    Example usage:
+        machine release activate BR-001
+    """
+    from machine_git import releases
+
+    commit = releases.activate(open_store(project), releases.check_id(release_id))
+    click.echo(f"activated {release_id}: the default student ({commit[:12]})")
+
+
+@release.command(name="list")
+@project_option
+@json_option
+def release_list(project: Path | None, as_json: bool) -> None:
+    """List releases with their state.
+
+    \b
+    Example usage:
+        machine release list
+    """
+    from machine_git import releases
+
+    found = releases.listing(open_store(project))
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo("no releases yet (machine release new BR-001 --run RUN)")
+    for item in found:
+        click.echo(
+            f"{item['id']}  {item['state'].get('status', 'preregistered'):<13} "
+            f"{item['candidate']['run']}  {item['title']}"
+        )
+
+
+@release.command(name="show")
+@click.argument("release_id")
+@project_option
+@json_option
+def release_show(release_id: str, project: Path | None, as_json: bool) -> None:
+    """Show a release: preregistration, state and checks.
+
+    \b
+    Example usage:
+        machine release show BR-001
+    """
+    from machine_git import jsonio
+    from machine_git import releases
+
+    store = open_store(project)
+    record = releases.read(store, releases.check_id(release_id))
+    done = releases.checks(store, release_id)
+    state = releases.state(store, release_id)
+    if as_json:
+        emit_json({**record, "state": state, "checks": done})
+        return
+    click.echo(jsonio.canonical(record).decode(), nl=False)
+    click.echo(f"state: {state.get('status')}")
+    for item in done:
+        click.echo(f"check {item['number']}: {'pass' if item['passed'] else 'fail'}")
+
+
+@click.command()
+@click.argument("what")
+@click.option("--rows", "with_rows", is_flag=True, help="List the row ids too.")
+@project_option
+@json_option
+def lineage(what: str, with_rows: bool, project: Path | None, as_json: bool) -> None:
+    """Trace a release, run or checkpoint back to its data and evals.
+
+    \b
+    Example usage:
+        machine lineage BR-001
+        machine lineage tinker://RUN/sampler_weights/final --rows
+    """
+    from machine_git import lineage as tracing
+
+    found = tracing.trace(open_store(project), what, with_rows)
+    if as_json:
+        emit_json(found)
+        return
+    if found["release"]:
+        r = found["release"]
+        checks = ", ".join(
+            f"check {c['number']} {'pass' if c['passed'] else 'fail'}"
+            for c in r["checks"]
+        )
+        click.echo(
+            f"release    {r['id']} {r['title']} "
+            f"({r['status']}; {checks or 'unchecked'})"
+        )
+    run = found["run"]
+    click.echo(
+        f"run        {run['id']} ({run['status']}, {run['steps']} steps, "
+        f"{run['base_model']}, {run['train_on_what']})"
+    )
+    click.echo(f"checkpoint {found['checkpoint'] or '(none yet)'}")
+    data = found["dataset"]
+    sha = str(data["export_sha256"] or "")[:12]
+    click.echo(f"dataset    {data['commit'][:12]} (export sha256 {sha}…)")
+    counts = ", ".join(f"{k} {n}" for k, n in data["counts"].items())
+    click.echo(
+        f"rows       {data['rows_trained']} {data['kind']} rows trained "
+        f"({data['held_out_rows']} held out for {data['held_out_eval']}); "
+        f"store: {counts}"
+    )
+    made = ", ".join(f"{n} {a}" for a, n in data["history"].items())
+    click.echo(f"made by    {made}")
+    if found["eval"]:
+        ev = found["eval"]
+        scores = "; ".join(
+            f"{r['model']}: exact {_pct(r['scores']['exact'])}, "
+            f"normalized {_pct(r['scores']['normalized'])}"
+            for r in ev["results"]
+        )
+        click.echo(
+            f"eval       {ev['id']} at {ev['commit'][:12]}: {scores or 'no results'}"
+        )
+    for row in data.get("rows") or []:
+        click.echo(f"  {row['id']}  {row['role']}")
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = " ".join(str(value).split())
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{float(value) * 100:.1f}%"
