@@ -36,6 +36,7 @@ from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import parse_row
+from machine_git.validate import Finding
 
 HOST = "import"
 _BODIES = ("messages", "trajectory")
@@ -46,19 +47,6 @@ _TIMESTAMP = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
 )
 _DEFAULT_KIND = {"messages": "train", "trajectory": "traces"}
-
-
-@dataclass(frozen=True)
-class LineProblem:
-    """``FILE:LINE: json-path: problem``."""
-
-    file: str
-    line: int
-    path: str
-    problem: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.path}: {self.problem}"
 
 
 @dataclass
@@ -110,7 +98,7 @@ def load(
     except OSError as e:
         raise UsageError(f"cannot read {shown}: {e.strerror or e}") from None
     loaded = Loaded(file=shown, redact=redact)
-    problems: list[LineProblem] = []
+    problems: list[Finding] = []
     first_line: dict[str, int] = {}
     absolute = str(path.resolve())
     for number, text in enumerate(data.split(b"\n"), start=1):
@@ -129,7 +117,7 @@ def load(
             else:
                 first_line[row_id] = number
         if found:
-            problems.extend(LineProblem(shown, number, p, m) for p, m in found)
+            problems.extend(Finding(shown, number, p, m) for p, m in found)
             continue
         assert row is not None
         if redact:

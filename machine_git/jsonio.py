@@ -28,6 +28,19 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
+def load_object(
+    data: bytes, where: str, error: type[Exception], what: str = "a JSON object"
+) -> dict[str, Any]:
+    """Parse ``data`` as a JSON object, or raise ``error`` naming ``where``."""
+    try:
+        value = loads(data)
+    except JSONDecodeError as e:
+        raise error(f"{where}: not valid JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise error(f"{where}: not {what}")
+    return value
+
+
 def compact(value: Any) -> str:
     """Serialize ``value`` compactly (tool-call arguments, messages)."""
     return orjson.dumps(value).decode()

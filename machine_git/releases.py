@@ -111,13 +111,7 @@ def checks(store: Store, release_id: str) -> list[dict[str, Any]]:
 
 
 def _object(data: bytes, where: str) -> dict[str, Any]:
-    try:
-        value = jsonio.loads(data)
-    except jsonio.JSONDecodeError as e:
-        raise ReleaseError(f"{where}: not valid JSON ({e})") from None
-    if not isinstance(value, dict):
-        raise ReleaseError(f"{where}: not a JSON object")
-    return value
+    return jsonio.load_object(data, where, ReleaseError)
 
 
 # -- preregistration -----------------------------------------------------------------

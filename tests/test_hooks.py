@@ -384,7 +384,7 @@ def test_pre_commit_runs_our_hooks_from_this_repository(tmp_path: Path) -> None:
     # pre-commit needs a git repository at a commit: copy the package's files
     # (the working tree, not HEAD, so this test checks the code under test).
     hook_repo = tmp_path / "hook-repo"
-    for name in ("machine_git", "schemas", "templates", "hooks"):
+    for name in ("machine_git", "schemas", "templates", "hooks", "skills"):
         shutil.copytree(
             REPO / name,
             hook_repo / name,

@@ -7,6 +7,15 @@ the same installation. Both are one file at a fixed path, so installing again
 rewrites that file instead of adding a second copy. A first-line marker tells
 our files apart from a user's: machine never overwrites or removes a file it
 did not write.
+
+machine's skills (skills/<name>/SKILL.md, shipped as package data) reach Pi
+through the extension, which offers their folder to pi at startup
+(``resources_discover``): nothing is copied, the skills always match the
+installed machine, and the global extension stepping aside for a project one
+keeps each skill loaded once. Letta Code reads skills only from its folders,
+so ``install letta`` copies each one to ``~/.letta/skills/<name>/SKILL.md``
+with a marker line after the front matter, and ``uninstall letta`` removes
+the copies that carry it.
 """
 
 from __future__ import annotations
@@ -16,17 +25,27 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from machine_git import __version__
 from machine_git import bundled
+from machine_git.agents import footer
 from machine_git.errors import InstallError
+from machine_git.schemas import KINDS
 from machine_git.sessions import pi as pi_sessions
+from machine_git.store import BRANCH
+from machine_git.store import WORK
 
 EXTENSION_FILE = "machine.ts"
 MARKER = "// machine-generated:"
+SKILL_FILE = "SKILL.md"
+# The line after a copied skill's front matter (an HTML comment: invisible).
+SKILL_MARKER = (
+    "<!-- machine-generated: skill. `machine uninstall letta` removes it. -->"
+)
 TINKER_PROVIDER = "tinker"
 TINKER_PROVIDER_NAME = "Tinker (machine)"
 TINKER_OAI_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod/oai/api/v1"
@@ -63,6 +82,29 @@ def pi_extension_path(project: Path | None = None) -> Path:
 def letta_mod_path() -> Path:
     """``~/.letta/mods/machine.ts``: Letta Code loads global mods only."""
     return Path.home() / ".letta" / "mods" / EXTENSION_FILE
+
+
+def letta_skills_dir() -> Path:
+    """``~/.letta/skills``: Letta Code's global skills (``<name>/SKILL.md``)."""
+    return Path.home() / ".letta" / "skills"
+
+
+def skills_dir() -> Path:
+    """The skills shipped with this machine (a real folder: pi reads it)."""
+    where = Path(str(bundled.folder("skills")))
+    if not where.is_dir():
+        raise InstallError(f"machine's skills folder is missing: {where}")
+    return where
+
+
+def skills() -> dict[str, str]:
+    """Each shipped skill's name (its folder) and SKILL.md text, by name."""
+    found: dict[str, str] = {}
+    for child in sorted(skills_dir().iterdir()):
+        path = child / SKILL_FILE
+        if path.is_file():
+            found[child.name] = path.read_text()
+    return found
 
 
 def pi_models_path() -> Path:
@@ -110,6 +152,10 @@ def render_pi_extension(scope: str) -> str:
             "SCOPE": json.dumps(scope),
             "VERSION": __version__,
             "UNINSTALL_FLAG": " --project" if scope == "project" else "",
+            "SKILLS_DIR": json.dumps(str(skills_dir())),
+            "BRANCH": json.dumps(BRANCH),
+            "STATS_FILE": json.dumps(f"{WORK}/{footer.CACHE_FILE}"),
+            "KINDS": json.dumps(list(KINDS)),
         },
     )
 
@@ -156,13 +202,71 @@ def add_pi_model(handle: str) -> Outcome:
 
 
 def install_letta() -> list[Outcome]:
-    """Write the Letta Code mod to ``~/.letta/mods/machine.ts``."""
-    return [_place(letta_mod_path(), render_letta_mod())]
+    """Write the Letta Code mod and copy machine's skills to ``~/.letta/skills``.
+
+    Skills machine copied before and no longer ships are removed.
+    """
+    shipped = skills()
+    targets = {
+        letta_skills_dir() / name / SKILL_FILE: text for name, text in shipped.items()
+    }
+    # refuse a file of the user's before writing anything
+    _refuse_foreign(letta_mod_path(), _ours)
+    for target in targets:
+        _refuse_foreign(target, _our_skill)
+    done = [_place(letta_mod_path(), render_letta_mod())]
+    for target, text in targets.items():
+        done.append(_place(target, marked_skill(text), _our_skill))
+    done += [
+        _remove_skill(path)
+        for path in _copied_skills()
+        if path.parent.name not in shipped
+    ]
+    return done
 
 
 def uninstall_letta() -> list[Outcome]:
-    """Remove the Letta Code mod."""
-    return [_remove(letta_mod_path())]
+    """Remove the Letta Code mod and every skill machine copied."""
+    return [_remove(letta_mod_path()), *map(_remove_skill, _copied_skills())]
+
+
+# -- skills ----------------------------------------------------------------------
+
+
+def marked_skill(text: str) -> str:
+    """A skill's SKILL.md with machine's marker as the first line after the front
+    matter (the front matter must stay first: hosts parse it from line one)."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        raise InstallError("a shipped skill has no front matter")
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() == "---":
+            return "".join([*lines[: i + 1], SKILL_MARKER + "\n", *lines[i + 1 :]])
+    raise InstallError("a shipped skill's front matter is not closed")
+
+
+def _our_skill(path: Path) -> bool:
+    try:
+        head = path.read_text(errors="replace")[:8192]
+    except OSError:
+        return False
+    return f"\n---\n{SKILL_MARKER}\n" in head
+
+
+def _copied_skills() -> list[Path]:
+    """The SKILL.md files in Letta's skills folder that machine wrote."""
+    try:
+        children = sorted(letta_skills_dir().iterdir())
+    except OSError:
+        return []
+    return [c / SKILL_FILE for c in children if _our_skill(c / SKILL_FILE)]
+
+
+def _remove_skill(path: Path) -> Outcome:
+    done = _remove(path, _our_skill)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only if machine's file was all it held
+    return done
 
 
 # -- files -----------------------------------------------------------------------
@@ -176,11 +280,15 @@ def _ours(path: Path) -> bool:
         return False
 
 
-def _place(path: Path, text: str) -> Outcome:
-    if path.exists() and not _ours(path):
+def _refuse_foreign(path: Path, ours: Callable[[Path], bool]) -> None:
+    if path.exists() and not ours(path):
         raise InstallError(
             f"{path} exists and was not written by machine; move it away first"
         )
+
+
+def _place(path: Path, text: str, ours: Callable[[Path], bool] = _ours) -> Outcome:
+    _refuse_foreign(path, ours)
     try:
         if path.read_text() == text:
             return Outcome(path, "unchanged")
@@ -191,10 +299,10 @@ def _place(path: Path, text: str) -> Outcome:
     return Outcome(path, action)
 
 
-def _remove(path: Path) -> Outcome:
+def _remove(path: Path, ours: Callable[[Path], bool] = _ours) -> Outcome:
     if not path.exists():
         return Outcome(path, "absent")
-    if not _ours(path):
+    if not ours(path):
         raise InstallError(f"{path} was not written by machine; left in place")
     try:
         path.unlink()

@@ -9,6 +9,7 @@ joined by ``;`` to choose the context length, or a behavior release id
 Three committed settings, always written together in one commit:
 ``student`` (the handle), ``chat`` (``student`` or ``work``: which model the
 project chats with) and ``work_model`` (the ``provider/id`` to switch back to).
+The same endpoint answers ``ask`` (a chat completion) and ``list_models``.
 """
 
 from __future__ import annotations
@@ -164,26 +165,56 @@ def ask(
     max_tokens: int = 1024,
 ) -> str:
     """The student's answer to ``prompt`` from Tinker's OpenAI-compatible API."""
-    import urllib.error
-    import urllib.request
-
     key = require_key()
     if not handle.sampleable:
         raise StudentError(
             f"{handle.text} is a release id; releases cannot be sampled yet "
             "(set a model id or a tinker:// checkpoint with machine student)"
         )
-    base = install.oai_url()
     body = {
         "model": handle.text,
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
     }
+    data = _call(key, "chat/completions", body, timeout)
+    try:
+        content = data["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise StudentError(
+            f"Tinker sent an answer machine cannot read: {_clip(data)}"
+        ) from None
+    return content if isinstance(content, str) else ""
+
+
+def list_models(*, timeout: float = 10.0) -> list[str]:
+    """The model ids Tinker's OpenAI-compatible endpoint offers (``GET /models``)."""
+    key = require_key()
+    data = _call(key, "models", None, timeout)
+    listed = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(listed, list):
+        raise StudentError(
+            f"Tinker sent a model list machine cannot read: {_clip(data)}"
+        )
+    ids = {
+        m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)
+    }
+    return sorted(ids)
+
+
+def _call(key: str, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
+    """One request to the endpoint (POST with ``body``, else GET), as parsed JSON."""
+    import urllib.error
+    import urllib.request
+
+    base = install.oai_url()
+    headers = {"Authorization": f"Bearer {key}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
     request = urllib.request.Request(
-        f"{base}/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-        method="POST",
+        f"{base}/{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        headers=headers,
+        method="GET" if body is None else "POST",
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -196,13 +227,16 @@ def ask(
         reason = getattr(e, "reason", None) or e
         raise StudentError(f"Tinker is unreachable at {base}: {reason}") from None
     try:
-        data = json.loads(payload)
-        content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        return json.loads(payload)
+    except ValueError:
         raise StudentError(
             f"Tinker sent an answer machine cannot read: {payload[:200]!r}"
         ) from None
-    return content if isinstance(content, str) else ""
+
+
+def _clip(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _error_text(e: Any) -> str:

@@ -1,4 +1,4 @@
-"""The files machine ships beside its code: schemas/, templates/ and hooks/.
+"""The files machine ships beside its code: schemas/, templates/, hooks/, skills/.
 
 They live at the top of the repository and are mapped into the wheel as
 ``machine_git.bundled.<folder>``, so importlib.resources reads them the same
@@ -11,7 +11,7 @@ import importlib.resources
 from importlib.resources.abc import Traversable
 from typing import Literal
 
-Folder = Literal["schemas", "templates", "hooks"]
+Folder = Literal["schemas", "templates", "hooks", "skills"]
 
 
 def folder(name: Folder) -> Traversable:

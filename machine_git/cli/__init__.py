@@ -52,8 +52,8 @@ def _register() -> None:
     from machine_git.cli import edit
     from machine_git.cli import export
     from machine_git.cli import history
-    from machine_git.cli import releases
     from machine_git.cli import hooks
+    from machine_git.cli import releases
     from machine_git.cli import sync
     from machine_git.cli import tag
     from machine_git.cli import train
@@ -93,6 +93,7 @@ def _register() -> None:
         agent.student,
         agent.work,
         agent.ask,
+        agent.models,
         train.train,
         train.runs_command,
         releases.release,

@@ -1,10 +1,12 @@
 """Commands for working inside the agents: install, auto, observe, fork, student.
 
-``install``/``uninstall`` put the Pi extension and the Letta Code mod in
-place; ``auto``, ``observe``, ``observed`` and ``label`` record unlabeled runs
-and judge them later; ``fork`` and ``correction`` rerun a recorded run in Pi
-with a correction; ``student``, ``work`` and ``ask`` choose and sample the
-model trained from the rows.
+``install``/``uninstall`` put the Pi extension and the Letta Code mod (and
+machine's skills) in place; ``auto``, ``observe``, ``observed`` and ``label``
+record unlabeled runs and judge them later; ``fork`` and ``correction`` rerun
+a recorded run in Pi with a correction; ``student``, ``work`` and ``ask``
+choose and sample the model trained from the rows, and ``models`` lists what
+Tinker offers. Every command that commits refreshes the row counts cache that
+Pi's footer reads (agents.footer).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import click
 
 from machine_git import paths
 from machine_git import rows
+from machine_git.agents import footer
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -89,11 +92,13 @@ def install(host: str, project: str | None) -> None:
     """Install the /good, /bad, /tagged, /machine and /train commands in an agent.
 
     Pi: ~/.pi/agent/extensions/machine.ts (or $PI_CODING_AGENT_DIR), or with
-    --project <project>/.pi/extensions/machine.ts; also adds a Tinker provider
-    to Pi's models.json so the student can be chosen with /model. Letta Code:
-    ~/.letta/mods/machine.ts. The file runs this machine
-    (``python -m machine_git``), so it works without machine on PATH.
-    Installing again rewrites the same file.
+    --project <project>/.pi/extensions/machine.ts; also /tinker, a footer with
+    the row counts, machine's skills (loaded by the extension from this
+    machine's package), and a Tinker provider in Pi's models.json so the
+    student can be chosen with /model. Letta Code: ~/.letta/mods/machine.ts,
+    and the skills copied to ~/.letta/skills/<name>/SKILL.md. The file runs
+    this machine (``python -m machine_git``), so it works without machine on
+    PATH. Installing again rewrites the same files.
 
     \b
     Example usage:
@@ -106,6 +111,10 @@ def install(host: str, project: str | None) -> None:
     where = _install_project(project, host)
     if host == "pi":
         _show(installer.install_pi(where))
+        names = ", ".join(installer.skills())
+        click.echo(
+            f"skills {names}: loaded by the extension from {installer.skills_dir()}"
+        )
         click.echo("run /reload in pi (or start it again) to load the commands")
     else:
         _show(installer.install_letta())
@@ -160,7 +169,9 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
         value = observing.auto_on(paths.store_path(root))
     else:
         value = state == "on"
-        commit = settings.write(open_store(root, create=True), "auto", value)
+        store = open_store(root, create=True)
+        commit = settings.write(store, "auto", value)
+        footer.refresh(store)
     if as_json:
         emit_json({"auto": value, "commit": commit, "project": str(root)})
     elif state == "status":
@@ -244,6 +255,8 @@ def observe(
     row = observing.build(turn, parent=parent, reasoning=reasoning)
     store = open_store(root, create=True)
     result = observing.observe(store, row, redact=not no_redact)
+    if result.commit is not None:
+        footer.refresh(store)
     if result.redacted:
         click.echo(f"redacted {redaction.describe(result.redacted)}", err=True)
     if as_json:
@@ -330,7 +343,9 @@ def label(
     """
     from machine_git.agents import observe as observing
 
-    done = observing.label(open_store(project), row_id, verdict, rewrite, note)
+    store = open_store(project)
+    done = observing.label(store, row_id, verdict, rewrite, note)
+    footer.refresh(store)
     after = done.after
     if as_json:
         emit_json(
@@ -493,6 +508,7 @@ def student(
     parsed = students.parse(handle)
     store = open_store(project, create=True)
     students.choose(store, parsed, work_model)
+    footer.refresh(store)
     offered = students.offer_in_pi(parsed)
     if parsed.sampleable:
         in_pi = (
@@ -539,6 +555,7 @@ def work(project: Path | None, as_json: bool) -> None:
     info: dict[str, Any] = {"student": None, "chat": "work", "work_model": None}
     if store is not None:
         students.back_to_work(store)
+        footer.refresh(store)
         info = students.current(store)
     model = info["work_model"]
     message = "chatting with the working model" + (f" {model}" if model else "")
@@ -600,3 +617,36 @@ def ask(
         students.parse(handle), text, timeout=timeout, max_tokens=max_tokens
     )
     click.echo(answer)
+
+
+@click.command()
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for Tinker.",
+)
+@json_option
+def models(timeout: float, as_json: bool) -> None:
+    """List the models Tinker's OpenAI-compatible endpoint offers.
+
+    Any of them works as a student handle (machine student MODEL, or
+    /tinker use MODEL in Pi). Needs TINKER_API_KEY;
+    MACHINE_TINKER_OAI_URL overrides the endpoint.
+
+    \b
+    Example usage:
+        machine models
+        machine models --json
+    """
+    from machine_git.agents import student as students
+
+    found = students.list_models(timeout=timeout)
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo("Tinker lists no models")
+    for model in found:
+        click.echo(model)

@@ -9,6 +9,7 @@ import click
 from machine_git import edits
 from machine_git import jsonio
 from machine_git import lookup
+from machine_git.agents import footer
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -43,7 +44,10 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
     Example usage:
         machine rewrite 1a2b3c --as "Use the existing helper."
     """
-    _report("rewrote", edits.rewrite(open_store(project), row_id, text), as_json)
+    store = open_store(project)
+    result = edits.rewrite(store, row_id, text)
+    footer.refresh(store)
+    _report("rewrote", result, as_json)
 
 
 @click.command()
@@ -74,7 +78,9 @@ def edit(row_id: str, project: Path | None) -> None:
         except jsonio.JSONDecodeError as e:
             value, problems = None, [f"$: not valid JSON ({e})"]
         if not problems and isinstance(value, dict):
-            _report("edited", edits.replace(store, full_id, value), False)
+            result = edits.replace(store, full_id, value)
+            footer.refresh(store)
+            _report("edited", result, False)
             return
         click.echo(f"the edited row is invalid ({len(problems)} problems):", err=True)
         for problem in problems:
@@ -101,7 +107,10 @@ def rm(row_id: str, why: str | None, project: Path | None, as_json: bool) -> Non
     Example usage:
         machine rm 1a2b3c --why "duplicate of 4d5e6f"
     """
-    _report("removed", edits.remove(open_store(project), row_id, why), as_json)
+    store = open_store(project)
+    result = edits.remove(store, row_id, why)
+    footer.refresh(store)
+    _report("removed", result, as_json)
 
 
 @click.command()
@@ -116,7 +125,9 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
     Example usage:
         machine move 1a2b3c --to bad
     """
-    result = edits.move(open_store(project), row_id, label)
+    store = open_store(project)
+    result = edits.move(store, row_id, label)
+    footer.refresh(store)
     if result.commit is not None and not as_json:
         before = (result.before or {}).get("kind")
         after = (result.after or {}).get("kind")
@@ -135,7 +146,9 @@ def undo(project: Path | None, as_json: bool) -> None:
     Example usage:
         machine undo
     """
-    undone, commit = edits.undo(open_store(project))
+    store = open_store(project)
+    undone, commit = edits.undo(store)
+    footer.refresh(store)
     summary = undone.message.splitlines()[0] if undone.message else ""
     if as_json:
         emit_json({"undone": str(undone.id), "commit": commit, "summary": summary})

@@ -11,6 +11,7 @@ from machine_git import capture
 from machine_git import paths
 from machine_git import redaction
 from machine_git import rows
+from machine_git.agents import footer
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -135,6 +136,8 @@ def _tag(
         return
     store = open_store(root, create=True)
     result = capture.tag(store, row, redaction="off" if no_redact else "on")
+    if result.commit is not None:
+        footer.refresh(store)  # Pi's footer reads the counts cache
     if as_json:
         emit_json(
             {

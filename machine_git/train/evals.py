@@ -96,11 +96,8 @@ def _eval_files(store: Store, snap: Snapshot) -> Iterator[tuple[str, bytes]]:
 
 
 def _parse(data: bytes, path: str) -> dict[str, Any]:
-    try:
-        value = jsonio.loads(data)
-    except jsonio.JSONDecodeError as e:
-        raise TrainingError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+    value = jsonio.load_object(data, path, TrainingError, "an eval set")
+    if not isinstance(value.get("id"), str):
         raise TrainingError(f"{path}: not an eval set")
     return value
 

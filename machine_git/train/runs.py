@@ -84,11 +84,8 @@ def read(
 
 
 def _parse(data: bytes, where: str) -> dict[str, Any]:
-    try:
-        value = jsonio.loads(data)
-    except jsonio.JSONDecodeError as e:
-        raise TrainingError(f"{where}: not valid JSON ({e})") from None
-    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+    value = jsonio.load_object(data, where, TrainingError, "a run record")
+    if not isinstance(value.get("id"), str):
         raise TrainingError(f"{where}: not a run record")
     return value
 

@@ -1,7 +1,8 @@
 """Shared by the agent tests: a loopback stand-in for Tinker's OpenAI-compatible API.
 
-It answers ``POST /chat/completions`` with a fixed reply (or a fixed error)
-and keeps every request, so tests can check what machine sent.
+It answers ``POST /chat/completions`` and ``GET /models`` with a fixed reply
+(or a fixed error) and keeps every request, so tests can check what machine
+sent.
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ class Stub:
             "choices": [{"message": {"role": "assistant", "content": "Four."}}]
         }
     )
+    models: dict[str, Any] = field(
+        default_factory=lambda: {
+            "object": "list",
+            "data": [
+                {"id": "thinkingmachines/Inkling:peft:262144", "object": "model"},
+                {"id": "Qwen/Qwen3-8B", "object": "model"},
+            ],
+        }
+    )
 
 
 @contextmanager
@@ -45,7 +55,20 @@ def serve() -> Iterator[Stub]:
                     "body": json.loads(self.rfile.read(length)),
                 }
             )
-            data = json.dumps(stub.reply).encode()
+            self._answer(stub.reply)
+
+        def do_GET(self) -> None:
+            stub.requests.append(
+                {
+                    "path": self.path,
+                    "authorization": self.headers.get("Authorization"),
+                    "body": None,
+                }
+            )
+            self._answer(stub.models)
+
+        def _answer(self, value: dict[str, Any]) -> None:
+            data = json.dumps(value).encode()
             self.send_response(stub.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

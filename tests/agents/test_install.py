@@ -34,7 +34,7 @@ def test_the_extension_calls_this_machine_with_the_live_session() -> None:
     assert '["--session", file, "--entry", leaf]' in text
     assert "spawn(MACHINE[0], [...MACHINE.slice(1), ...args]" in text
     assert "shell: true" not in text
-    for name in ("good", "bad", "tagged", "machine", "train"):
+    for name in ("good", "bad", "tagged", "machine", "train", "tinker"):
         assert text.count(f'pi.registerCommand("{name}"') == 1
     assert 'runMachine(["observe", "--if-auto", ...at], ctx.cwd)' in text
     assert 'pi.on("agent_end"' in text and 'pi.on("session_before_compact"' in text
@@ -193,10 +193,78 @@ def test_uninstall_keeps_the_provider_while_the_global_extension_stays(
 
 def test_letta_install_and_uninstall() -> None:
     target = Path.home() / ".letta" / "mods" / "machine.ts"
+    skills = Path.home() / ".letta" / "skills"
+    names = list(install.skills())
     assert [(o.path, o.action) for o in install.install_letta()] == [
-        (target, "installed")
+        (target, "installed"),
+        *[(skills / name / "SKILL.md", "installed") for name in names],
     ]
     assert target.read_text() == install.render_letta_mod()
-    assert install.install_letta()[0].action == "unchanged"
-    assert install.uninstall_letta()[0].action == "removed"
+    for name, text in install.skills().items():
+        copied = skills / name / "SKILL.md"
+        assert copied.read_text() == install.marked_skill(text)
+        assert stat.S_IMODE(copied.stat().st_mode) == 0o600
+        assert stat.S_IMODE(copied.parent.stat().st_mode) == 0o700
+    assert {o.action for o in install.install_letta()} == {"unchanged"}
+    removed = install.uninstall_letta()
+    assert [(o.path, o.action) for o in removed] == [
+        (target, "removed"),
+        *[(skills / name / "SKILL.md", "removed") for name in names],
+    ]
     assert not target.exists()
+    assert list(skills.iterdir()) == []  # the skill folders went too
+
+
+def test_a_skill_copy_keeps_its_front_matter_first() -> None:
+    text = "---\nname: x\ndescription: y\n---\n\n# X\n"
+    assert install.marked_skill(text) == (
+        f"---\nname: x\ndescription: y\n---\n{install.SKILL_MARKER}\n\n# X\n"
+    )
+    with pytest.raises(InstallError, match="has no front matter"):
+        install.marked_skill("# X\n")
+    with pytest.raises(InstallError, match="front matter is not closed"):
+        install.marked_skill("---\nname: x\n")
+
+
+def test_letta_skills_of_the_user_and_old_ones_of_machine() -> None:
+    skills = Path.home() / ".letta" / "skills"
+    mine = skills / "my-skill" / "SKILL.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\nname: my-skill\ndescription: mine\n---\n")
+    # a skill an older machine copied and this one no longer ships
+    old = skills / "machine-old" / "SKILL.md"
+    old.parent.mkdir()
+    old.write_text(install.marked_skill("---\nname: machine-old\n---\n"))
+    done = install.install_letta()
+    assert (done[-1].path, done[-1].action) == (old, "removed")
+    assert not old.parent.exists()
+    assert sorted(p.name for p in skills.iterdir()) == sorted(
+        [*install.skills(), "my-skill"]
+    )
+    install.uninstall_letta()
+    assert [p.name for p in skills.iterdir()] == ["my-skill"]
+    assert mine.read_text() == "---\nname: my-skill\ndescription: mine\n---\n"
+    # a user's file where machine would copy one is never overwritten
+    taken = skills / "machine-tagging" / "SKILL.md"
+    taken.parent.mkdir()
+    taken.write_text("---\nname: machine-tagging\ndescription: mine\n---\n")
+    with pytest.raises(InstallError, match="exists and was not written by machine"):
+        install.install_letta()
+    assert install.uninstall_letta()[1:] == []
+
+
+def test_the_extension_offers_the_skills_of_this_machine() -> None:
+    text = install.render_pi_extension("global")
+    folder = install.skills_dir()
+    assert f"const SKILLS_DIR: string = {json.dumps(str(folder))};" in text
+    assert 'pi.on("resources_discover"' in text
+    assert sorted(install.skills()) == sorted(
+        p.parent.name for p in folder.glob("*/SKILL.md")
+    )
+    # the footer reads what machine writes: the branch and the counts cache
+    assert 'const BRANCH: string = "refs/heads/main";' in text
+    assert 'const STATS_FILE: string = "machine/stats.json";' in text
+    assert (
+        'const KINDS: string[] = ["train", "traces", "rejected", "observed"];' in text
+    )
+    assert 'pi.registerCommand("tinker"' in text

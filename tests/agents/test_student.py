@@ -136,3 +136,43 @@ def test_ask_without_key_or_service(monkeypatch: pytest.MonkeyPatch) -> None:
     assert str(caught.value).endswith("] Connection refused")
     with pytest.raises(StudentError, match="BR-001 is a release id; releases cannot"):
         student.ask(student.parse("BR-001"), "hi")
+
+
+def test_models_lists_what_the_endpoint_offers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    with oai_stub.serve() as stub:
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        assert student.list_models() == [
+            "Qwen/Qwen3-8B",
+            "thinkingmachines/Inkling:peft:262144",
+        ]
+        stub.models = {"error": "nope"}
+        with pytest.raises(StudentError) as caught:
+            student.list_models()
+    assert str(caught.value) == (
+        'Tinker sent a model list machine cannot read: {"error": "nope"}'
+    )
+    assert stub.requests[0] == {
+        "path": "/oai/api/v1/models",
+        "authorization": "Bearer tml-test",
+        "body": None,
+    }
+
+
+def test_models_says_why_it_cannot_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    with pytest.raises(StudentError, match=r"^TINKER_API_KEY is not set; create"):
+        student.list_models()
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    with oai_stub.serve() as stub:
+        stub.status = 404
+        stub.models = {"error": {"message": "Not found"}}
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        with pytest.raises(StudentError) as caught:
+            student.list_models()
+    assert str(caught.value) == "Tinker refused the request (404): Not found"
+    url = oai_stub.closed_port_url()
+    monkeypatch.setenv("MACHINE_TINKER_OAI_URL", url)
+    with pytest.raises(StudentError) as caught:
+        student.list_models(timeout=2)
+    assert str(caught.value).startswith(f"Tinker is unreachable at {url}: [Errno ")

@@ -23,6 +23,7 @@ from tests.conftest import install_session
 
 INKLING = "thinkingmachines/Inkling-Small:peft:262144"
 BASIC_USER = "Now two-tools: read notes.md and list /nonexistent-dir."
+SKILLS = ("machine-dataset", "machine-release", "machine-tagging", "machine-tinker-sft")
 
 
 def store_of(project: Path) -> Path:
@@ -50,9 +51,14 @@ def test_install_pi_twice_and_uninstall(project: Path, run: Run) -> None:
     ext, models = agent / "extensions" / "machine.ts", agent / "models.json"
     first = run("install", "pi")
     assert first.exit_code == 0, first.output
+    skills = (
+        f"skills {', '.join(SKILLS)}: loaded by the extension from "
+        f"{install.skills_dir()}\n"
+    )
     assert first.stdout == (
         f"installed {ext}\n"
         f"installed the Tinker provider in {models}\n"
+        f"{skills}"
         "run /reload in pi (or start it again) to load the commands\n"
     )
     argv = json.dumps([sys.executable, "-m", "machine_git"])
@@ -61,6 +67,7 @@ def test_install_pi_twice_and_uninstall(project: Path, run: Run) -> None:
     assert again.stdout == (
         f"up to date: {ext}\n"
         f"up to date: the Tinker provider in {models}\n"
+        f"{skills}"
         "run /reload in pi (or start it again) to load the commands\n"
     )
     gone = run("uninstall", "pi")
@@ -87,11 +94,15 @@ def test_letta_mods_are_global_only(project: Path, run: Run) -> None:
     )
     done = run("install", "letta")
     target = Path.home() / ".letta" / "mods" / "machine.ts"
+    skills = [Path.home() / ".letta" / "skills" / n / "SKILL.md" for n in SKILLS]
     assert done.stdout == (
         f"installed {target}\n"
-        "run /reload in Letta Code (mods need Letta Code 0.30 or newer)\n"
+        + "".join(f"installed {path}\n" for path in skills)
+        + "run /reload in Letta Code (mods need Letta Code 0.30 or newer)\n"
     )
-    assert run("uninstall", "letta").stdout == f"removed {target}\n"
+    assert run("uninstall", "letta").stdout == (
+        f"removed {target}\n" + "".join(f"removed {path}\n" for path in skills)
+    )
 
 
 # -- auto and observe ------------------------------------------------------------
@@ -393,6 +404,48 @@ def test_ask_samples_the_student(
     url = oai_stub.closed_port_url()
     monkeypatch.setenv("MACHINE_TINKER_OAI_URL", url)
     down = run("ask", "hi", "--timeout", "2")
+    assert down.exit_code == 1
+    assert down.stderr.startswith(f"Error: Tinker is unreachable at {url}: ")
+    assert down.stderr.count("\n") == 1
+
+
+def test_models_lists_the_endpoint_s_models(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    with oai_stub.serve() as stub:
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        listed = run("models")
+        as_json = run("models", "--json")
+        stub.models = {"object": "list", "data": []}
+        empty = run("models")
+    assert (listed.exit_code, listed.stdout) == (
+        0,
+        "Qwen/Qwen3-8B\nthinkingmachines/Inkling:peft:262144\n",
+    )
+    assert json.loads(as_json.stdout) == [
+        "Qwen/Qwen3-8B",
+        "thinkingmachines/Inkling:peft:262144",
+    ]
+    assert empty.stdout == "Tinker lists no models\n"
+    assert not store_of(project).exists()  # no store needed, none made
+
+
+def test_models_without_a_key_or_a_service(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    missing = run("models")
+    assert (missing.exit_code, missing.stdout, missing.stderr) == (
+        1,
+        "",
+        "Error: TINKER_API_KEY is not set; create a key in the Tinker console "
+        "and export TINKER_API_KEY\n",
+    )
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    url = oai_stub.closed_port_url()
+    monkeypatch.setenv("MACHINE_TINKER_OAI_URL", url)
+    down = run("models", "--timeout", "2")
     assert down.exit_code == 1
     assert down.stderr.startswith(f"Error: Tinker is unreachable at {url}: ")
     assert down.stderr.count("\n") == 1

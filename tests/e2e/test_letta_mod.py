@@ -144,7 +144,7 @@ def test_the_installed_mod_runs_this_machine(
     pi_bin: Path,
     project: Path,
 ) -> None:
-    (outcome,) = install.install_letta()
+    outcome = install.install_letta()[0]  # the mod; then the skills
     driven = drive(pi_bin, outcome.path, "tagged", "", project)
     assert driven["result"] == {
         "type": "output",

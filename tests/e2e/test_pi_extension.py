@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,9 @@ import pytest
 
 from machine_git import paths
 from machine_git import rows
+from machine_git.agents import install
 from machine_git.sessions import pi as pi_sessions
+from tests.agents import conftest as oai_stub
 from tests.conftest import FIXTURES
 from tests.conftest import Run
 from tests.conftest import git
@@ -289,3 +294,122 @@ def test_global_and_project_installs_register_once_and_switch_models(
         run("student").stdout
         == f"student {INKLING} (chatting with the working model)\n"
     )
+
+
+class Rpc:
+    """The real pi in RPC mode (a UI: the footer is drawn) with JSON lines to read."""
+
+    def __init__(self, agent: Pi) -> None:
+        self.stderr = agent.cwd.parent / "rpc.stderr"
+        with self.stderr.open("w") as errors:
+            self.process = subprocess.Popen(
+                [str(agent.bin), "--mode", "rpc"],
+                cwd=agent.cwd,
+                env=agent.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+            )
+        self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.strip():
+                self.lines.put(json.loads(line))
+        self.lines.put(None)
+
+    def send(self, **command: Any) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def wait(self, what: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The next line ``what`` accepts (the lines before it are kept in seen)."""
+        while True:
+            line = self.lines.get(timeout=60)
+            assert line is not None, "pi exited"
+            self.seen.append(line)
+            if what(line):
+                return line
+
+    def close(self) -> str:
+        """End pi (stdin closed) and keep its last lines; returns its stderr."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        while (line := self.lines.get(timeout=60)) is not None:
+            self.seen.append(line)
+        code = self.process.wait(timeout=60)
+        stderr = self.stderr.read_text()
+        assert code == 0, stderr
+        return stderr
+
+
+def status(text: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda line: (
+        line.get("method") == "setStatus"
+        and line.get("statusKey") == "machine"
+        and line.get("statusText") == text
+    )
+
+
+def test_the_footer_in_a_pi_with_a_ui_and_the_skills_it_loads(
+    agent: Pi, run: Run
+) -> None:
+    # both installs: the skills still load once (the global extension steps aside)
+    assert run("install", "pi", "--project").exit_code == 0
+    rpc = Rpc(agent)
+    rows = "train 0, traces 0, rejected 0, observed 0"
+    rpc.wait(status(f"machine: {rows}"))
+    rpc.send(id="commands", type="get_commands")
+    listed = rpc.wait(lambda line: line.get("id") == "commands")["data"]["commands"]
+    names = [c["name"] for c in listed]
+    assert names.count("tinker") == 1 and names.count("good") == 1
+    skills = [c for c in listed if c["source"] == "skill"]
+    assert [c["name"] for c in skills] == [
+        "skill:machine-dataset",
+        "skill:machine-release",
+        "skill:machine-tagging",
+        "skill:machine-tinker-sft",
+    ]
+    assert {Path(c["sourceInfo"]["path"]).parent.parent for c in skills} == {
+        install.skills_dir()
+    }
+
+    rpc.send(type="prompt", message="Run `echo footer`.")
+    rpc.wait(status(f"machine: last turn untagged (/good, /bad) | {rows}"))
+    rpc.send(type="prompt", message="/good")
+    note = rpc.wait(lambda line: line.get("method") == "notify")
+    assert note["message"].endswith(" -> train: Run `echo footer`.")
+    rpc.wait(status("machine: train 1, traces 0, rejected 0, observed 0"))
+    assert "Extension error" not in rpc.close()
+    footers = [
+        line["statusText"] for line in rpc.seen if line.get("method") == "setStatus"
+    ]
+    assert footers[-1] == "machine: train 1, traces 0, rejected 0, observed 0"
+
+
+def test_tinker_use_work_and_models_inside_pi(agent: Pi, run: Run) -> None:
+    agent("-p", "Run `echo tinker`.")
+    agent.env["TINKER_API_KEY"] = "tml-e2e"
+    used = agent("-c", "-p", f"/tinker use {INKLING}")
+    assert used.stderr == f"student {INKLING} (base); in Pi: /model, provider tinker\n"
+    work = agent("-c", "-p", "/tinker work")
+    assert work.stderr == "chatting with the working model fake/fake-1\n"
+    changes = [
+        (e["provider"], e["modelId"])
+        for e in agent.entries()
+        if e["type"] == "model_change"
+    ]
+    assert changes[-2:] == [("tinker", INKLING), ("fake", "fake-1")]
+    with oai_stub.serve() as stub:
+        agent.env["MACHINE_TINKER_OAI_URL"] = stub.url
+        listed = agent("-c", "-p", "/tinker models")
+    assert listed.stderr == "Qwen/Qwen3-8B\nthinkingmachines/Inkling:peft:262144\n"
+    assert stub.requests[0]["authorization"] == "Bearer tml-e2e"
+    agent.env["MACHINE_TINKER_OAI_URL"] = oai_stub.closed_port_url()
+    down = agent("-c", "-p", "/tinker models --timeout 2", code=1)
+    assert down.stderr.startswith("Error: Tinker is unreachable at http://127.0.0.1:")

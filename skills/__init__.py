@@ -1,0 +1,1 @@
+"""Agent skills machine ships (one folder with a SKILL.md each): package data."""
