@@ -183,7 +183,9 @@ def _row_of_line(
         "note": value.get("note") or None,
         "source": {
             "host": HOST,
-            "session_id": file_name,
+            # Each line is its own conversation: an eval set drawn by session
+            # can then split an imported file instead of taking all of it.
+            "session_id": f"{file_name}:{number}",
             "session_file": absolute,
             "entry_ids": [f"line {number}"],
         },

@@ -112,7 +112,7 @@ def test_a_generated_row_takes_time_note_and_source_from_the_line(
     assert row["original_answer"] == "c"
     assert row["source"] == {
         "host": "import",
-        "session_id": "seed.jsonl",
+        "session_id": "seed.jsonl:1",
         "session_file": str(path.resolve()),
         "entry_ids": ["line 1"],
     }

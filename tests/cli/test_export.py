@@ -424,7 +424,7 @@ def test_import_takes_each_line_shape_in_one_commit(
     def source(n: int) -> dict[str, Any]:
         return {
             "host": "import",
-            "session_id": "seed.jsonl",
+            "session_id": f"seed.jsonl:{n}",
             "session_file": str(seed),
             "entry_ids": [f"line {n}"],
         }
