@@ -29,6 +29,7 @@ from pygit2 import Commit
 from pygit2 import Oid
 from pygit2.enums import SortMode
 
+from machine_git import diff
 from machine_git import hooks
 from machine_git import jsonio
 from machine_git import paths
@@ -427,22 +428,15 @@ def _parsed(repo: pygit2.Repository, oid: Oid | None) -> Any:
 
 
 def diff_fields(ours: Any, theirs: Any, where: str = "$") -> list[FieldDiff]:
-    """Every JSON path at which ``ours`` and ``theirs`` differ, deepest first found."""
-    if type(ours) is type(theirs) and ours == theirs:
-        return []
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        found: list[FieldDiff] = []
-        for key in sorted(ours.keys() | theirs.keys()):
-            found += diff_fields(
-                ours.get(key, _ABSENT), theirs.get(key, _ABSENT), f"{where}.{key}"
-            )
-        return found
-    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
-        found = []
-        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-            found += diff_fields(a, b, f"{where}[{i}]")
-        return found
-    return [FieldDiff(where, _show(ours, "(absent)"), _show(theirs, "(absent)"))]
+    """Every JSON path at which the two versions differ (as machine diff finds them)."""
+    return [
+        FieldDiff(
+            change.path,
+            _show(_ABSENT if change.old is diff.MISSING else change.old, "(absent)"),
+            _show(_ABSENT if change.new is diff.MISSING else change.new, "(absent)"),
+        )
+        for change in diff.diff_values(ours, theirs, where)
+    ]
 
 
 def _show(value: Any, missing: str) -> str:

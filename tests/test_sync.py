@@ -320,7 +320,7 @@ def test_diff_fields_follows_nested_paths() -> None:
     theirs = {"a": [1, {"b": "y"}], "c": [1], "f": None, "e": "long" * 101}
     assert sync.diff_fields(ours, theirs) == [
         sync.FieldDiff("$.a[1].b", '"x"', '"y"'),
-        sync.FieldDiff("$.c", "[1,2]", "[1]"),
+        sync.FieldDiff("$.c[1]", "2", "(absent)"),
         sync.FieldDiff("$.d", "1", "(absent)"),
         sync.FieldDiff("$.e", '"' + "long" * 49 + "lo…", '"' + "long" * 49 + "lo…"),
         sync.FieldDiff("$.f", "(absent)", "null"),
