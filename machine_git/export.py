@@ -220,11 +220,12 @@ _RENDER: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
 def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
     """Every exported row passes through here before it is rendered.
 
-    Rows are redacted when they are tagged, but a row may have arrived with
-    ``--no-redact`` or by a push: the export scans again unless told not to.
+    Rows are redacted when they are tagged and then carry ``redactions``;
+    a row without it (written with ``--no-redact``, or by an older machine)
+    is scanned here unless the export itself says ``--no-redact``.
     """
-    if not redact:
-        return row
+    if not redact or "redactions" in row:
+        return row  # scanned when it was written (see redaction.redact_row)
     from machine_git import redaction
 
     return redaction.redact_row(row)[0]

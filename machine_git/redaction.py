@@ -24,11 +24,13 @@ def redact_row(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
     cleaned, found = secrets.redact(content)
     assert isinstance(cleaned, dict)  # redact() keeps the shape it was given
     out = {**row, **cleaned}
-    if found:
-        total = dict(row.get("redactions") or {})
-        for kind, count in found.items():
-            total[kind] = total.get(kind, 0) + count
-        out["redactions"] = dict(sorted(total.items()))
+    # The field is always written, empty when nothing was found: it records
+    # that the row was scanned when it was written, so an export need not
+    # scan it again (rows without it, --no-redact ones, are scanned there).
+    total = dict(row.get("redactions") or {})
+    for kind, count in found.items():
+        total[kind] = total.get(kind, 0) + count
+    out["redactions"] = dict(sorted(total.items()))
     return out, dict(sorted(found.items()))
 
 

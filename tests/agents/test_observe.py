@@ -73,7 +73,7 @@ def test_the_same_run_is_recorded_once(store: Store) -> None:
     assert first.action == "observed" and first.commit is not None
     again = observe.observe(store, basic_row())
     assert again.action == "duplicate" and again.commit is None
-    assert again.row == row
+    assert again.row == {**row, "redactions": {}}  # scanned on the way in
     log = git(store.path, "log", "--format=%s%n%b---")
     assert log.split("---\n")[0] == (
         f"observed {row['id']}: Now two-tools: read notes.md and list /nonexiste…\n"
@@ -105,7 +105,13 @@ def test_label_good_keeps_the_id_path_and_history(store: Store) -> None:
     row = basic_row()
     observe.observe(store, row)
     done = observe.label(store, str(row["id"])[:6], "good", note="right tools")
-    assert done.after == {**row, "kind": "traces", "tag": "good", "note": "right tools"}
+    assert done.after == {
+        **row,
+        "kind": "traces",
+        "tag": "good",
+        "note": "right tools",
+        "redactions": {},  # scanned when it was observed
+    }
     path = rows.row_path(str(row["id"]))
     stored = orjson.loads(git(store.path, "show", f"HEAD:{path}"))
     assert stored == done.after

@@ -429,7 +429,7 @@ def test_import_takes_each_line_shape_in_one_commit(
             "entry_ids": [f"line {n}"],
         }
 
-    assert row_at_head(project, full["id"]) == full
+    assert row_at_head(project, full["id"]) == {**full, "redactions": {}}
     assert row_at_head(project, messages_id) == {
         "id": messages_id,
         "kind": "rejected",
@@ -438,6 +438,7 @@ def test_import_takes_each_line_shape_in_one_commit(
         "note": "wrong file",
         "source": source(2),
         "messages": messages,
+        "redactions": {},
     }
     assert row_at_head(project, trajectory_id) == {
         "id": trajectory_id,
@@ -447,6 +448,7 @@ def test_import_takes_each_line_shape_in_one_commit(
         "note": None,
         "source": source(3),
         "trajectory": trajectory,
+        "redactions": {},
     }
     assert commit_count(project) == 2
     assert git(store_of(project), "log", "-1", "--format=%B") == (
