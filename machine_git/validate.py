@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
 from machine_git import jsonio
 from machine_git import rows
 from machine_git import schemas
+from machine_git.store import BRANCH
 from machine_git.store import Store
 
 
@@ -59,62 +64,150 @@ def check_file(path: Path, tally: Tally) -> Iterator[Finding]:
 
 
 def _check_bytes(name: str, line: int, data: bytes) -> Iterator[Finding]:
+    yield from _parse(name, line, data)[1]
+
+
+def _parse(name: str, line: int, data: bytes) -> tuple[Any, list[Finding]]:
+    """The row in ``data`` and its problems (parsed once: rows can be big)."""
     try:
         value = jsonio.loads(data)
     except jsonio.JSONDecodeError as e:
-        yield Finding(name, line, "$", f"not valid JSON ({e})")
-        return
-    for problem in schemas.row_problems(value):
-        yield Finding(name, line, problem.path, problem.message)
+        return None, [Finding(name, line, "$", f"not valid JSON ({e})")]
+    problems = schemas.row_problems(value)
+    return value, [Finding(name, line, p.path, p.message) for p in problems]
 
 
 def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
-    """Check every row of the newest commit: schema, id, path and byte form."""
-    head = store.head
-    if head is None:
+    """Check every row of the newest commit: schema, id, path and byte form.
+
+    Damaged git objects (the commit, a tree, a row's blob) are findings too,
+    never a traceback: this is the command to run when something is wrong.
+    """
+    repo = store.repo
+    objects = _Objects(repo)
+    try:
+        target = repo.references[BRANCH].target
+    except KeyError:
+        return  # a store being created has no branch yet
+    except pygit2.GitError as e:
+        yield Finding(BRANCH, 0, "$", f"unreadable branch: {e}")
+        return
+    if not isinstance(target, pygit2.Oid):
+        yield Finding(BRANCH, 0, "$", f"the branch points at {target}, not a commit")
         return
     try:
-        top = head.tree[rows.ROWS_DIR] if rows.ROWS_DIR in head.tree else None  # noqa: SIM401
-    except pygit2.GitError as e:
-        yield Finding(rows.ROWS_DIR, 0, "$", f"unreadable tree: {e}")
+        objects.check(target)
+        commit = repo[target].peel(pygit2.Commit)
+        root = objects.tree(commit.tree_id)
+    except _READ_ERRORS as e:
+        yield Finding(BRANCH, 0, "$", f"corrupt commit or root tree: {_why(e)}")
         return
-    if top is None:
+    if rows.ROWS_DIR not in root:
         return
-    yield from _walk(store.repo, store.repo[top.id], f"{rows.ROWS_DIR}/", tally)
+    top = root[rows.ROWS_DIR]
+    yield from _walk(objects, top.id, f"{rows.ROWS_DIR}/", tally)
+
+
+class CorruptObjectError(Exception):
+    """A loose object file that does not hold the object its name promises."""
+
+
+_READ_ERRORS = (KeyError, ValueError, OSError, pygit2.GitError, CorruptObjectError)
+_KINDS = (b"blob", b"tree", b"commit", b"tag")
+
+
+class _Objects:
+    """Reads objects; a damaged loose object raises instead of hanging.
+
+    libgit2 up to 1.9 loops forever inflating a truncated loose object
+    (libgit2 #7342), so loose objects are inflated and hashed here first.
+    Which objects are loose is listed once: a packed store (machine packs
+    itself) pays nothing per object for the check.
+    """
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self.folder = os.path.join(repo.path, "objects")
+        self.loose: set[str] = set()
+        try:
+            fans = [e.name for e in os.scandir(self.folder) if len(e.name) == 2]
+        except OSError:
+            fans = []
+        for fan in fans:
+            try:
+                with os.scandir(os.path.join(self.folder, fan)) as entries:
+                    self.loose.update(
+                        fan + e.name for e in entries if len(e.name) == 38
+                    )
+            except OSError:
+                continue
+
+    def check(self, oid: pygit2.Oid) -> None:
+        name = str(oid)
+        if name not in self.loose:
+            return
+        with open(os.path.join(self.folder, name[:2], name[2:]), "rb") as f:
+            data = f.read()
+        inflater = zlib.decompressobj()
+        try:
+            raw = inflater.decompress(data) + inflater.flush()
+        except zlib.error as e:
+            raise CorruptObjectError(f"{name}: not a zlib stream ({e})") from None
+        if not inflater.eof:
+            raise CorruptObjectError(f"{name}: truncated loose object")
+        header, _, body = raw.partition(b"\0")
+        kind, _, size = header.partition(b" ")
+        if kind not in _KINDS or not size.isdigit() or int(size) != len(body):
+            raise CorruptObjectError(f"{name}: bad loose object header")
+        if hashlib.sha1(raw, usedforsecurity=False).hexdigest() != name:
+            raise CorruptObjectError(f"{name}: content does not match the object id")
+
+    def tree(self, oid: pygit2.Oid) -> pygit2.Tree:
+        self.check(oid)
+        return self.repo[oid].peel(pygit2.Tree)
+
+    def blob(self, oid: pygit2.Oid) -> bytes:
+        self.check(oid)
+        kind, data = self.repo.read(oid)
+        if kind != pygit2.enums.ObjectType.BLOB:
+            raise CorruptObjectError(f"{oid}: not a blob")
+        return data
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).strip("'\"")
+    if isinstance(e, KeyError):
+        return f"{text}: no such object"
+    return text or type(e).__name__
 
 
 def _walk(
-    repo: pygit2.Repository, obj: pygit2.Object, prefix: str, tally: Tally
+    objects: _Objects, tree_id: pygit2.Oid, prefix: str, tally: Tally
 ) -> Iterator[Finding]:
     try:
-        tree = obj.peel(pygit2.Tree)
-        entries = [(e.name or "", e.id, e.filemode) for e in tree]
-    except pygit2.GitError as e:
-        yield Finding(prefix.rstrip("/"), 0, "$", f"unreadable tree object: {e}")
+        entries = [(e.name or "", e.id, e.filemode) for e in objects.tree(tree_id)]
+    except _READ_ERRORS as e:
+        yield Finding(prefix.rstrip("/"), 0, "$", f"unreadable tree object: {_why(e)}")
         return
     for name, oid, mode in entries:
         path = f"{prefix}{name}"
-        try:
-            target = repo[oid]
-        except (KeyError, ValueError, pygit2.GitError) as e:
-            tally.rows += 1
-            yield Finding(path, 0, "$", f"missing or corrupt object {oid}: {e}")
-            continue
         if mode == pygit2.enums.FileMode.TREE:
-            yield from _walk(repo, target, f"{path}/", tally)
+            yield from _walk(objects, oid, f"{path}/", tally)
             continue
         tally.rows += 1
+        try:
+            data = objects.blob(oid)
+        except _READ_ERRORS as e:
+            yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
+            continue
         row_id = rows.id_of_path(path)
         if row_id is None:
             yield Finding(path, 1, "$", "not a row path (rows/ab/cd/<12 hex>.json)")
             continue
-        data = target.peel(pygit2.Blob).data
-        found = list(_check_bytes(path, 1, data))
-        yield from found
+        value, found = _parse(path, 1, data)
         if found:
-            continue
-        value = jsonio.loads(data)
-        if value.get("id") != row_id:
+            yield from found
+        elif value.get("id") != row_id:
             yield Finding(
                 path, 1, "$.id", f"{value.get('id')!r} does not match the file name"
             )

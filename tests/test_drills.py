@@ -1,14 +1,20 @@
-"""Failure drills: many writers at once, and writers killed mid-commit."""
+"""Failure drills: many writers at once, writers killed mid-commit, a full
+disk, a read-only store and damaged objects. Each is bounded to seconds."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
+import re
+import resource
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -17,6 +23,8 @@ import pytest
 from machine_git import paths
 from machine_git import rows
 from machine_git.sessions import pi
+from machine_git.store import Store
+from tests import helpers
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
 
@@ -179,6 +187,8 @@ def test_writers_killed_at_random_moments_lose_no_reported_tag(
 ) -> None:
     rng = random.Random(1234)
     sessions = session_copies(tmp_path, 12)
+    # On a loaded machine every kill can land before the store exists.
+    Store.create(paths.store_path(project), project)
     reported: set[str] = set()
     for session in sessions:
         proc = subprocess.Popen(
@@ -194,3 +204,416 @@ def test_writers_killed_at_random_moments_lose_no_reported_tag(
             reported.add(out.split()[1].decode())
     assert reported <= store_rows(project)
     assert_consistent(project)
+
+
+# -- many writers at once --------------------------------------------------------
+
+WORKER = textwrap.dedent(
+    """
+    import sys
+    import pygit2
+    from machine_git.cli import cli
+    # SIGKILL and contention leave the page cache intact, so fsync changes
+    # only the timing here; without it the drill takes seconds, not minutes,
+    # on a shared disk.
+    pygit2.settings.enable_fsync_gitdir(False)
+    import machine_git.cli.tag  # loaded before the start signal
+    project, *sessions = sys.argv[1:]
+    sys.stdin.readline()  # every worker starts at the same moment
+    for session in sessions:
+        cli.main(
+            ["good", "--session", session, "--project", project],
+            standalone_mode=False,
+        )
+    """
+)
+
+
+def test_eight_processes_tagging_fifty_rows_each_lose_nothing(
+    project: Path, tmp_path: Path
+) -> None:
+    sessions = session_copies(tmp_path, 400)
+    location = paths.store_path(project)
+    Store.create(location, project)
+    # Pack often, so that git gc runs while the others wait on the lock.
+    git(location, "config", "gc.auto", "256")
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(project), *map(str, sessions[i::8])],
+            env=env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(8)
+    ]
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write(b"go\n")
+        worker.stdin.flush()
+    errors = [w.communicate(timeout=240)[1] for w in workers]
+    assert [w.returncode for w in workers] == [0] * 8, errors
+    assert store_rows(project) == {expected_id(s) for s in sessions}
+    log = git(location, "log", "--format=%H").split()
+    assert len(log) == 401  # init + one commit per tag, none lost, none doubled
+    assert_consistent(project)
+
+
+# -- a writer killed again and again ---------------------------------------------
+
+DRIVER = textwrap.dedent(
+    """
+    import os, random, select, signal, sys, time
+    import orjson
+    import pygit2
+    from machine_git.cli import cli
+
+    pygit2.settings.enable_fsync_gitdir(False)  # as in WORKER
+    import machine_git.cli.tag  # loaded before the fork, not in every child
+    project, template, folder, wanted = sys.argv[1:]
+    rng = random.Random(4321)
+    lines = open(template, "rb").read().split(b"\\n")
+    header = orjson.loads(lines[0])
+
+    def session(n):
+        header["id"] = f"kill-{n:05d}"
+        path = os.path.join(folder, f"k{n:05d}.jsonl")
+        with open(path, "wb") as f:
+            f.write(b"\\n".join([orjson.dumps(header), *lines[1:]]))
+        return path
+
+    kills = 0
+    first = 0
+    while kills < int(wanted):
+        # A child that tags in a loop; machine is imported once, before the
+        # fork, so a round costs milliseconds rather than a Python start-up.
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            os.dup2(write_end, 1)
+            for n in range(first, first + 1000):
+                cli.main(
+                    ["good", "--session", session(n), "--project", project],
+                    standalone_mode=False,
+                )
+            os._exit(0)
+        os.close(write_end)
+        first += 1000
+        # Once the child has tagged one row (after waiting out a ref lock the
+        # last kill may have left), kill it at a random point of later tags.
+        select.select([read_end], [], [], 30)
+        time.sleep(rng.uniform(0.0, 0.04))
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(read_end, "rb") as pipe:
+            sys.stdout.buffer.write(pipe.read())  # what the user was told
+        kills += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    sys.stdout.flush()
+    """
+)
+
+
+def test_a_writer_killed_at_random_points_a_hundred_times(
+    project: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    Store.create(paths.store_path(project), project)
+    driver = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            DRIVER,
+            str(project),
+            str(PI_SESSIONS / "basic.jsonl"),
+            str(folder),
+            "100",
+        ],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert driver.returncode == 0, driver.stderr
+    # What the killed children printed is what a user was told was done.
+    reported = {
+        line.split()[1] for line in driver.stdout.splitlines() if line[:5] == "good "
+    }
+    landed = store_rows(project)
+    assert reported <= landed
+    assert len(reported) > 0
+    assert_consistent(project)
+    # No lock left behind: the next tag goes through without waiting it out.
+    last = session_copies(tmp_path, 1)[0]
+    done = subprocess.run(
+        tag_command(last, project),
+        env={**env(), "MACHINE_LOCK_TIMEOUT": "5"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"good {expected_id(last)} -> train: ")
+
+
+# -- a full disk -------------------------------------------------------------------
+
+
+def files_of(store: Path) -> dict[str, bytes]:
+    """Every file of the store and its bytes: "unchanged" means this is equal."""
+    return {
+        str(p.relative_to(store)): p.read_bytes()
+        for p in sorted(store.rglob("*"))
+        if p.is_file()
+    }
+
+
+def mount_tmpfs(where: Path, size: str) -> bool:
+    """A small filesystem at ``where``; False where mounting is not allowed."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def unmount(where: Path) -> None:
+    subprocess.run(["umount", str(where)], capture_output=True, check=True)
+
+
+def fill(folder: Path) -> Path:
+    """Write a file in ``folder`` until the filesystem has no byte left."""
+    filler = folder / "filler"
+    with filler.open("wb", buffering=0) as f:
+        for chunk in (1 << 16, 1 << 12, 1 << 9, 1):
+            try:
+                while True:
+                    f.write(b"\0" * chunk)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+    return filler
+
+
+def file_size_limit() -> None:
+    # Runs in the child: any write past 200 bytes fails with EFBIG (Python ignores
+    # SIGXFSZ), which is how a full disk looks where nothing can be mounted.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+
+def test_a_full_disk_fails_the_tag_in_one_line_and_changes_nothing(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = mount_tmpfs(disk, "2m")  # else: a file size limit, below
+    try:
+        monkeypatch.setenv("MACHINE_DATA_DIR", str(disk / "data"))
+        store = paths.store_path(project)
+        first, second = session_copies(tmp_path, 2)
+        subprocess.run(tag_command(first, project), env=env(), check=True)
+        before = files_of(store)
+        filler = fill(disk) if mounted else None
+
+        done = subprocess.run(
+            tag_command(second, project),
+            env=env(),
+            capture_output=True,
+            text=True,
+            check=False,
+            preexec_fn=None if mounted else file_size_limit,
+        )
+
+        why = "no space left on the device" if mounted else "file size limit reached"
+        assert done.stderr == f"Error: {store}: {why}; nothing was written\n"
+        assert (done.returncode, done.stdout) == (1, "")
+        assert files_of(store) == before
+        git(store, "fsck", "--strict")
+        if filler is not None:
+            filler.unlink()
+        subprocess.run(tag_command(second, project), env=env(), check=True)
+        assert store_rows(project) == {expected_id(first), expected_id(second)}
+    finally:
+        if mounted:
+            unmount(disk)
+
+
+def test_a_file_size_limit_fails_the_tag_in_one_line_and_changes_nothing(
+    project: Path, tmp_path: Path
+) -> None:
+    store = paths.store_path(project)
+    first, second = session_copies(tmp_path, 2)
+    subprocess.run(tag_command(first, project), env=env(), check=True)
+    before = files_of(store)
+
+    done = subprocess.run(
+        tag_command(second, project),
+        env=env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=file_size_limit,
+    )
+
+    assert done.stderr == (
+        f"Error: {store}: file size limit reached; nothing was written\n"
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert files_of(store) == before
+    git(store, "fsck", "--strict")
+
+
+# -- a read-only store ------------------------------------------------------------
+
+
+def read_only(store: Path, how: str) -> tuple[list[str], str, Callable[[], None]]:
+    """Make ``store`` read-only: (command prefix, expected reason, undo).
+
+    Permission bits do not stop root, so as root the commands run without
+    capabilities (setpriv); a read-only bind mount gives EROFS where mounting
+    is allowed, and falls back to permissions where it is not.
+    """
+    if how == "mount" and os.geteuid() == 0:
+        bound = subprocess.run(
+            ["mount", "--bind", str(store), str(store)], capture_output=True
+        )
+        if bound.returncode == 0:
+            subprocess.run(
+                ["mount", "-o", "remount,bind,ro", str(store)],
+                capture_output=True,
+                check=True,
+            )
+            return [], "Read-only file system", lambda: unmount(store)
+    subprocess.run(["chmod", "-R", "a-w", str(store)], check=True)
+    prefix = (
+        ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
+        if os.geteuid() == 0
+        else []
+    )
+
+    def undo() -> None:
+        subprocess.run(["chmod", "-R", "u+w", str(store)], check=True)
+
+    return prefix, "Permission denied", undo
+
+
+@pytest.mark.parametrize("how", ["mount", "permissions"])
+def test_a_read_only_store_refuses_tags_in_one_line_and_still_reads(
+    project: Path, tmp_path: Path, how: str
+) -> None:
+    store = paths.store_path(project)
+    first, second = session_copies(tmp_path, 2)
+    subprocess.run(tag_command(first, project), env=env(), check=True)
+    before = files_of(store)
+    prefix, reason, undo = read_only(store, how)
+    try:
+
+        def machine(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*prefix, sys.executable, "-m", "machine_git", *args],
+                env=env(),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+
+        tagged = machine("good", "--session", str(second), "--project", str(project))
+        assert tagged.stderr == f"Error: {store}: the store is read-only ({reason})\n"
+        assert (tagged.returncode, tagged.stdout) == (1, "")
+        # Reading still works: listing, counting, checking, exporting.
+        listed = machine("tagged", "--project", str(project))
+        assert listed.stdout.startswith(expected_id(first))
+        counted = machine("data", "--project", str(project), "--json")
+        assert orjson.loads(counted.stdout)["counts"]["train"] == 1
+        checked = machine("validate", "--store", "--project", str(project))
+        assert checked.stdout == "checked 1 rows: all valid\n"
+        exported = machine("export", "--project", str(project))
+        assert exported.stdout.count("\n") == 1
+        assert [listed.stderr, counted.stderr, checked.stderr] == ["", "", ""]
+        assert files_of(store) == before
+    finally:
+        undo()
+
+
+# -- damaged objects -----------------------------------------------------------------
+
+
+def corrupt(store: Path, damage: str) -> str:
+    """Damage the store; returns the id of the object hit (or '' for a pack)."""
+    blob = git(store, "rev-parse", f"main:{rows.row_path(ROW_IDS[1])}").strip()
+    loose = store / "objects" / blob[:2] / blob[2:]
+    if damage == "flipped byte in a loose row":
+        data = bytearray(loose.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        loose.write_bytes(bytes(data))
+    elif damage == "truncated loose row":
+        loose.write_bytes(loose.read_bytes()[:30])
+    elif damage == "missing loose row":
+        loose.unlink()
+    else:
+        git(store, "gc", "--quiet")
+        pack = next(store.glob("objects/pack/*.pack"))
+        pack.chmod(0o600)
+        data = bytearray(pack.read_bytes())
+        if damage == "truncated pack":
+            del data[len(data) // 2 :]
+        else:
+            data[len(data) // 2] ^= 0xFF
+        pack.write_bytes(bytes(data))
+        return ""
+    return blob
+
+
+ROW_IDS = ["a00000000001", "a00000000002", "a00000000003"]
+FINDING = re.compile(
+    r"^rows\S*:0: \$: (missing or corrupt object|unreadable tree object): \S+"
+    r"|^refs/heads/main:0: \$: corrupt commit or root tree: \S+"
+)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "flipped byte in a loose row",
+        "truncated loose row",
+        "missing loose row",
+        "truncated pack",
+        "flipped byte in a pack",
+    ],
+)
+def test_damaged_objects_are_findings_of_validate_store(
+    project: Path, damage: str
+) -> None:
+    location = paths.store_path(project)
+    store = Store.create(location, project)
+    for row_id in ROW_IDS:
+        helpers.commit_row(store, helpers.train_row(row_id))
+    hit = corrupt(location, damage)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "machine_git", "validate", "--store"],
+        env=env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,  # libgit2 <= 1.9 loops forever on a truncated loose object
+    )
+
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    findings = done.stdout.splitlines()
+    assert findings
+    assert all(FINDING.match(line) for line in findings), findings
+    assert re.fullmatch(r"checked \d rows: [1-3] invalid\n", done.stderr)
+    where = f"{rows.row_path(ROW_IDS[1])}:0: $: missing or corrupt object: {hit}: "
+    if damage == "truncated loose row":
+        assert findings == [where + "truncated loose object"]
+        assert done.stderr == "checked 3 rows: 1 invalid\n"
+    elif damage == "missing loose row":
+        assert findings == [where + "no such object"]
+    elif hit:
+        assert findings[0].startswith(where)

@@ -6,6 +6,8 @@ stderr here, at the edge, and anything else is a bug that should crash loudly.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import MutableMapping
 from typing import Any
 
 import click
@@ -13,9 +15,48 @@ import click
 from machine_git import __version__
 from machine_git.errors import MachineError
 
+# Start-up is most of the time of `machine good` (bench/RESULTS.md), so the
+# commands people run most load alone: their own module and what it imports,
+# not every command's. Anything else that looks at the commands (another
+# command, --help, a typo, a test reading cli.commands) loads them all through
+# _register(). name -> (module, attribute): tests/cli/test_lazy.py checks that
+# each one is the command _register() adds under that name.
+FAST = {
+    "good": ("machine_git.cli.tag", "good"),
+    "bad": ("machine_git.cli.tag", "bad"),
+    "tagged": ("machine_git.cli.data", "tagged"),
+    "data": ("machine_git.cli.data", "data"),
+    "validate": ("machine_git.cli.data", "validate"),
+    "log": ("machine_git.cli.history", "log_command"),
+    "show": ("machine_git.cli.history", "show"),
+    "diff": ("machine_git.cli.history", "diff_command"),
+    "export": ("machine_git.cli.export", "export"),
+    "gc": ("machine_git.cli.gc", "gc_command"),
+}
+_loaded: list[bool] = []
+
 
 class MachineGroup(click.Group):
     """A group that turns MachineError into ``Error: <one line>`` and exit 1."""
+
+    @property
+    def commands(self) -> MutableMapping[str, click.Command]:
+        if not _loaded:
+            _loaded.append(True)  # first: _register() adds through this property
+            _register()
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: MutableMapping[str, click.Command]) -> None:
+        self._commands = value
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if not _loaded and cmd_name in FAST:
+            module, attribute = FAST[cmd_name]
+            command = getattr(importlib.import_module(module), attribute, None)
+            if isinstance(command, click.Command):
+                return command
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -51,6 +92,7 @@ def _register() -> None:
     from machine_git.cli import data
     from machine_git.cli import edit
     from machine_git.cli import export
+    from machine_git.cli import gc
     from machine_git.cli import history
     from machine_git.cli import hooks
     from machine_git.cli import releases
@@ -82,6 +124,7 @@ def _register() -> None:
         sync.pull,
         sync.clone,
         hooks.hooks,
+        gc.gc_command,
         agent.install,
         agent.uninstall,
         agent.auto,
@@ -100,6 +143,3 @@ def _register() -> None:
         releases.lineage,
     ):
         cli.add_command(command)
-
-
-_register()

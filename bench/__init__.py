@@ -1,0 +1,1 @@
+"""Benchmarks and their results (bench/RESULTS.md); never part of the tests."""

@@ -1,0 +1,60 @@
+"""``machine gc``: pack the store's loose objects (git gc, under the lock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import open_store
+from machine_git.cli.common import project_option
+
+
+@click.command("gc")
+@project_option
+@json_option
+def gc_command(project: Path | None, as_json: bool) -> None:
+    """Pack the store: loose objects into one pack (runs git gc).
+
+    machine also packs by itself after a commit once loose objects pile up
+    (git's gc.auto, 6700 by default; set it in the store's git config).
+
+    \b
+    Example usage:
+        machine gc
+    """
+    from machine_git import gc
+
+    store = open_store(project)
+    done = gc.pack(store)
+    before, after = done.before, done.after
+    if as_json:
+        emit_json(
+            {
+                "store": str(store.path),
+                "seconds": round(done.seconds, 3),
+                "before": before.as_dict(),
+                "after": after.as_dict(),
+            }
+        )
+        return
+    click.echo(
+        f"packed {store.path}: {_count(before.loose, 'loose object')}, "
+        f"{_count(before.packs, 'pack')} -> {_count(after.loose, 'loose object')}, "
+        f"{_count(after.packs, 'pack')}; {_size(before.total_bytes)} -> "
+        f"{_size(after.total_bytes)} ({done.seconds:.1f} s)"
+    )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / 1024 / 1024:.1f} MB"

@@ -1,0 +1,225 @@
+"""Packing the store: loose objects into packs, by hand or after a commit.
+
+libgit2 never packs (perf.md §2). Every tag leaves six loose objects, at least
+one 4 KB block each on disk whatever their size, and an export of a loose
+store reads each tree from its own file. Packing is git's job: ``machine gc``
+runs ``git gc``, and after each commit :func:`auto` estimates the loose
+objects the way ``git gc --auto`` does (by counting one of the 256
+``objects/xx`` folders) and runs ``git gc --auto`` only when there are too
+many, about once every thousand tags with git's default ``gc.auto`` of 6700.
+
+Both hold the store's writer lock, so no machine process commits while git
+repacks, and both give every file git wrote mode 0600 (folders 0700): git
+writes packs read-only (0400), and the store's promise is 0600.
+
+This module must not import :mod:`machine_git.store` at run time: the store
+calls :func:`auto` after a commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from machine_git.errors import DiskFullError
+from machine_git.errors import ReadOnlyStoreError
+from machine_git.errors import StoreError
+
+if TYPE_CHECKING:
+    from machine_git.store import Store
+
+AUTO_DEFAULT = 6700  # git's own default for gc.auto
+_SAMPLE = "17"  # the folder git counts: 1/256 of the loose objects, on average
+
+# Settings for every git run here. Reflogs are the store's audit trail of who
+# moved the branch and when: git gc would expire entries after 90 days.
+# Delta chains are kept short. An export reads rows in tree order, and a row
+# at the end of a 50-deep chain needs every base before it inflated first:
+# perf.md §3 saw a 10x slower read on such a pack. On the benchmark's rows,
+# depth 10 exports as fast as git's 50 for 3% more disk, and no deltas at all
+# would take 3.5x the disk (bench/RESULTS.md, "Pack depth").
+PACK_DEPTH = 10
+_SETTINGS = (
+    "gc.reflogExpire=never",
+    "gc.reflogExpireUnreachable=never",
+    "gc.autoDetach=false",
+    f"pack.depth={PACK_DEPTH}",
+)
+
+
+class Usage:
+    """Objects and bytes of a store, as ``git count-objects -v`` reports them."""
+
+    # A plain class, not a dataclass: this module loads on every commit.
+    def __init__(self, loose: int, loose_bytes: int, packs: int, pack_bytes: int):
+        self.loose = loose
+        self.loose_bytes = loose_bytes
+        self.packs = packs
+        self.pack_bytes = pack_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.loose_bytes + self.pack_bytes
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "loose": self.loose,
+            "loose_bytes": self.loose_bytes,
+            "packs": self.packs,
+            "pack_bytes": self.pack_bytes,
+        }
+
+
+class Packed:
+    """What :func:`pack` did."""
+
+    def __init__(self, before: Usage, after: Usage, seconds: float):
+        self.before = before
+        self.after = after
+        self.seconds = seconds
+
+
+def loose_estimate(path: Path) -> int:
+    """Loose objects in the store at ``path``, estimated from one folder."""
+    try:
+        with os.scandir(path / "objects" / _SAMPLE) as entries:
+            return 256 * sum(1 for e in entries if len(e.name) == 38)
+    except OSError:
+        return 0
+
+
+def auto_limit(store: Store) -> int:
+    """The store's ``gc.auto`` (0 or less: never pack automatically)."""
+    try:
+        value = store.repo.config["gc.auto"]
+    except (KeyError, pygit2.GitError):  # unset, or a config git cannot read
+        return AUTO_DEFAULT
+    try:
+        return int(value) if value is not None else AUTO_DEFAULT
+    except ValueError:
+        return AUTO_DEFAULT
+
+
+def needs_packing(store: Store) -> bool:
+    """True when ``git gc --auto`` would pack: git's own test, in Python."""
+    # Counting comes first: it is a few microseconds, reading the config is not.
+    count = loose_estimate(store.path) // 256
+    if count == 0:
+        return False
+    limit = auto_limit(store)
+    return limit > 0 and count > (limit + 255) // 256
+
+
+def auto(store: Store) -> bool:
+    """Pack if there are too many loose objects; called with the lock held.
+
+    Best effort: the commit before it has succeeded and is reported as done,
+    so a failure here (no git, a full disk) is left for the next commit or
+    ``machine gc`` to retry. True if git ran.
+    """
+    if not needs_packing(store):
+        return False
+    try:
+        _git(store.path, "gc", "--auto", "--quiet")
+    except StoreError:
+        return False
+    finally:
+        make_private(store.path)
+    return True
+
+
+def pack(store: Store) -> Packed:
+    """``machine gc``: pack every object into one pack, under the writer lock."""
+    with store.locked():
+        before = usage(store.path)
+        started = time.monotonic()
+        try:
+            _git(store.path, "gc", "--quiet")
+        finally:
+            make_private(store.path)
+        seconds = time.monotonic() - started
+        after = usage(store.path)
+    return Packed(before, after, seconds)
+
+
+def usage(path: Path) -> Usage:
+    """Loose and packed objects of the store at ``path``."""
+    out = _git(path, "count-objects", "-v")
+    values: dict[str, int] = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        with contextlib.suppress(ValueError):
+            values[key.strip()] = int(value.strip())
+    return Usage(
+        loose=values.get("count", 0),
+        loose_bytes=1024 * values.get("size", 0),
+        packs=values.get("packs", 0),
+        pack_bytes=1024 * values.get("size-pack", 0),
+    )
+
+
+def make_private(path: Path) -> None:
+    """Folders 0700; files 0600, or 0700 if executable (hook scripts)."""
+    for folder, names, files in os.walk(path):
+        for name in names:
+            _chmod(os.path.join(folder, name), 0o700)
+        for name in files:
+            target = os.path.join(folder, name)
+            try:
+                mode = os.lstat(target).st_mode
+            except OSError:
+                continue  # removed under us (a concurrent git)
+            _chmod(target, 0o700 if mode & 0o100 else 0o600, mode)
+
+
+def _chmod(target: str, wanted: int, mode: int | None = None) -> None:
+    with contextlib.suppress(OSError):
+        if mode is None:
+            mode = os.lstat(target).st_mode
+        if mode & 0o7777 != wanted:
+            os.chmod(target, wanted)
+
+
+def _git(path: Path, *args: str) -> str:
+    import subprocess  # only when packing: not on the path of every commit
+
+    command = ["git"]
+    for setting in _SETTINGS:
+        command += ["-c", setting]
+    command += ["-C", str(path), *args]
+    old = os.umask(0o077)  # whatever git creates starts private
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise StoreError("packing the store needs git on the PATH") from None
+    except OSError as e:
+        raise _error(path, e.errno, e.strerror or str(e)) from None
+    finally:
+        os.umask(old)
+    if done.returncode != 0:
+        lines = [x for x in done.stderr.splitlines() if x.strip()]
+        raise _error(path, None, lines[-1] if lines else f"exit {done.returncode}")
+    return done.stdout
+
+
+def _error(path: Path, code: int | None, text: str) -> StoreError:
+    text = " ".join(text.split())
+    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in text:
+        return DiskFullError(f"{path}: no space left on the device to pack the store")
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM) or (
+        "Read-only file system" in text or "Permission denied" in text
+    ):
+        return ReadOnlyStoreError(f"{path}: the store is read-only ({text})")
+    return StoreError(f"{path}: git could not pack the store: {text}")
