@@ -8,6 +8,7 @@ drift hits all of them alike; a ratio is the median of the per-round ratios
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
@@ -67,12 +68,18 @@ def timer(work: Callable[[], object]) -> Case:
 def rounds(
     cases: Mapping[str, Case], repeat: int, warmup: int = 1
 ) -> dict[str, list[float]]:
-    """Run every case once per round, ``repeat`` rounds; warm-up rounds dropped."""
+    """Run every case once per round, ``repeat`` rounds; warm-up rounds dropped.
+
+    Before each case, untimed, the kernel writes out what earlier cases left
+    dirty (``sync``): otherwise a baseline that writes an 11 MB git index
+    makes the next case's fsync pay for it.
+    """
     names = list(cases)
     times: dict[str, list[float]] = {name: [] for name in names}
     for index in range(warmup + repeat):
         shift = index % len(names)
         for name in names[shift:] + names[:shift]:
+            os.sync()
             took = cases[name]()
             if index >= warmup:
                 times[name].append(took)
