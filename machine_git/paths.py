@@ -20,7 +20,12 @@ def project_root(start: Path | None = None) -> Path:
     Walks up looking for ``.git`` (a directory, or a file in a worktree or
     submodule) instead of running git: it costs microseconds, not a process.
     """
-    here = (start or Path.cwd()).resolve()
+    try:
+        here = (start or Path.cwd()).resolve()
+    except FileNotFoundError:
+        raise UsageError(
+            "the current folder no longer exists; cd somewhere or pass --project"
+        ) from None
     for candidate in (here, *here.parents):
         if (candidate / ".git").exists():
             return candidate

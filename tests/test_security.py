@@ -115,3 +115,17 @@ def test_out_cannot_be_a_folder_and_is_created_private(
     ok = run("good", "--session", session, "--out", str(tmp_path / "rows.jsonl"))
     assert ok.exit_code == 0
     assert stat.S_IMODE(os.stat(tmp_path / "rows.jsonl").st_mode) == 0o600
+
+
+def test_a_deleted_working_folder_is_one_line(
+    tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    result = run("data")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: the current folder no longer exists; cd somewhere or pass --project\n"
+    )
