@@ -23,6 +23,7 @@ from machine_git import rows
 from machine_git.agents import footer
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
+from machine_git.cli.common import limit_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
@@ -279,14 +280,7 @@ def observe(
 
 
 @click.command()
-@click.option(
-    "-n",
-    "limit",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="How many rows.",
-)
+@limit_option
 @project_option
 @json_option
 def observed(limit: int, project: Path | None, as_json: bool) -> None:

@@ -26,6 +26,18 @@ def project_option(f: F) -> F:
     )(f)
 
 
+def limit_option(f: F) -> F:
+    """``-n N``: how many rows a listing shows (default 10)."""
+    return click.option(
+        "-n",
+        "limit",
+        type=click.IntRange(min=1),
+        default=10,
+        show_default=True,
+        help="How many rows.",
+    )(f)
+
+
 def json_option(f: F) -> F:
     """``--json``: print machine-readable JSON instead of text."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)

@@ -17,6 +17,7 @@ from machine_git import stats
 from machine_git import validate as checks
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
+from machine_git.cli.common import limit_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
@@ -84,14 +85,7 @@ def data(project: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.option(
-    "-n",
-    "limit",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="How many rows.",
-)
+@limit_option
 @click.option("--kind", type=click.Choice(KINDS), help="Only rows of this kind.")
 @project_option
 @json_option
