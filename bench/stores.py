@@ -160,6 +160,24 @@ def build(n: int, work: Path, made: Iterable[Made], by_tags: bool) -> Built:
     return out
 
 
+def build_store_only(name: str, work: Path, made: Iterable[Made]) -> tuple[Path, int]:
+    """A machine store of ``made`` alone (no baselines): its project and rows."""
+    project = work / name
+    (project / ".git").mkdir(parents=True, exist_ok=True)
+    location = paths.store_path(project)
+    Store.create(location, project)
+    count = 0
+
+    def counted(row: Made) -> Made:
+        nonlocal count
+        count += 1
+        return row
+
+    _fast_import(location, (counted(row) for row in made))
+    gc.make_private(location)
+    return project, count
+
+
 def _tag_all(store: Store, made: Iterable[Made]) -> None:
     # Real commits, without fsync and without auto-packing while building:
     # this store is measured loose, then packed by `machine gc`.

@@ -18,6 +18,7 @@ Formats:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import tempfile
@@ -29,14 +30,17 @@ from pathlib import Path
 from typing import IO
 from typing import Any
 
+import pygit2
 from pygit2 import Commit
 
 from machine_git import __version__
 from machine_git import jsonio
+from machine_git import parallel
 from machine_git import rows
 from machine_git.errors import UsageError
 from machine_git.schemas import KINDS
 from machine_git.store import Store
+from machine_git.store import blobs_under
 from machine_git.store import parse_row
 
 FORMATS = ("tinker", "openai", "dpo")
@@ -257,22 +261,58 @@ def lines(
     tally: Tally,
     redact: bool = True,
 ) -> Iterator[bytes]:
-    """The JSONL lines of the export, one row at a time (never all in memory)."""
+    """The JSONL of the export in tree order, a part of ``rows/`` at a time.
+
+    Each piece is the lines of one ``rows/ab`` subtree (never the whole export
+    in memory). A large store is rendered by several processes
+    (machine_git/parallel.py); the bytes are the same either way.
+    """
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
-    wanted = set(kinds)
-    for path, data in store.iter_row_blobs(commit):
-        if rows.id_of_path(path) is None:
+    top = store.rows_tree(commit)
+    if top is None:
+        return
+    pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
+    work = functools.partial(_render_part, fmt, frozenset(kinds), redact)
+    workers = parallel.jobs(store.repo, pieces)
+    for part in parallel.run(store.repo, pieces, work, workers):
+        tally.rows += part.rows
+        tally.skipped += part.skipped
+        if part.data:
+            yield part.data
+
+
+@dataclass
+class _Part:
+    data: bytes
+    rows: int
+    skipped: int
+
+
+def _render_part(
+    fmt: str,
+    kinds: frozenset[str],
+    redact: bool,
+    repo: pygit2.Repository,
+    path: str,
+    oid: pygit2.Oid,
+    is_tree: bool,
+) -> _Part:
+    # Runs in a worker process for a large store: module level, picklable.
+    out: list[bytes] = []
+    skipped = 0
+    for where, data in blobs_under(repo, path, oid, is_tree):
+        if rows.id_of_path(where) is None:
             continue
-        row = parse_row(data, path)
-        if row.get("kind") not in wanted:
+        row = parse_row(data, where)
+        if row.get("kind") not in kinds:
             continue
-        out = render(row, fmt, redact)
-        if out is None:
-            tally.skipped += 1
+        rendered = render(row, fmt, redact)
+        if rendered is None:
+            skipped += 1
             continue
-        tally.rows += 1
-        yield jsonio.line(out)
+        out.append(jsonio.line(rendered))
+    return _Part(b"".join(out), len(out), skipped)
 
 
 def write_stream(

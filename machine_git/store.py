@@ -198,11 +198,16 @@ class Store:
         self, commit: Commit | None = None
     ) -> Iterator[tuple[str, bytes]]:
         """Every (path, bytes) under ``rows/``, in tree order."""
+        top = self.rows_tree(commit)
+        if top is not None:
+            yield from _walk_blobs(self.repo, top, f"{rows.ROWS_DIR}/")
+
+    def rows_tree(self, commit: Commit | None = None) -> Tree | None:
+        """The ``rows/`` tree at ``commit`` (default: the newest), or None."""
         snap = self.snapshot(commit)
         if snap.tree is None or rows.ROWS_DIR not in snap.tree:
-            return
-        top = self.repo[snap.tree[rows.ROWS_DIR].id].peel(Tree)
-        yield from _walk_blobs(self.repo, top, f"{rows.ROWS_DIR}/")
+            return None
+        return self.repo[snap.tree[rows.ROWS_DIR].id].peel(Tree)
 
     # -- writing ---------------------------------------------------------------
 
@@ -438,6 +443,16 @@ def _empty_tree(repo: pygit2.Repository, created: list[Oid]) -> Oid:
     oid = repo.TreeBuilder().write()
     created.append(oid)
     return oid
+
+
+def blobs_under(
+    repo: pygit2.Repository, path: str, oid: Oid, is_tree: bool
+) -> Iterator[tuple[str, bytes]]:
+    """Every (path, bytes) at or below one tree entry, in tree order."""
+    if is_tree:
+        yield from _walk_blobs(repo, repo[oid].peel(Tree), f"{path}/")
+    else:
+        yield path, repo.read(oid)[1]
 
 
 def _walk_blobs(

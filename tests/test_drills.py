@@ -585,8 +585,9 @@ FINDING = re.compile(
         "flipped byte in a pack",
     ],
 )
+@pytest.mark.parametrize("jobs", ["1", "2"])  # in this process, and in workers
 def test_damaged_objects_are_findings_of_validate_store(
-    project: Path, damage: str
+    project: Path, damage: str, jobs: str
 ) -> None:
     location = paths.store_path(project)
     store = Store.create(location, project)
@@ -596,7 +597,7 @@ def test_damaged_objects_are_findings_of_validate_store(
 
     done = subprocess.run(
         [sys.executable, "-m", "machine_git", "validate", "--store"],
-        env=env(),
+        env={**env(), "MACHINE_JOBS": jobs},
         capture_output=True,
         text=True,
         check=False,

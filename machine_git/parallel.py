@@ -1,0 +1,178 @@
+"""Reading a whole version in several processes (export, validate --store).
+
+Reading every row is bound by zlib: libgit2 inflates one blob at a time, at
+about 110 MB/s of rows on the benchmark machine, and Python's parsing and
+rendering run on that same core (bench/RESULTS.md). So a whole-version read
+splits ``rows/`` at its first fan-out level (``rows/ab``, up to 256 parts)
+and hands the parts to worker processes, each with its own repository
+handle. Results come back in tree order, so the output is byte for byte what
+one process writes, and at most a few parts are in flight at a time, so
+memory stays flat however large the store.
+
+Small stores are read in the calling process: starting workers costs more
+than it saves there. ``MACHINE_JOBS`` overrides the choice (1: never fork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections import deque
+from collections.abc import Callable
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import TypeVar
+
+import pygit2
+
+from machine_git.errors import StoreError
+from machine_git.errors import UsageError
+
+JOBS_ENV = "MACHINE_JOBS"
+MIN_ROWS = 4000  # below this a whole-store read takes well under a second
+_MAX_JOBS = 8
+_AHEAD = 3  # parts in flight per worker: enough to keep every worker busy
+
+T = TypeVar("T")
+# work(repo, path, oid, is_tree) -> result: one entry of rows/ and all below it.
+Work = Callable[[pygit2.Repository, str, pygit2.Oid, bool], T]
+Part = tuple[str, pygit2.Oid, bool]
+
+
+def parts(top: pygit2.Tree, prefix: str) -> list[Part]:
+    """The entries of ``top`` (the ``rows/`` tree) as units of work, in order."""
+    return [
+        (f"{prefix}{e.name}", e.id, e.filemode == pygit2.enums.FileMode.TREE)
+        for e in top
+    ]
+
+
+def jobs(repo: pygit2.Repository, pieces: list[Part]) -> int:
+    """How many processes should read ``pieces``: 1 unless the store is large."""
+    wanted = os.environ.get(JOBS_ENV, "").strip()
+    if wanted:
+        if not wanted.isdigit() or int(wanted) < 1:
+            raise UsageError(f"{JOBS_ENV} must be a whole number >= 1, not {wanted!r}")
+        return min(int(wanted), _MAX_JOBS, max(1, len(pieces)))
+    cores = _cores()
+    if cores < 2 or _estimate_rows(repo, pieces) < MIN_ROWS:
+        return 1
+    return min(cores, _MAX_JOBS)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _estimate_rows(repo: pygit2.Repository, pieces: list[Part]) -> int:
+    # Ids are random, so every rows/ab holds about as many rows as the first:
+    # its rows/ab/cd leaves times the entries of one leaf.
+    trees = [oid for _, oid, is_tree in pieces if is_tree]
+    if not trees:
+        return len(pieces)
+    try:
+        first = repo[trees[0]].peel(pygit2.Tree)
+        leaves = [e for e in first if e.filemode == pygit2.enums.FileMode.TREE]
+        per_leaf = len(repo[leaves[0].id].peel(pygit2.Tree)) if leaves else 1
+        return len(trees) * max(1, len(leaves)) * per_leaf
+    except (KeyError, ValueError, pygit2.GitError):
+        return 0  # a damaged tree: read in this process, which reports it
+
+
+def run(
+    repo: pygit2.Repository, pieces: list[Part], work: Work[T], workers: int
+) -> Iterator[T]:
+    """``work`` applied to every piece, results in the order of ``pieces``.
+
+    ``work`` must be a module-level function (or a partial of one): with more
+    than one worker it runs in another process. Exceptions it raises come
+    back here; a worker that dies is a StoreError.
+    """
+    if workers <= 1:
+        with bulk_reads():
+            for path, oid, is_tree in pieces:
+                yield work(repo, path, oid, is_tree)
+        return
+    yield from _run_pool(repo.path, pieces, work, workers)
+
+
+@contextlib.contextmanager
+def bulk_reads() -> Iterator[None]:
+    """Read objects without libgit2 hashing each one again.
+
+    libgit2 re-hashes every object it reads (with collision-detecting SHA-1),
+    which halves the read speed of a whole store: 57 against 109 MB/s of rows
+    on the benchmark machine. git itself does not re-hash on reads either;
+    zlib's checksum still catches damaged data, and ``validate --store``
+    hashes every row itself (plain SHA-1, several times faster).
+    """
+    pygit2.settings.enable_strict_hash_verification(False)
+    try:
+        yield
+    finally:
+        pygit2.settings.enable_strict_hash_verification(True)  # libgit2's default
+
+
+def _run_pool(
+    path: str, pieces: list[Part], work: Work[T], workers: int
+) -> Iterator[T]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    # fork: the workers start with everything imported (spawn would import
+    # pygit2 and machine again in each). macOS's system libraries are not
+    # fork-safe, so elsewhere workers are spawned.
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context(method),
+        initializer=_start_worker,
+        initargs=(path,),
+    )
+    pending: deque[Future[T]] = deque()
+    todo = iter(pieces)
+
+    def submit(piece: Part) -> None:
+        path, oid, is_tree = piece
+        pending.append(pool.submit(_in_worker, work, path, str(oid), is_tree))
+
+    try:
+        for piece in todo:
+            submit(piece)
+            if len(pending) >= workers * _AHEAD:
+                break
+        while pending:
+            try:
+                result = pending.popleft().result()
+            except BrokenProcessPool:
+                raise StoreError(
+                    "a process reading the store died (out of memory, or killed); "
+                    f"nothing was finished: rerun, or set {JOBS_ENV}=1"
+                ) from None
+            piece_next = next(todo, None)
+            if piece_next is not None:
+                submit(piece_next)
+            yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_repo: list[pygit2.Repository] = []  # the worker's own handle, opened once
+
+
+def _start_worker(path: str) -> None:
+    # Ctrl-C reaches the whole process group; the parent stops the pool, and
+    # workers must not each print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pygit2.settings.enable_strict_hash_verification(False)  # see bulk_reads()
+    _repo.append(pygit2.Repository(path))
+
+
+def _in_worker(work: Work[T], path: str, oid: str, is_tree: bool) -> T:
+    return work(_repo[0], path, pygit2.Oid(hex=oid), is_tree)
