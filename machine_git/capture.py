@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +15,29 @@ from machine_git import rows
 from machine_git import schemas
 from machine_git.errors import RowValidationError
 from machine_git.errors import UsageError
+from machine_git.plain import Plain
 from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import parse_row
 
 
-@dataclass
-class TagResult:
+class TagResult(Plain):
     """What tagging did: ``tag`` (new row), ``move`` (other label), ``duplicate``."""
 
-    action: str
-    row: dict[str, Any]
-    previous_kind: str | None = None
-    commit: str | None = None
+    __slots__ = ("action", "commit", "previous_kind", "row")
+
+    def __init__(
+        self,
+        action: str,
+        row: dict[str, Any],
+        previous_kind: str | None = None,
+        commit: str | None = None,
+    ) -> None:
+        self.action = action
+        self.row = row
+        self.previous_kind = previous_kind
+        self.commit = commit
 
 
 def tag(store: Store, row: dict[str, Any], redaction: str | None = None) -> TagResult:

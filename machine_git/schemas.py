@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+from typing import NamedTuple
 
 import jsonschema_rs
 
@@ -22,8 +22,7 @@ KINDS = ("train", "traces", "rejected", "observed")
 _SHARED = ("trajectory-v1", "common")
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One reason a row is invalid, at a JSON path such as ``$.messages[1].role``."""
 
     path: str
@@ -117,8 +116,7 @@ def check(v: jsonschema_rs.Draft202012Validator, value: Any) -> list[Problem]:
 _ROLES = ("meta", "system", "observation", "user", "reasoning", "assistant", "tool")
 
 
-@dataclass(frozen=True)
-class _Sub:
+class _Sub(NamedTuple):
     path_parts: list[str | int]
     message: str
 

@@ -42,7 +42,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from machine_git.errors import SecretScanError
 
@@ -59,8 +59,7 @@ __all__ = [
 JSON = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """A secret found in a text: ``text[start:end]`` is what gets replaced."""
 
     kind: str

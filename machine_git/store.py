@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
-from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +37,7 @@ from machine_git.errors import ReadOnlyStoreError
 from machine_git.errors import RowValidationError
 from machine_git.errors import SecretFoundError
 from machine_git.errors import StoreError
+from machine_git.plain import Plain
 
 BRANCH = "refs/heads/main"
 LAYOUT = 1
@@ -53,19 +52,28 @@ _BULK = 32  # files in one change above which objects are flushed once, not each
 pygit2.settings.enable_fsync_gitdir(True)
 
 
-@dataclass
-class Change:
+class Change(Plain):
     """One commit's worth of change: files to write (bytes) or delete (None)."""
 
-    summary: str
-    files: dict[str, bytes | None]
-    trailers: dict[str, str] = field(default_factory=dict)
-    body: str = ""
-    # How the rows' content was cleared of secrets: "on" (the producer ran
-    # the scanner), "off" (the user asked --no-redact; recorded in a
-    # trailer), "kept" (content carried over unchanged from a stored row).
-    # None makes the store scan every row itself and refuse any secret.
-    redaction: str | None = None
+    __slots__ = ("body", "files", "redaction", "summary", "trailers")
+
+    def __init__(
+        self,
+        summary: str,
+        files: dict[str, bytes | None],
+        trailers: dict[str, str] | None = None,
+        body: str = "",
+        redaction: str | None = None,
+    ) -> None:
+        self.summary = summary
+        self.files = files
+        self.trailers: dict[str, str] = trailers if trailers is not None else {}
+        self.body = body
+        # How the rows' content was cleared of secrets: "on" (the producer ran
+        # the scanner), "off" (the user asked --no-redact; recorded in a
+        # trailer), "kept" (content carried over unchanged from a stored row).
+        # None makes the store scan every row itself and refuse any secret.
+        self.redaction = redaction
 
     def message(self) -> str:
         """The commit message: summary, body, then the machine trailers."""

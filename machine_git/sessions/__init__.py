@@ -8,22 +8,32 @@ not care which agent wrote the session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from dataclasses import field
 from typing import Any
+
+from machine_git.plain import Plain
 
 Record = dict[str, Any]
 """One trajectory-v1 record (meta, user, reasoning, assistant, tool)."""
 
 
-@dataclass
-class ReadReport:
+class ReadReport(Plain):
     """What a reader skipped, so the CLI can say so in one line."""
 
-    path: str
-    corrupt_lines: list[int] = field(default_factory=list)
-    unknown_types: list[tuple[int, str]] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
+    __slots__ = ("corrupt_lines", "dropped", "path", "unknown_types")
+
+    def __init__(
+        self,
+        path: str,
+        corrupt_lines: list[int] | None = None,
+        unknown_types: list[tuple[int, str]] | None = None,
+        dropped: list[str] | None = None,
+    ) -> None:
+        self.path = path
+        self.corrupt_lines: list[int] = corrupt_lines if corrupt_lines else []
+        self.unknown_types: list[tuple[int, str]] = (
+            unknown_types if unknown_types else []
+        )
+        self.dropped: list[str] = dropped if dropped else []
 
     def warning(self) -> str | None:
         """One line describing what was skipped, or None if nothing was."""
@@ -49,23 +59,54 @@ def _count(lines: list[int], word: str, plural: str | None = None) -> str:
     return f"{len(lines)} {noun} (line {shown}{more})"
 
 
-@dataclass
-class Turn:
+class Turn(Plain):
     """The last agent run of a session, normalized."""
 
-    host: str
-    session_id: str
-    session_file: str | None
-    records: list[Record]
-    entry_ids: list[str]
-    leaf_id: str | None = None
-    model: str | None = None
-    provider: str | None = None
-    cwd: str | None = None
-    git_branch: str | None = None
-    stop_reason: str | None = None
-    error: str | None = None
-    dropped: list[str] = field(default_factory=list)
+    __slots__ = (
+        "cwd",
+        "dropped",
+        "entry_ids",
+        "error",
+        "git_branch",
+        "host",
+        "leaf_id",
+        "model",
+        "provider",
+        "records",
+        "session_file",
+        "session_id",
+        "stop_reason",
+    )
+
+    def __init__(
+        self,
+        host: str,
+        session_id: str,
+        session_file: str | None,
+        records: list[Record],
+        entry_ids: list[str],
+        leaf_id: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        cwd: str | None = None,
+        git_branch: str | None = None,
+        stop_reason: str | None = None,
+        error: str | None = None,
+        dropped: list[str] | None = None,
+    ) -> None:
+        self.host = host
+        self.session_id = session_id
+        self.session_file = session_file
+        self.records = records
+        self.entry_ids = entry_ids
+        self.leaf_id = leaf_id
+        self.model = model
+        self.provider = provider
+        self.cwd = cwd
+        self.git_branch = git_branch
+        self.stop_reason = stop_reason
+        self.error = error
+        self.dropped: list[str] = dropped if dropped else []
 
     @property
     def user_text(self) -> str:

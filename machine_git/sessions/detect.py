@@ -10,9 +10,9 @@ across every host that has one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
 from machine_git import jsonio
 from machine_git.errors import NoSessionError
@@ -33,8 +33,7 @@ _SNIFF_LINES = 50  # lines read to find one that names the format
 Reader = Callable[[Path, str | None], tuple[Turn, ReadReport]]
 
 
-@dataclass(frozen=True)
-class Format:
+class Format(NamedTuple):
     """One session file format: who writes it, what it is called, its reader."""
 
     name: str
@@ -122,8 +121,7 @@ def read(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
     return sniff(path).read(path, entry)
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """The session a capturing command will read."""
 
     host: str
