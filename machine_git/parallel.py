@@ -43,10 +43,7 @@ Part = tuple[str, pygit2.Oid, bool]
 
 def parts(top: pygit2.Tree, prefix: str) -> list[Part]:
     """The entries of ``top`` (the ``rows/`` tree) as units of work, in order."""
-    return [
-        (f"{prefix}{e.name}", e.id, e.filemode == pygit2.enums.FileMode.TREE)
-        for e in top
-    ]
+    return [(f"{prefix}{e.name}", e.id, e.type_str == "tree") for e in top]
 
 
 def jobs(repo: pygit2.Repository, pieces: list[Part]) -> int:
@@ -77,7 +74,7 @@ def _estimate_rows(repo: pygit2.Repository, pieces: list[Part]) -> int:
         return len(pieces)
     try:
         first = repo[trees[0]].peel(pygit2.Tree)
-        leaves = [e for e in first if e.filemode == pygit2.enums.FileMode.TREE]
+        leaves = [e for e in first if e.type_str == "tree"]
         per_leaf = len(repo[leaves[0].id].peel(pygit2.Tree)) if leaves else 1
         return len(trees) * max(1, len(leaves)) * per_leaf
     except (KeyError, ValueError, pygit2.GitError):

@@ -468,7 +468,9 @@ def _walk_blobs(
 ) -> Iterator[tuple[str, bytes]]:
     for entry in tree:
         path = f"{prefix}{entry.name}"
-        if entry.filemode == FileMode.TREE:
+        # type_str, not filemode: building a FileMode enum per entry costs
+        # 1.4 µs, a tenth of reading a small row.
+        if entry.type_str == "tree":
             yield from _walk_blobs(repo, repo[entry.id].peel(Tree), f"{path}/")
         else:
             # read() skips building a Blob object: twice as fast for an

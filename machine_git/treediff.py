@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import pygit2
 from pygit2 import Oid
 from pygit2 import Tree
-from pygit2.enums import FileMode
 
 Change = tuple[str, Oid | None, Oid | None]
 """(path, old blob id or None if added, new blob id or None if removed)."""
@@ -31,8 +30,8 @@ def changed_blobs(
         if ea is not None and eb is not None and ea[0] == eb[0]:
             continue
         path = f"{prefix}{name}"
-        a_tree = ea is not None and ea[1] == FileMode.TREE
-        b_tree = eb is not None and eb[1] == FileMode.TREE
+        a_tree = ea is not None and ea[1]
+        b_tree = eb is not None and eb[1]
         if a_tree or b_tree:
             sub_a = repo[ea[0]].peel(Tree) if a_tree and ea else None
             sub_b = repo[eb[0]].peel(Tree) if b_tree and eb else None
@@ -44,7 +43,9 @@ def changed_blobs(
             yield (path, old_blob, new_blob)
 
 
-def _entries(tree: Tree | None) -> dict[str, tuple[Oid, int]]:
+def _entries(tree: Tree | None) -> dict[str, tuple[Oid, bool]]:
+    # (id, is a tree). type_str, not filemode: a FileMode enum built per entry
+    # costs 1.4 µs, 0.7 ms for the two 256-entry trees at the top of a diff.
     if tree is None:
         return {}
-    return {e.name: (e.id, e.filemode) for e in tree if e.name is not None}
+    return {e.name: (e.id, e.type_str == "tree") for e in tree if e.name is not None}

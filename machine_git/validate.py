@@ -225,13 +225,16 @@ def _walk(
     objects: _Objects, tree_id: pygit2.Oid, prefix: str, tally: Tally
 ) -> Iterator[Finding]:
     try:
-        entries = [(e.name or "", e.id, e.filemode) for e in objects.tree(tree_id)]
+        # type_str, not filemode (an enum built per entry): see store._walk_blobs.
+        entries = [
+            (e.name or "", e.id, e.type_str == "tree") for e in objects.tree(tree_id)
+        ]
     except _READ_ERRORS as e:
         yield Finding(prefix.rstrip("/"), 0, "$", f"unreadable tree object: {_why(e)}")
         return
-    for name, oid, mode in entries:
+    for name, oid, is_tree in entries:
         path = f"{prefix}{name}"
-        if mode == pygit2.enums.FileMode.TREE:
+        if is_tree:
             yield from _walk(objects, oid, f"{path}/", tally)
         else:
             yield from _check_row(objects, path, oid, tally)
