@@ -147,6 +147,8 @@ def _run_pool(
         while pending:
             try:
                 result = pending.popleft().result()
+            except _GitError as e:
+                raise pygit2.GitError(str(e)) from None  # as one process raises it
             except BrokenProcessPool:
                 raise StoreError(
                     "a process reading the store died (out of memory, or killed); "
@@ -171,5 +173,14 @@ def _start_worker(path: str) -> None:
     _repo.append(pygit2.Repository(path))
 
 
+class _GitError(Exception):
+    """pygit2.GitError on its way back from a worker (it does not pickle)."""
+
+
 def _in_worker(work: Work[T], path: str, oid: str, is_tree: bool) -> T:
-    return work(_repo[0], path, pygit2.Oid(hex=oid), is_tree)
+    try:
+        return work(_repo[0], path, pygit2.Oid(hex=oid), is_tree)
+    except KeyError as e:  # a missing object (pygit2's NotFoundError is one)
+        raise KeyError(*(str(a) for a in e.args)) from None
+    except pygit2.GitError as e:
+        raise _GitError(str(e)) from None

@@ -618,3 +618,73 @@ def test_damaged_objects_are_findings_of_validate_store(
         assert findings == [where + "no such object"]
     elif hit:
         assert findings[0].startswith(where)
+
+
+def flip_in_pack(store: Path, blob: str) -> None:
+    """Flip a byte inside ``blob``'s compressed data in the store's pack."""
+    git(store, "gc", "--quiet")
+    index = next(store.glob("objects/pack/*.idx"))
+    listed = subprocess.run(
+        ["git", "show-index"],
+        stdin=index.open("rb"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    offset = next(
+        int(o) for o, oid, *_ in map(str.split, listed.splitlines()) if oid == blob
+    )
+    pack = index.with_suffix(".pack")
+    pack.chmod(0o600)
+    data = bytearray(pack.read_bytes())
+    data[offset + 6] ^= 0xFF  # past the type-and-size header: the zlib stream
+    pack.write_bytes(bytes(data))
+
+
+READERS = {
+    "export": ["export"],
+    "export in workers": ["export"],
+    "data": ["data"],
+    "diff": ["diff", "HEAD~2", "HEAD"],
+    "show": ["show", "HEAD~1"],
+}
+
+
+@pytest.mark.parametrize(
+    "damage", ["missing loose row", "flipped byte in the packed row"]
+)
+@pytest.mark.parametrize("reader", list(READERS))
+def test_reading_a_damaged_store_is_one_line_not_a_traceback(
+    project: Path, damage: str, reader: str
+) -> None:
+    location = paths.store_path(project)
+    store = Store.create(location, project)
+    for row_id in ROW_IDS:
+        helpers.commit_row(store, helpers.train_row(row_id))
+    blob = git(location, "rev-parse", f"main:{rows.row_path(ROW_IDS[1])}").strip()
+    if damage == "missing loose row":
+        (location / "objects" / blob[:2] / blob[2:]).unlink()
+    else:
+        flip_in_pack(location, blob)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "machine_git", *READERS[reader]],
+        env={**env(), "MACHINE_JOBS": "2" if reader.endswith("workers") else "1"},
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+    assert done.returncode == 1
+    hint = " (`machine validate --store` lists damaged objects)\n"
+    if damage == "missing loose row":
+        assert done.stderr == (
+            f"Error: cannot read the store: object {blob} is missing{hint}"
+        )
+    else:
+        assert re.fullmatch(
+            rf"Error: cannot read the store: {blob}: [^\n]+{re.escape(hint)}",
+            done.stderr,
+        ), done.stderr
