@@ -811,6 +811,15 @@ def _validate_traces(
         return took
 
     runs = [check() for _ in range(opts.slow)]
+    alone = os.environ.get(parallel.JOBS_ENV)
+    os.environ[parallel.JOBS_ENV] = "1"
+    try:
+        one_process = [check() for _ in range(opts.slow)]
+    finally:
+        if alone is None:
+            del os.environ[parallel.JOBS_ENV]
+        else:
+            os.environ[parallel.JOBS_ENV] = alone
     command = [*MACHINE, "validate", "--store", "--project", str(project)]
     whole = [_run(*command) for _ in range(opts.slow)]
     # Where a trace row's time goes, one row at a time in one process.
@@ -841,12 +850,17 @@ def _validate_traces(
         "canonical bytes": took["canonical"] - took["parse"],
     }
     workers = parallel.jobs(store.repo, parallel.parts(top, "rows/"))
+    single = count / median(one_process)
     report.notes.append(
         f"Validating one trace row ({sum(map(len, datas)) / len(datas) / 1000:.1f} KB "
         "on average) in one process: "
         + ", ".join(f"{name} {t * 1e6:.0f} µs" for name, t in spent.items())
-        + f"; `validate --store` spreads the rows over {workers} processes "
-        "(machine_git/parallel.py)."
+        + f". The whole check runs {single:,.0f} trace rows/s in one process "
+        f"(MACHINE_JOBS=1) and {count / median(runs):,.0f}/s in {workers} "
+        f"(machine_git/parallel.py), so this machine's {os.cpu_count()} CPUs "
+        f"give at most about {single * (os.cpu_count() or 1):,.0f}/s. Reading "
+        "alone is bound by zlib (see Machine speed), which runs at half the speed "
+        "of the machine in perf.md that the target came from."
     )
     return count / median(runs), count / median(whole), count
 
@@ -955,6 +969,25 @@ def _composition(b: Built, report: Report) -> None:
         count[kind] = count.get(kind, 0) + 1
         size[kind] = size.get(kind, 0) + int(disk)
     rows = int(stores.git(b.store, "rev-list", "--count", "main"))
+    if "blob" in size:
+        index = sum(p.stat().st_size for p in b.store.glob("objects/pack/*.idx"))
+        report.notes.append(
+            f"Size at {b.n:,} rows: the row blobs alone take "
+            f"{size['blob'] / rows:,.0f} B per tag, "
+            f"{size['blob'] / rows / (b.gzip_each_bytes / b.n):.2f} x each row "
+            "gzipped alone and "
+            f"{size['blob'] / rows / (b.gzip_bytes / b.n):.2f} x the JSONL gzip: git "
+            "compresses each object on its own and deltas a row only against "
+            "rows of similar size and name, which random ids and varied rows "
+            "rarely give, while gzip shares one window across neighbouring rows. "
+            "The blobs and the pack index "
+            f"({index / rows:,.0f} B per tag) come to "
+            f"{(size['blob'] + index) / rows / (b.gzip_bytes / b.n):.2f} x the "
+            "JSONL gzip before any tree or commit: 2 x would leave "
+            f"{2 * b.gzip_bytes / b.n - (size['blob'] + index) / rows:,.0f} B per "
+            "tag for the history, which takes "
+            f"{(size.get('tree', 0) + size.get('commit', 0)) / rows:,.0f} B."
+        )
     report.table(
         f"What the packed store holds at N={b.n:,}",
         "Objects of the pack by type (`git cat-file --batch-all-objects`), in bytes "

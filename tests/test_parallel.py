@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,22 @@ def test_an_error_in_a_worker_comes_back_as_itself(store: Store) -> None:
     with pytest.raises(StoreError) as caught:
         list(parallel.run(store.repo, pieces, fail, 2))
     assert str(caught.value) == f"{pieces[0][0]}: broken"
+
+
+def test_bulk_reads_skip_libgit2_rehashing_only_while_they_last(store: Store) -> None:
+    repo = store.repo
+    real = repo.create_blob(b"the real row\n")
+    other = zlib.compress(b"blob 14\x00a swapped row\n")
+    loose = Path(repo.path) / "objects" / str(real)[:2] / str(real)[2:]
+    loose.chmod(0o600)
+    loose.write_bytes(other)  # a whole, valid object: under the wrong name
+
+    with pytest.raises(pygit2.GitError, match="hash mismatch"):
+        repo.read(real)
+    with parallel.bulk_reads():
+        assert repo.read(real)[1] == b"a swapped row\n"
+        # validate's own check still catches it (loose objects are hashed).
+        with pytest.raises(validate.CorruptObjectError, match="does not match"):
+            validate._Objects(repo).blob(real)
+    with pytest.raises(pygit2.GitError, match="hash mismatch"):
+        repo.read(real)  # libgit2's default is back
