@@ -155,3 +155,28 @@ class TinkerServiceError(TrainingError):
 
 class ReleaseError(MachineError):
     """A behavior release cannot be preregistered, checked, tried or activated."""
+
+
+def store_read_error(e: Exception) -> str | None:
+    """The one line for a failed read of a damaged store, or None.
+
+    Reads fail inside libgit2 wherever they happen (a flipped byte in a pack,
+    a missing object); writes turn such failures into StoreErrors themselves.
+    """
+    import pygit2  # loaded already by whatever raised
+
+    why: str | None = None
+    # pygit2 raises KeyError(object id) for a missing object. A KeyError whose
+    # key is a full object id comes from there, not from a bug in a dict lookup.
+    if isinstance(e, KeyError) and len(e.args) == 1:
+        key = str(e.args[0])
+        if len(key) == 40 and all(c in "0123456789abcdef" for c in key):
+            why = f"object {key} is missing"
+    if why is None and isinstance(e, pygit2.GitError):
+        why = str(e)
+    if why is None:
+        return None
+    return (
+        f"cannot read the store: {why} (`machine validate --store` lists damaged "
+        "objects)"
+    )

@@ -14,6 +14,7 @@ import click
 
 from machine_git import __version__
 from machine_git.errors import MachineError
+from machine_git.errors import store_read_error
 
 # Start-up is most of the time of `machine good` (bench/RESULTS.md), so the
 # commands people run most load alone: their own module and what it imports,
@@ -67,13 +68,10 @@ class MachineGroup(click.Group):
             # A read of a damaged store (a flipped byte in a pack, a missing
             # object) fails inside libgit2 wherever it happens; writes already
             # turn these into StoreErrors. One line, and where to look next.
-            why = _damaged_store(e)
+            why = store_read_error(e)
             if why is None:
                 raise
-            raise click.ClickException(
-                f"cannot read the store: {why} (`machine validate --store` lists "
-                "damaged objects)"
-            ) from None
+            raise click.ClickException(why) from None
         except KeyboardInterrupt:
             click.echo("Interrupted", err=True)
             ctx.exit(130)
@@ -91,21 +89,6 @@ def cli() -> None:
         machine bad "too terse"      # a bad turn, kept out of training
         machine tagged               # what you tagged recently
     """
-
-
-def _damaged_store(e: Exception) -> str | None:
-    """What a libgit2 read error says, or None if ``e`` is something else."""
-    import pygit2  # loaded already by whatever raised
-
-    # pygit2 raises KeyError(object id) for a missing object. A KeyError whose
-    # key is a full object id comes from there, not from a bug in a dict lookup.
-    if isinstance(e, KeyError) and len(e.args) == 1:
-        key = str(e.args[0])
-        if len(key) == 40 and all(c in "0123456789abcdef" for c in key):
-            return f"object {key} is missing"
-    if isinstance(e, pygit2.GitError):
-        return str(e)
-    return None
 
 
 def main() -> None:

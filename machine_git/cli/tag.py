@@ -7,17 +7,10 @@ from typing import Any
 
 import click
 
-from machine_git import capture
-from machine_git import paths
-from machine_git import redaction
-from machine_git import rows
-from machine_git.agents import footer
-from machine_git.cli.common import emit_json
+from machine_git import tagging
 from machine_git.cli.common import json_option
-from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
-from machine_git.cli.common import warn
 from machine_git.sessions import detect
 
 
@@ -96,68 +89,5 @@ def bad(**options: Any) -> None:
     _tag("bad", **options)
 
 
-def _tag(
-    label: str,
-    note_words: tuple[str, ...],
-    note: str | None,
-    rewrite: str | None,
-    trace: bool,
-    reasoning: bool,
-    out: str | None,
-    host: str,
-    session: Path | None,
-    entry: str | None,
-    no_redact: bool,
-    project: Path | None,
-    as_json: bool,
-) -> None:
-    root = project_of(project)
-    text = " ".join([*([note] if note else []), *note_words]).strip() or None
-    found = detect.locate(root, host, session)
-    if found.announce:
-        click.echo(f"using {found.host} session {found.path}", err=True)
-    turn, report = found.read(entry)
-    if (line := report.warning()) is not None:
-        warn(line)
-    row = rows.build(
-        turn, label=label, trace=trace, note=text, rewrite=rewrite, reasoning=reasoning
-    )
-    if not no_redact:
-        row, found_secrets = redaction.redact_row(row)
-        if found_secrets:
-            click.echo(f"redacted {redaction.describe(found_secrets)}", err=True)
-    if out is not None:
-        target = paths.check_out_path(out)
-        capture.write_out(target, row)
-        if as_json:
-            emit_json({"action": "out", "path": str(target), "row": row})
-        else:
-            click.echo(f"{label} {row['id']} -> {target} ({row['kind']})")
-        return
-    store = open_store(root, create=True)
-    result = capture.tag(store, row, redaction="off" if no_redact else "on")
-    if result.commit is not None:
-        footer.refresh(store)  # Pi's footer reads the counts cache
-    if as_json:
-        emit_json(
-            {
-                "action": result.action,
-                "id": row["id"],
-                "kind": result.row["kind"],
-                "from": result.previous_kind,
-                "commit": result.commit,
-                "store": str(store.path),
-            }
-        )
-        return
-    words = rows.first_words(row)
-    if result.action == "tag":
-        click.echo(f"{label} {row['id']} -> {row['kind']}: {words}")
-    elif result.action == "move":
-        click.echo(
-            f"moved {row['id']} {result.previous_kind} -> {row['kind']}: {words}"
-        )
-    else:
-        click.echo(
-            f"already tagged {row['id']} as {result.row['kind']}; nothing changed"
-        )
+def _tag(label: str, project: Path | None, **options: Any) -> None:
+    tagging.tag(label, root=project_of(project), **options)

@@ -9,6 +9,7 @@ across every host that has one.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,7 @@ from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
-from machine_git.sessions import claude
-from machine_git.sessions import codex
 from machine_git.sessions import files
-from machine_git.sessions import letta
-from machine_git.sessions import pi
 
 HOSTS = ("pi", "letta", "claude", "codex")
 AUTO = "auto"
@@ -33,30 +30,43 @@ _SNIFF_LINES = 50  # lines read to find one that names the format
 Reader = Callable[[Path, str | None], tuple[Turn, ReadReport]]
 
 
+def _reader_module(host: str) -> Any:
+    # Each host's reader loads when a session of that host is read or looked
+    # for: `/good` in Pi passes its own session file, and needs none of the
+    # others' modules on the start-up path of `machine good`.
+    return importlib.import_module(f"machine_git.sessions.{host}")
+
+
 class Format(NamedTuple):
     """One session file format: who writes it, what it is called, its reader."""
 
     name: str
     host: str
     label: str
-    read: Reader
+    reader: str
+    """The function of the host's module that reads it."""
+
+    def read(self, path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
+        """The last turn (or the turn ending at ``entry``) of the file at ``path``."""
+        read: Reader = getattr(_reader_module(self.host), self.reader)
+        return read(path, entry)
 
 
-PI = Format("pi", "pi", "Pi session", pi.read_turn)
+PI = Format("pi", "pi", "Pi session", "read_turn")
 LETTA_LOCAL = Format(
-    "letta-local", "letta", "Letta Code local-backend conversation", letta.read_local
+    "letta-local", "letta", "Letta Code local-backend conversation", "read_local"
 )
 LETTA_TRANSCRIPT = Format(
-    "letta-transcript", "letta", "Letta Code transcript", letta.read_transcript
+    "letta-transcript", "letta", "Letta Code transcript", "read_transcript"
 )
 LETTA_HISTORY = Format(
-    "letta-history", "letta", "Letta API message history", letta.read_history
+    "letta-history", "letta", "Letta API message history", "read_history"
 )
 LETTA_AGENT_FILE = Format(
-    "letta-agent-file", "letta", "Letta Agent File", letta.read_agent_file
+    "letta-agent-file", "letta", "Letta Agent File", "read_agent_file"
 )
-CLAUDE = Format("claude", "claude", "Claude Code session", claude.read_turn)
-CODEX = Format("codex", "codex", "Codex rollout", codex.read_turn)
+CLAUDE = Format("claude", "claude", "Claude Code session", "read_turn")
+CODEX = Format("codex", "codex", "Codex rollout", "read_turn")
 FORMATS = (
     PI,
     LETTA_LOCAL,
@@ -68,12 +78,13 @@ FORMATS = (
 )
 
 # Per JSONL line, in order: the first test a line passes names the format.
-_LINE_TESTS: tuple[tuple[Callable[[Any], bool], Format], ...] = (
-    (pi.looks_like, PI),
-    (codex.looks_like, CODEX),
-    (claude.looks_like, CLAUDE),
-    (letta.looks_like_local, LETTA_LOCAL),
-    (letta.looks_like_transcript, LETTA_TRANSCRIPT),
+# (the host's module, its test); modules load as the tests get to them.
+_LINE_TESTS: tuple[tuple[str, str, Format], ...] = (
+    ("pi", "looks_like", PI),
+    ("codex", "looks_like", CODEX),
+    ("claude", "looks_like", CLAUDE),
+    ("letta", "looks_like_local", LETTA_LOCAL),
+    ("letta", "looks_like_transcript", LETTA_TRANSCRIPT),
 )
 
 
@@ -82,6 +93,7 @@ def sniff(path: Path) -> Format:
     data = files.read_bytes(path)
     whole = _whole(data)
     if whole is not None:
+        letta = _reader_module("letta")
         if letta.looks_like_agent_file(whole):
             return LETTA_AGENT_FILE
         if letta.looks_like_history(whole):
@@ -97,8 +109,8 @@ def sniff(path: Path) -> Format:
             row = jsonio.loads(text)
         except ValueError:
             continue
-        for test, form in _LINE_TESTS:
-            if test(row):
+        for host, test, form in _LINE_TESTS:
+            if getattr(_reader_module(host), test)(row):
                 return form
     tried = ", ".join(f.label for f in FORMATS)
     raise SessionError(f"{path}: not a session file of a known format (tried: {tried})")
@@ -134,12 +146,12 @@ class Found(NamedTuple):
         return self.format.read(self.path, entry)
 
 
-_FINDERS: dict[str, Callable[[Path], Path]] = {
-    "pi": pi.find_session,
-    "letta": letta.find_session,
-    "claude": claude.find_session,
-    "codex": codex.find_session,
-}
+def _find(host: str, project: Path) -> Path:
+    """The newest session of ``host`` for ``project`` (NoSessionError if none)."""
+    finder: Callable[[Path], Path] = _reader_module(host).find_session
+    return finder(project)
+
+
 _FIXED: dict[str, Format] = {"pi": PI, "claude": CLAUDE, "codex": CODEX}
 
 
@@ -152,7 +164,7 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
     announces its choice unless it is the only session host there is and that
     host is Pi, the default that needs no saying.
     """
-    if host != AUTO and host not in _FINDERS:
+    if host != AUTO and host not in HOSTS:
         raise SessionError(
             f"unknown host {host!r} (expected one of {', '.join(HOSTS)})"
         )
@@ -165,12 +177,12 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
             )
         return Found(form.host, session, form, announce=False)
     if host != AUTO:
-        path = _FINDERS[host](project)
+        path = _find(host, project)
         return Found(host, path, _format(host, path), announce=False)
     found: list[tuple[float, int, str, Path]] = []
     for rank, name in enumerate(reversed(HOSTS)):
         try:
-            path = _FINDERS[name](project)
+            path = _find(name, project)
         except NoSessionError:
             continue
         stamp = files.mtime(path)

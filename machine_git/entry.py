@@ -1,0 +1,129 @@
+"""The ``machine`` console script: good and bad without click, the rest with it.
+
+``machine good`` is the command people run most, from a shell or from ``/good``
+inside their agent, and nearly all of its time is start-up: importing click
+alone is about a tenth of it (bench/RESULTS.md). So the two tagging commands
+are parsed here first, for the plain forms they take (words, and their long
+options with values). Anything else, ``--help``, an unknown or malformed
+option, a value click would refuse, goes to the click command unchanged,
+which parses it again and answers as always. tests/test_entry.py checks that
+this parser agrees with click's on every form it accepts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from machine_git.errors import MachineError
+from machine_git.errors import store_read_error
+
+_VALUES = {  # option -> parameter, for the options that take a value
+    "--note": "note",
+    "--as": "rewrite",
+    "--rewrite": "rewrite",
+    "--out": "out",
+    "--host": "host",
+    "--session": "session",
+    "--entry": "entry",
+    "--project": "project",
+}
+_FLAGS = {
+    "--trace": "trace",
+    "--trajectory": "trace",
+    "--reasoning": "reasoning",
+    "--no-redact": "no_redact",
+    "--json": "as_json",
+}
+_HOSTS = ("pi", "letta", "claude", "codex", "auto")  # detect.HOSTS + AUTO
+
+
+def parse(args: list[str]) -> dict[str, Any] | None:
+    """The parameters of ``good``/``bad`` ARGS as click would give them, or None.
+
+    None means "let click do it": this parser only takes forms whose meaning
+    is certain.
+    """
+    params: dict[str, Any] = {
+        "note_words": [],
+        "note": None,
+        "rewrite": None,
+        "trace": False,
+        "reasoning": False,
+        "out": None,
+        "host": "auto",
+        "session": None,
+        "entry": None,
+        "no_redact": False,
+        "project": None,
+        "as_json": False,
+    }
+    rest = iter(args)
+    for arg in rest:
+        if not arg.startswith("-"):
+            params["note_words"].append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        if name in _FLAGS and not eq:
+            params[_FLAGS[name]] = True
+        elif name in _VALUES:
+            if not eq:
+                following = next(rest, None)
+                if following is None or following.startswith("-"):
+                    return None
+                value = following
+            params[_VALUES[name]] = value
+        else:
+            return None  # -h, --help, --, an unknown option: click's to answer
+    if params["host"] not in _HOSTS:
+        return None
+    if params["project"] is not None:
+        params["project"] = Path(params["project"])
+        if not params["project"].is_dir():
+            return None  # click's answer: not a folder
+    if params["session"] is not None:
+        params["session"] = Path(params["session"])
+        if params["session"].is_dir() or (
+            params["session"].exists() and not os.access(params["session"], os.R_OK)
+        ):
+            return None  # click's Path type refuses it, with its message
+    params["note_words"] = tuple(params["note_words"])
+    return params
+
+
+def main() -> None:
+    """Console-script entry point."""
+    args = sys.argv[1:]
+    if args[:1] in (["good"], ["bad"]):
+        params = parse(args[1:])
+        if params is not None:
+            sys.exit(_tag(args[0], params))
+    from machine_git.cli import main as click_main
+
+    click_main()
+
+
+def _tag(label: str, params: dict[str, Any]) -> int:
+    from machine_git import tagging
+
+    project: Path | None = params.pop("project")
+    try:
+        from machine_git import paths
+
+        root = project.resolve() if project is not None else paths.project_root()
+        tagging.tag(label, root=root, **params)
+    except MachineError as e:
+        tagging.echo(f"Error: {e}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        tagging.echo("Interrupted", err=True)
+        return 130
+    except Exception as e:
+        why = store_read_error(e)
+        if why is None:
+            raise
+        tagging.echo(f"Error: {why}", err=True)
+        return 1
+    return 0

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from machine_git import entry
+from machine_git.cli import cli
+from tests.conftest import Run
+from tests.conftest import install_session
+
+# Forms the fast path takes: it must read each exactly as click does.
+TAKEN = [
+    [],
+    ["too", "terse"],
+    ["--trace"],
+    ["--trajectory", "--reasoning", "kept", "the", "plan"],
+    ["--as", "The exact answer."],
+    ["--rewrite=short", "--json"],
+    ["--note", "why", "more", "words", "--note", "last wins"],
+    ["--note="],
+    ["", "an empty word"],
+    ["--host", "letta", "--entry", "e12"],
+    ["--host=codex", "--no-redact"],
+    ["--out", "rows.jsonl", "--json"],
+    ["--session", "s.jsonl", "--project", "."],
+    ["--session=missing.jsonl", "--project=."],
+    ["a", "--trace", "b", "--json", "c"],
+]
+
+# Forms it leaves to click (help, errors, anything unusual).
+LEFT = [
+    ["--help"],
+    ["-h"],
+    ["--"],
+    ["-"],
+    ["-5"],
+    ["--bogus"],
+    ["--not"],  # click has no abbreviations either
+    ["--note"],
+    ["--note", "-x"],
+    ["--trace=yes"],
+    ["--host", "nope"],
+    ["--session", "."],
+    ["--project", "s.jsonl"],
+    ["--project", "missing-folder"],
+]
+
+
+def click_params(args: list[str]) -> dict[str, Any]:
+    command = cli.get_command(click.Context(cli), "good")
+    assert command is not None
+    with command.make_context("good", list(args)) as ctx:
+        return dict(ctx.params)
+
+
+@pytest.mark.parametrize("args", TAKEN, ids=" ".join)
+def test_the_fast_parser_reads_a_form_as_click_does(
+    project: Path, args: list[str]
+) -> None:
+    (project / "s.jsonl").write_text("{}\n")
+    assert entry.parse(args) == click_params(args)
+
+
+@pytest.mark.parametrize("args", LEFT, ids=" ".join)
+def test_the_fast_parser_leaves_other_forms_to_click(
+    project: Path, args: list[str]
+) -> None:
+    (project / "s.jsonl").write_text("{}\n")
+    assert entry.parse(args) is None
+
+
+def main(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["machine", *args])
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    out, err = capsys.readouterr()
+    code = done.value.code
+    return (code if isinstance(code, int) else 1), out, err
+
+
+def test_the_fast_path_and_click_answer_alike(
+    project: Path,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Without a session, both refuse in the same words.
+    code, out, err = main(["good"], monkeypatch, capsys)
+    refused = run("good")
+    assert (code, out, err) == (1, "", refused.stderr)
+    assert err.startswith("Error: no agent session for ")
+
+    install_session(project, "basic")
+    code, out, err = main(["good", "--json"], monkeypatch, capsys)
+    assert (code, err) == (0, "")
+    tagged = click_json(out)
+    assert tagged["action"] == "tag"
+    # Tagging again: click's answer, then the fast path's, are the same line.
+    again = run("good")
+    code, out, err = main(["good"], monkeypatch, capsys)
+    assert (code, out, err) == (0, again.stdout, "")
+    assert out == f"already tagged {tagged['id']} as train; nothing changed\n"
+    moved = run("bad", "--json")
+    assert click_json(moved.stdout)["action"] == "move"
+    code, out, err = main(["good", "too", "terse"], monkeypatch, capsys)
+    assert code == 0
+    assert out.startswith(f"moved {tagged['id']} rejected -> train: ")
+
+
+def click_json(text: str) -> dict[str, Any]:
+    import orjson
+
+    value = orjson.loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
+def test_machine_good_does_not_import_click() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv = ['machine', 'good', '--project', '/']; "
+            "import machine_git.entry as e\n"
+            "try:\n    e.main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'click'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.splitlines()[-1] == "[]", done.stderr
