@@ -171,8 +171,9 @@ def _machine() -> list[str]:
 
 MACHINE = _machine()
 PYTHON = sys.executable
-# What `machine good` cannot do without: parse, write git objects, JSON, schemas.
-LIBRARIES = "import click, pygit2, orjson, jsonschema_rs"
+# What `machine good` cannot do without: git objects, JSON, schemas (it parses
+# its arguments without click: machine_git/entry.py).
+LIBRARIES = "import pygit2, orjson, jsonschema_rs"
 
 
 def _run(*command: str, out: Path | None = None) -> float:
@@ -551,7 +552,7 @@ def _tagging(
     report.target(
         f"`machine good` at {largest:,} rows <= 1.5 x `python -c 'import pygit2'`",
         f"{vs_import:.2f} ({ms(median(close['good']))} vs "
-        f"{ms(median(close['import pygit2']))}; importing the four libraries it "
+        f"{ms(median(close['import pygit2']))}; importing the three libraries it "
         f"needs, nothing else: {floor:.2f})",
         vs_import <= 1.5,
     )
