@@ -569,6 +569,17 @@ def corrupt(store: Path, damage: str) -> str:
 
 
 ROW_IDS = ["a00000000001", "a00000000002", "a00000000003"]
+
+
+def three_rows(project: Path) -> Path:
+    """A store of the ROW_IDS rows, one commit each; returns its location."""
+    location = paths.store_path(project)
+    store = Store.create(location, project)
+    for row_id in ROW_IDS:
+        helpers.commit_row(store, helpers.train_row(row_id))
+    return location
+
+
 FINDING = re.compile(
     r"^rows\S*:0: \$: (missing or corrupt object|unreadable tree object): \S+"
     r"|^refs/heads/main:0: \$: corrupt commit or root tree: \S+"
@@ -589,10 +600,7 @@ FINDING = re.compile(
 def test_damaged_objects_are_findings_of_validate_store(
     project: Path, damage: str, jobs: str
 ) -> None:
-    location = paths.store_path(project)
-    store = Store.create(location, project)
-    for row_id in ROW_IDS:
-        helpers.commit_row(store, helpers.train_row(row_id))
+    location = three_rows(project)
     hit = corrupt(location, damage)
 
     done = subprocess.run(
@@ -657,10 +665,7 @@ READERS = {
 def test_reading_a_damaged_store_is_one_line_not_a_traceback(
     project: Path, damage: str, reader: str
 ) -> None:
-    location = paths.store_path(project)
-    store = Store.create(location, project)
-    for row_id in ROW_IDS:
-        helpers.commit_row(store, helpers.train_row(row_id))
+    location = three_rows(project)
     blob = git(location, "rev-parse", f"main:{rows.row_path(ROW_IDS[1])}").strip()
     if damage == "missing loose row":
         (location / "objects" / blob[:2] / blob[2:]).unlink()

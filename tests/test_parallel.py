@@ -148,6 +148,12 @@ def test_small_stores_are_read_in_one_process_large_ones_in_several(
     assert parallel.jobs(store.repo, pieces[:3]) == 3
 
 
+def parts_of(store: Store) -> list[parallel.Part]:
+    top = store.rows_tree()
+    assert top is not None
+    return parallel.parts(top, "rows/")
+
+
 def die(repo: pygit2.Repository, path: str, oid: pygit2.Oid, is_tree: bool) -> int:
     if path.startswith("rows/"):
         os._exit(3)  # as the OOM killer would end a worker
@@ -155,9 +161,7 @@ def die(repo: pygit2.Repository, path: str, oid: pygit2.Oid, is_tree: bool) -> i
 
 
 def test_a_worker_that_dies_is_one_error_not_a_hang(store: Store) -> None:
-    top = store.rows_tree()
-    assert top is not None
-    pieces = parallel.parts(top, "rows/")
+    pieces = parts_of(store)
     with pytest.raises(StoreError) as caught:
         list(parallel.run(store.repo, pieces, die, 2))
     assert str(caught.value) == (
@@ -171,9 +175,7 @@ def fail(repo: pygit2.Repository, path: str, oid: pygit2.Oid, is_tree: bool) -> 
 
 
 def test_an_error_in_a_worker_comes_back_as_itself(store: Store) -> None:
-    top = store.rows_tree()
-    assert top is not None
-    pieces = parallel.parts(top, "rows/")
+    pieces = parts_of(store)
     with pytest.raises(StoreError) as caught:
         list(parallel.run(store.repo, pieces, fail, 2))
     assert str(caught.value) == f"{pieces[0][0]}: broken"
