@@ -45,6 +45,7 @@ from machine_git import capture
 from machine_git import gc
 from machine_git import jsonio
 from machine_git import schemas
+from machine_git.objects import Objects
 from machine_git.schemas import KINDS
 from machine_git.store import Store
 
@@ -831,12 +832,14 @@ def _validate_traces(
     top = store.rows_tree()
     assert top is not None
     oids = [oid for _, oid in _row_entries(store.repo, top, "rows/")]
-    objects = validate._Objects(store.repo)
+    objects = Objects(store.repo)
     with parallel.bulk_reads():
         datas = [store.repo.read(oid)[1] for oid in oids]
         stages = {
             "read": lambda: [len(store.repo.read(oid)[1]) for oid in oids],
-            "checked read": lambda: [len(objects.blob(oid)) for oid in oids],
+            "checked read": lambda: [
+                len(objects.blob(oid, verify=True)) for oid in oids
+            ],
             "parse": lambda: [len(jsonio.loads(d)) for d in datas],
             "schema": lambda: [schemas.row_problems(jsonio.loads(d)) for d in datas],
             "canonical": lambda: [

@@ -20,6 +20,7 @@ from pygit2 import Commit
 
 from machine_git import jsonio
 from machine_git import rows
+from machine_git.objects import Objects
 from machine_git.store import Store
 from machine_git.treediff import changed_blobs
 
@@ -121,14 +122,16 @@ def diff_commits(
     changes: list[RowChange] = []
     others: list[str] = []
     repo = store.repo
-    old_tree = old.tree if old is not None else None
-    for path, a, b in changed_blobs(repo, old_tree, new.tree):
+    objects = Objects(repo)  # a damaged loose object: an error, not a hang
+    old_tree = objects.tree(old.tree_id) if old is not None else None
+    new_tree = objects.tree(new.tree_id)
+    for path, a, b in changed_blobs(repo, old_tree, new_tree, objects=objects):
         row_id = rows.id_of_path(path)
         if row_id is None:
             others.append(path)
             continue
-        before = _load(repo, a)
-        after = _load(repo, b)
+        before = _load(objects, a)
+        after = _load(objects, b)
         change = row_change(row_id, before, after)
         if wanted is None or change.kinds() & wanted:
             changes.append(change)
@@ -148,11 +151,11 @@ def row_change(
     return RowChange(row_id, status, before, after, diff_values(before, after))
 
 
-def _load(repo: pygit2.Repository, oid: pygit2.Oid | None) -> dict[str, Any] | None:
+def _load(objects: Objects, oid: pygit2.Oid | None) -> dict[str, Any] | None:
     if oid is None:
         return None
     try:
-        value = jsonio.loads(repo[oid].peel(pygit2.Blob).data)
+        value = jsonio.loads(objects.blob(oid))
     except ValueError:
         return {"_unreadable": str(oid)}
     return value if isinstance(value, dict) else {"_not_an_object": value}

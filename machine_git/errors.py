@@ -165,6 +165,8 @@ def store_read_error(e: Exception) -> str | None:
     """
     import pygit2  # loaded already by whatever raised
 
+    from machine_git.objects import CorruptObjectError
+
     why: str | None = None
     # pygit2 raises KeyError(object id) for a missing object. A KeyError whose
     # key is a full object id comes from there, not from a bug in a dict lookup.
@@ -172,7 +174,7 @@ def store_read_error(e: Exception) -> str | None:
         key = str(e.args[0])
         if len(key) == 40 and all(c in "0123456789abcdef" for c in key):
             why = f"object {key} is missing"
-    if why is None and isinstance(e, pygit2.GitError):
+    if why is None and isinstance(e, pygit2.GitError | CorruptObjectError):
         why = str(e)
     if why is None:
         return None

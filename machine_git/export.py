@@ -38,6 +38,7 @@ from machine_git import jsonio
 from machine_git import parallel
 from machine_git import rows
 from machine_git.errors import UsageError
+from machine_git.objects import Objects
 from machine_git.schemas import KINDS
 from machine_git.store import Store
 from machine_git.store import blobs_under
@@ -293,7 +294,7 @@ def _render_part(
     fmt: str,
     kinds: frozenset[str],
     redact: bool,
-    repo: pygit2.Repository,
+    objects: Objects,
     path: str,
     oid: pygit2.Oid,
     is_tree: bool,
@@ -301,7 +302,7 @@ def _render_part(
     # Runs in a worker process for a large store: module level, picklable.
     out: list[bytes] = []
     skipped = 0
-    for where, data in blobs_under(repo, path, oid, is_tree):
+    for where, data in blobs_under(objects, path, oid, is_tree):
         if rows.id_of_path(where) is None:
             continue
         row = parse_row(data, where)

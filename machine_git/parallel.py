@@ -29,6 +29,7 @@ import pygit2
 
 from machine_git.errors import StoreError
 from machine_git.errors import UsageError
+from machine_git.objects import Objects
 
 JOBS_ENV = "MACHINE_JOBS"
 MIN_ROWS = 4000  # below this a whole-store read takes well under a second
@@ -36,8 +37,8 @@ _MAX_JOBS = 8
 _AHEAD = 3  # parts in flight per worker: enough to keep every worker busy
 
 T = TypeVar("T")
-# work(repo, path, oid, is_tree) -> result: one entry of rows/ and all below it.
-Work = Callable[[pygit2.Repository, str, pygit2.Oid, bool], T]
+# work(objects, path, oid, is_tree) -> result: one entry of rows/ and all below.
+Work = Callable[[Objects, str, pygit2.Oid, bool], T]
 Part = tuple[str, pygit2.Oid, bool]
 
 
@@ -91,9 +92,10 @@ def run(
     back here; a worker that dies is a StoreError.
     """
     if workers <= 1:
+        objects = Objects(repo)
         with bulk_reads():
             for path, oid, is_tree in pieces:
-                yield work(repo, path, oid, is_tree)
+                yield work(objects, path, oid, is_tree)
         return
     yield from _run_pool(repo.path, pieces, work, workers)
 
@@ -162,7 +164,7 @@ def _run_pool(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-_repo: list[pygit2.Repository] = []  # the worker's own handle, opened once
+_objects: list[Objects] = []  # the worker's own repository handle, opened once
 
 
 def _start_worker(path: str) -> None:
@@ -170,7 +172,7 @@ def _start_worker(path: str) -> None:
     # workers must not each print a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     pygit2.settings.enable_strict_hash_verification(False)  # see bulk_reads()
-    _repo.append(pygit2.Repository(path))
+    _objects.append(Objects(pygit2.Repository(path)))
 
 
 class _GitError(Exception):
@@ -179,7 +181,7 @@ class _GitError(Exception):
 
 def _in_worker(work: Work[T], path: str, oid: str, is_tree: bool) -> T:
     try:
-        return work(_repo[0], path, pygit2.Oid(hex=oid), is_tree)
+        return work(_objects[0], path, pygit2.Oid(hex=oid), is_tree)
     except KeyError as e:  # a missing object (pygit2's NotFoundError is one)
         raise KeyError(*(str(a) for a in e.args)) from None
     except pygit2.GitError as e:

@@ -13,14 +13,24 @@ import pygit2
 from pygit2 import Oid
 from pygit2 import Tree
 
+from machine_git.objects import Objects
+
 Change = tuple[str, Oid | None, Oid | None]
 """(path, old blob id or None if added, new blob id or None if removed)."""
 
 
 def changed_blobs(
-    repo: pygit2.Repository, old: Tree | None, new: Tree | None, prefix: str = ""
+    repo: pygit2.Repository,
+    old: Tree | None,
+    new: Tree | None,
+    prefix: str = "",
+    objects: Objects | None = None,
 ) -> Iterator[Change]:
-    """Yield every blob path that differs between ``old`` and ``new``."""
+    """Yield every blob path that differs between ``old`` and ``new``.
+
+    With ``objects``, subtrees are read through it (a damaged loose tree is
+    an error, not a hang: machine_git/objects.py).
+    """
     if old is not None and new is not None and old.id == new.id:
         return
     a = _entries(old)
@@ -33,14 +43,18 @@ def changed_blobs(
         a_tree = ea is not None and ea[1]
         b_tree = eb is not None and eb[1]
         if a_tree or b_tree:
-            sub_a = repo[ea[0]].peel(Tree) if a_tree and ea else None
-            sub_b = repo[eb[0]].peel(Tree) if b_tree and eb else None
-            yield from changed_blobs(repo, sub_a, sub_b, f"{path}/")
+            sub_a = _tree(repo, objects, ea[0]) if a_tree and ea else None
+            sub_b = _tree(repo, objects, eb[0]) if b_tree and eb else None
+            yield from changed_blobs(repo, sub_a, sub_b, f"{path}/", objects)
         # A blob on a side that is not a tree (or a blob replacing a tree).
         old_blob = ea[0] if ea is not None and not a_tree else None
         new_blob = eb[0] if eb is not None and not b_tree else None
         if old_blob is not None or new_blob is not None:
             yield (path, old_blob, new_blob)
+
+
+def _tree(repo: pygit2.Repository, objects: Objects | None, oid: Oid) -> Tree:
+    return objects.tree(oid) if objects is not None else repo[oid].peel(Tree)
 
 
 def _entries(tree: Tree | None) -> dict[str, tuple[Oid, bool]]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +13,8 @@ from machine_git import jsonio
 from machine_git import parallel
 from machine_git import rows
 from machine_git import schemas
+from machine_git.objects import CorruptObjectError
+from machine_git.objects import Objects
 from machine_git.store import BRANCH
 from machine_git.store import Store
 
@@ -85,7 +84,7 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
     never a traceback: this is the command to run when something is wrong.
     """
     repo = store.repo
-    objects = _Objects(repo)
+    objects = Objects(repo)
     try:
         target = repo.references[BRANCH].target
     except KeyError:
@@ -111,25 +110,17 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
         yield Finding(rows.ROWS_DIR, 0, "$", f"unreadable tree object: {_why(e)}")
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
-    # Forked workers inherit the list of loose objects made here.
-    _OBJECTS[repo.path] = objects
-    try:
-        workers = parallel.jobs(repo, pieces)
-        for found, count in parallel.run(repo, pieces, _check_part, workers):
-            tally.rows += count
-            yield from found
-    finally:
-        _OBJECTS.pop(repo.path, None)
+    workers = parallel.jobs(repo, pieces)
+    for found, count in parallel.run(repo, pieces, _check_part, workers):
+        tally.rows += count
+        yield from found
 
 
 def _check_part(
-    repo: pygit2.Repository, path: str, oid: pygit2.Oid, is_tree: bool
+    objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool
 ) -> tuple[list[Finding], int]:
     """The findings of one entry of ``rows/`` and all below it, and its rows."""
     # Runs in a worker process for a large store: module level, picklable.
-    objects = _OBJECTS.get(repo.path)
-    if objects is None:  # a spawned worker: list the loose objects again
-        objects = _OBJECTS[repo.path] = _Objects(repo)
     tally = Tally()
     if is_tree:
         found = list(_walk(objects, oid, f"{path}/", tally))
@@ -138,80 +129,7 @@ def _check_part(
     return found, tally.rows
 
 
-_OBJECTS: dict[str, _Objects] = {}  # by repository path, for _check_part
-
-
-class CorruptObjectError(Exception):
-    """A loose object file that does not hold the object its name promises."""
-
-
 _READ_ERRORS = (KeyError, ValueError, OSError, pygit2.GitError, CorruptObjectError)
-_KINDS = (b"blob", b"tree", b"commit", b"tag")
-
-
-class _Objects:
-    """Reads objects; a damaged loose object raises instead of hanging.
-
-    libgit2 up to 1.9 loops forever inflating a truncated loose object
-    (libgit2 #7342), so loose objects are inflated and hashed here first.
-    Which objects are loose is listed once: a packed store (machine packs
-    itself) pays nothing per object for the check.
-    """
-
-    def __init__(self, repo: pygit2.Repository) -> None:
-        self.repo = repo
-        self.folder = os.path.join(repo.path, "objects")
-        self.loose: set[str] = set()
-        try:
-            fans = [e.name for e in os.scandir(self.folder) if len(e.name) == 2]
-        except OSError:
-            fans = []
-        for fan in fans:
-            try:
-                with os.scandir(os.path.join(self.folder, fan)) as entries:
-                    self.loose.update(
-                        fan + e.name for e in entries if len(e.name) == 38
-                    )
-            except OSError:
-                continue
-
-    def check(self, oid: pygit2.Oid) -> None:
-        name = str(oid)
-        if name not in self.loose:
-            return
-        with open(os.path.join(self.folder, name[:2], name[2:]), "rb") as f:
-            data = f.read()
-        inflater = zlib.decompressobj()
-        try:
-            raw = inflater.decompress(data) + inflater.flush()
-        except zlib.error as e:
-            raise CorruptObjectError(f"{name}: not a zlib stream ({e})") from None
-        if not inflater.eof:
-            raise CorruptObjectError(f"{name}: truncated loose object")
-        header, _, body = raw.partition(b"\0")
-        kind, _, size = header.partition(b" ")
-        if kind not in _KINDS or not size.isdigit() or int(size) != len(body):
-            raise CorruptObjectError(f"{name}: bad loose object header")
-        if hashlib.sha1(raw, usedforsecurity=False).hexdigest() != name:
-            raise CorruptObjectError(f"{name}: content does not match the object id")
-
-    def tree(self, oid: pygit2.Oid) -> pygit2.Tree:
-        self.check(oid)
-        return self.repo[oid].peel(pygit2.Tree)
-
-    def blob(self, oid: pygit2.Oid) -> bytes:
-        self.check(oid)
-        kind, data = self.repo.read(oid)
-        if kind != pygit2.enums.ObjectType.BLOB:
-            raise CorruptObjectError(f"{oid}: not a blob")
-        if str(oid) not in self.loose:
-            # Whole-store reads turn libgit2's own re-hashing off (parallel.py's
-            # bulk_reads); this plain SHA-1 is the check, at a third of its cost.
-            digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
-            digest.update(data)
-            if digest.digest() != oid.raw:
-                raise CorruptObjectError(f"{oid}: content does not match the object id")
-        return data
 
 
 def _why(e: BaseException) -> str:
@@ -222,7 +140,7 @@ def _why(e: BaseException) -> str:
 
 
 def _walk(
-    objects: _Objects, tree_id: pygit2.Oid, prefix: str, tally: Tally
+    objects: Objects, tree_id: pygit2.Oid, prefix: str, tally: Tally
 ) -> Iterator[Finding]:
     try:
         # type_str, not filemode (an enum built per entry): see store._walk_blobs.
@@ -241,11 +159,11 @@ def _walk(
 
 
 def _check_row(
-    objects: _Objects, path: str, oid: pygit2.Oid, tally: Tally
+    objects: Objects, path: str, oid: pygit2.Oid, tally: Tally
 ) -> Iterator[Finding]:
     tally.rows += 1
     try:
-        data = objects.blob(oid)
+        data = objects.blob(oid, verify=True)
     except _READ_ERRORS as e:
         yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
         return

@@ -17,6 +17,8 @@ from machine_git import rows
 from machine_git import validate
 from machine_git.errors import StoreError
 from machine_git.errors import UsageError
+from machine_git.objects import CorruptObjectError
+from machine_git.objects import Objects
 from machine_git.schemas import KINDS
 from machine_git.store import Change
 from machine_git.store import Store
@@ -154,7 +156,7 @@ def parts_of(store: Store) -> list[parallel.Part]:
     return parallel.parts(top, "rows/")
 
 
-def die(repo: pygit2.Repository, path: str, oid: pygit2.Oid, is_tree: bool) -> int:
+def die(objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool) -> int:
     if path.startswith("rows/"):
         os._exit(3)  # as the OOM killer would end a worker
     return 0
@@ -170,7 +172,7 @@ def test_a_worker_that_dies_is_one_error_not_a_hang(store: Store) -> None:
     )
 
 
-def fail(repo: pygit2.Repository, path: str, oid: pygit2.Oid, is_tree: bool) -> int:
+def fail(objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool) -> int:
     raise StoreError(f"{path}: broken")
 
 
@@ -194,7 +196,7 @@ def test_bulk_reads_skip_libgit2_rehashing_only_while_they_last(store: Store) ->
     with parallel.bulk_reads():
         assert repo.read(real)[1] == b"a swapped row\n"
         # validate's own check still catches it (loose objects are hashed).
-        with pytest.raises(validate.CorruptObjectError, match="does not match"):
-            validate._Objects(repo).blob(real)
+        with pytest.raises(CorruptObjectError, match="does not match"):
+            Objects(repo).blob(real)
     with pytest.raises(pygit2.GitError, match="hash mismatch"):
         repo.read(real)  # libgit2's default is back
