@@ -857,7 +857,7 @@ def _validate_traces(
         "schema (jsonschema-rs)": took["schema"] - took["parse"],
         "canonical bytes": took["canonical"] - took["parse"],
     }
-    workers = parallel.jobs(store.repo, parallel.parts(top, "rows/"))
+    workers = parallel.jobs(objects, parallel.parts(top, "rows/"))
     single = count / median(one_process)
     report.notes.append(
         f"Validating one trace row ({sum(map(len, datas)) / len(datas) / 1000:.1f} KB "

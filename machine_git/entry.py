@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from machine_git.errors import MachineError
-from machine_git.errors import store_read_error
+from machine_git.errors import user_message
 
 _VALUES = {  # option -> parameter, for the options that take a value
     "--note": "note",
@@ -37,7 +36,6 @@ _FLAGS = {
     "--no-redact": "no_redact",
     "--json": "as_json",
 }
-_HOSTS = ("pi", "letta", "claude", "codex", "auto")  # detect.HOSTS + AUTO
 
 
 def parse(args: list[str]) -> dict[str, Any] | None:
@@ -77,7 +75,11 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             params[_VALUES[name]] = value
         else:
             return None  # -h, --help, --, an unknown option: click's to answer
-    if params["host"] not in _HOSTS:
+    # detect loads anyway to tag: the choices are its, as in the click command.
+    from machine_git.sessions.detect import AUTO
+    from machine_git.sessions.detect import HOSTS
+
+    if params["host"] not in (*HOSTS, AUTO):
         return None
     if params["project"] is not None:
         params["project"] = Path(params["project"])
@@ -114,14 +116,11 @@ def _tag(label: str, params: dict[str, Any]) -> int:
 
         root = project.resolve() if project is not None else paths.project_root()
         tagging.tag(label, root=root, **params)
-    except MachineError as e:
-        tagging.echo(f"Error: {e}", err=True)
-        return 1
     except KeyboardInterrupt:
         tagging.echo("Interrupted", err=True)
         return 130
     except Exception as e:
-        why = store_read_error(e)
+        why = user_message(e)  # as the click group says it
         if why is None:
             raise
         tagging.echo(f"Error: {why}", err=True)

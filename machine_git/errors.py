@@ -157,6 +157,17 @@ class ReleaseError(MachineError):
     """A behavior release cannot be preregistered, checked, tried or activated."""
 
 
+def user_message(e: Exception) -> str | None:
+    """The one line a user sees for ``e``, or None if ``e`` is a bug.
+
+    Both entry points (the click group and the console script's fast path for
+    good/bad) print ``Error: <this>`` and exit 1.
+    """
+    if isinstance(e, MachineError):
+        return str(e)
+    return store_read_error(e)
+
+
 def store_read_error(e: Exception) -> str | None:
     """The one line for a failed read of a damaged store, or None.
 

@@ -275,8 +275,9 @@ def lines(
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     work = functools.partial(_render_part, fmt, frozenset(kinds), redact)
-    workers = parallel.jobs(store.repo, pieces)
-    for part in parallel.run(store.repo, pieces, work, workers):
+    objects = Objects(store.repo)
+    workers = parallel.jobs(objects, pieces)
+    for part in parallel.run(objects, pieces, work, workers):
         tally.rows += part.rows
         tally.skipped += part.skipped
         if part.data:

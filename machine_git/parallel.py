@@ -29,6 +29,7 @@ import pygit2
 
 from machine_git.errors import StoreError
 from machine_git.errors import UsageError
+from machine_git.objects import CorruptObjectError
 from machine_git.objects import Objects
 
 JOBS_ENV = "MACHINE_JOBS"
@@ -47,7 +48,7 @@ def parts(top: pygit2.Tree, prefix: str) -> list[Part]:
     return [(f"{prefix}{e.name}", e.id, e.type_str == "tree") for e in top]
 
 
-def jobs(repo: pygit2.Repository, pieces: list[Part]) -> int:
+def jobs(objects: Objects, pieces: list[Part]) -> int:
     """How many processes should read ``pieces``: 1 unless the store is large."""
     wanted = os.environ.get(JOBS_ENV, "").strip()
     if wanted:
@@ -55,7 +56,7 @@ def jobs(repo: pygit2.Repository, pieces: list[Part]) -> int:
             raise UsageError(f"{JOBS_ENV} must be a whole number >= 1, not {wanted!r}")
         return min(int(wanted), _MAX_JOBS, max(1, len(pieces)))
     cores = _cores()
-    if cores < 2 or _estimate_rows(repo, pieces) < MIN_ROWS:
+    if cores < 2 or _estimate_rows(objects, pieces) < MIN_ROWS:
         return 1
     return min(cores, _MAX_JOBS)
 
@@ -67,23 +68,23 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _estimate_rows(repo: pygit2.Repository, pieces: list[Part]) -> int:
+def _estimate_rows(objects: Objects, pieces: list[Part]) -> int:
     # Ids are random, so every rows/ab holds about as many rows as the first:
     # its rows/ab/cd leaves times the entries of one leaf.
     trees = [oid for _, oid, is_tree in pieces if is_tree]
     if not trees:
         return len(pieces)
     try:
-        first = repo[trees[0]].peel(pygit2.Tree)
+        first = objects.tree(trees[0])
         leaves = [e for e in first if e.type_str == "tree"]
-        per_leaf = len(repo[leaves[0].id].peel(pygit2.Tree)) if leaves else 1
+        per_leaf = len(objects.tree(leaves[0].id)) if leaves else 1
         return len(trees) * max(1, len(leaves)) * per_leaf
-    except (KeyError, ValueError, pygit2.GitError):
+    except (KeyError, ValueError, OSError, pygit2.GitError, CorruptObjectError):
         return 0  # a damaged tree: read in this process, which reports it
 
 
 def run(
-    repo: pygit2.Repository, pieces: list[Part], work: Work[T], workers: int
+    objects: Objects, pieces: list[Part], work: Work[T], workers: int
 ) -> Iterator[T]:
     """``work`` applied to every piece, results in the order of ``pieces``.
 
@@ -92,12 +93,11 @@ def run(
     back here; a worker that dies is a StoreError.
     """
     if workers <= 1:
-        objects = Objects(repo)
         with bulk_reads():
             for path, oid, is_tree in pieces:
                 yield work(objects, path, oid, is_tree)
         return
-    yield from _run_pool(repo.path, pieces, work, workers)
+    yield from _run_pool(objects.repo.path, pieces, work, workers)
 
 
 @contextlib.contextmanager

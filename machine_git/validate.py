@@ -110,8 +110,8 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
         yield Finding(rows.ROWS_DIR, 0, "$", f"unreadable tree object: {_why(e)}")
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
-    workers = parallel.jobs(repo, pieces)
-    for found, count in parallel.run(repo, pieces, _check_part, workers):
+    workers = parallel.jobs(objects, pieces)
+    for found, count in parallel.run(objects, pieces, _check_part, workers):
         tally.rows += count
         yield from found
 

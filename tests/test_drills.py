@@ -650,6 +650,19 @@ def flip_in_pack(store: Path, blob: str) -> None:
     pack.write_bytes(bytes(data))
 
 
+def read_with(reader: str, project: Path) -> subprocess.CompletedProcess[str]:
+    """Run one of READERS in ``project``; "in workers" means MACHINE_JOBS=2."""
+    return subprocess.run(
+        [sys.executable, "-m", "machine_git", *READERS[reader]],
+        env={**env(), "MACHINE_JOBS": "2" if reader.endswith("workers") else "1"},
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,  # libgit2 <= 1.9 loops forever on a truncated loose object
+    )
+
+
 READERS = {
     "export": ["export"],
     "export in workers": ["export"],
@@ -673,15 +686,7 @@ def test_reading_a_damaged_store_is_one_line_not_a_traceback(
     else:
         flip_in_pack(location, blob)
 
-    done = subprocess.run(
-        [sys.executable, "-m", "machine_git", *READERS[reader]],
-        env={**env(), "MACHINE_JOBS": "2" if reader.endswith("workers") else "1"},
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    done = read_with(reader, project)
 
     assert done.returncode == 1
     hint = " (`machine validate --store` lists damaged objects)\n"
@@ -705,15 +710,7 @@ def test_a_truncated_loose_row_stops_export_and_diff_in_one_line(
     location = three_rows(project)
     blob = corrupt(location, "truncated loose row")
 
-    done = subprocess.run(
-        [sys.executable, "-m", "machine_git", *READERS[reader]],
-        env={**env(), "MACHINE_JOBS": "2" if reader.endswith("workers") else "1"},
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    done = read_with(reader, project)
 
     assert done.returncode == 1
     # Export streams: the row before the damaged one may be out already.

@@ -140,14 +140,14 @@ def test_small_stores_are_read_in_one_process_large_ones_in_several(
     top = store.rows_tree()
     assert top is not None
     pieces = parallel.parts(top, "rows/")
-    assert parallel.jobs(store.repo, pieces) == 1  # 60 rows
+    assert parallel.jobs(Objects(store.repo), pieces) == 1  # 60 rows
     monkeypatch.setattr(parallel, "MIN_ROWS", 50)
-    assert parallel.jobs(store.repo, pieces) == 4
+    assert parallel.jobs(Objects(store.repo), pieces) == 4
     monkeypatch.setattr(parallel, "_cores", lambda: 1)
-    assert parallel.jobs(store.repo, pieces) == 1
+    assert parallel.jobs(Objects(store.repo), pieces) == 1
     # An explicit setting wins, but never more workers than parts.
     monkeypatch.setenv(parallel.JOBS_ENV, "100")
-    assert parallel.jobs(store.repo, pieces[:3]) == 3
+    assert parallel.jobs(Objects(store.repo), pieces[:3]) == 3
 
 
 def parts_of(store: Store) -> list[parallel.Part]:
@@ -165,7 +165,7 @@ def die(objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool) -> int:
 def test_a_worker_that_dies_is_one_error_not_a_hang(store: Store) -> None:
     pieces = parts_of(store)
     with pytest.raises(StoreError) as caught:
-        list(parallel.run(store.repo, pieces, die, 2))
+        list(parallel.run(Objects(store.repo), pieces, die, 2))
     assert str(caught.value) == (
         "a process reading the store died (out of memory, or killed); nothing was "
         "finished: rerun, or set MACHINE_JOBS=1"
@@ -179,7 +179,7 @@ def fail(objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool) -> int:
 def test_an_error_in_a_worker_comes_back_as_itself(store: Store) -> None:
     pieces = parts_of(store)
     with pytest.raises(StoreError) as caught:
-        list(parallel.run(store.repo, pieces, fail, 2))
+        list(parallel.run(Objects(store.repo), pieces, fail, 2))
     assert str(caught.value) == f"{pieces[0][0]}: broken"
 
 

@@ -13,8 +13,7 @@ from typing import Any
 import click
 
 from machine_git import __version__
-from machine_git.errors import MachineError
-from machine_git.errors import store_read_error
+from machine_git.errors import user_message
 
 # Start-up is most of the time of `machine good` (bench/RESULTS.md), so the
 # commands people run most load alone: their own module and what it imports,
@@ -62,13 +61,10 @@ class MachineGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except MachineError as e:
-            raise click.ClickException(str(e)) from None
         except Exception as e:
-            # A read of a damaged store (a flipped byte in a pack, a missing
-            # object) fails inside libgit2 wherever it happens; writes already
-            # turn these into StoreErrors. One line, and where to look next.
-            why = store_read_error(e)
+            # A MachineError, or a read of a damaged store failing inside
+            # libgit2 (errors.store_read_error); anything else is a bug.
+            why = user_message(e)
             if why is None:
                 raise
             raise click.ClickException(why) from None
