@@ -14,7 +14,7 @@ from machine_git import lookup
 from machine_git import redaction
 from machine_git import rows
 from machine_git import schemas
-from machine_git.errors import MachineError
+from machine_git.errors import NotFoundError
 from machine_git.errors import RowNotFoundError
 from machine_git.errors import UsageError
 from machine_git.store import Change
@@ -167,12 +167,12 @@ def undo(store: Store) -> tuple[Commit, str | None]:
     """Revert the newest commit as a new commit; returns (undone, new commit id)."""
     head = store.head
     if head is None or not head.parents:
-        raise MachineError("nothing to undo: the store has only its first commit")
+        raise NotFoundError("nothing to undo: the store has only its first commit")
     seen: dict[str, Commit] = {}
 
     def plan(snap: Snapshot) -> Change:
         if snap.commit is None or not snap.commit.parents:
-            raise MachineError("nothing to undo: the store has only its first commit")
+            raise NotFoundError("nothing to undo: the store has only its first commit")
         target = snap.commit
         parent = target.parents[0]
         seen["target"] = target

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from machine_git.errors import INTERRUPTED
+from machine_git.errors import exit_code
 from machine_git.errors import user_message
 
 _VALUES = {  # option -> parameter, for the options that take a value
@@ -97,14 +99,19 @@ def parse(args: list[str]) -> dict[str, Any] | None:
 
 def main() -> None:
     """Console-script entry point."""
-    args = sys.argv[1:]
-    if args[:1] in (["good"], ["bad"]):
-        params = parse(args[1:])
-        if params is not None:
-            sys.exit(_tag(args[0], params))
-    from machine_git.cli import main as click_main
+    try:
+        args = sys.argv[1:]
+        if args[:1] in (["good"], ["bad"]):
+            params = parse(args[1:])
+            if params is not None:
+                sys.exit(_tag(args[0], params))
+        from machine_git.cli import main as click_main
 
-    click_main()
+        click_main()
+    except KeyboardInterrupt:
+        # Ctrl-C while modules load, before any command's own handler.
+        sys.stderr.write("Interrupted\n")
+        sys.exit(INTERRUPTED)
 
 
 def _tag(label: str, params: dict[str, Any]) -> int:
@@ -118,11 +125,11 @@ def _tag(label: str, params: dict[str, Any]) -> int:
         tagging.tag(label, root=root, **params)
     except KeyboardInterrupt:
         tagging.echo("Interrupted", err=True)
-        return 130
+        return INTERRUPTED
     except Exception as e:
         why = user_message(e)  # as the click group says it
         if why is None:
             raise
         tagging.echo(f"Error: {why}", err=True)
-        return 1
+        return exit_code(e)
     return 0

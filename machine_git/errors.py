@@ -1,10 +1,34 @@
-"""The exceptions machine raises. The CLI turns each into one line on stderr."""
+"""The exceptions machine raises. The CLI turns each into one line on stderr.
+
+Each class carries the exit code the command ends with; :data:`EXIT_CODES` is
+the one table of them (the README's "Exit codes" lists the same). Scripts can
+tell "no such row" from "the store is damaged" from "the disk is full"
+without reading the message.
+"""
 
 from __future__ import annotations
+
+from typing import ClassVar
+
+# Exit codes, by meaning. 2 is click's own code for a usage error, and 130 is
+# the shell's for an interrupt (128 + SIGINT).
+OK = 0
+FAILED = 1  # a MachineError with no more specific meaning
+USAGE = 2  # a malformed argument, option, id, name, path or variable
+NOT_FOUND = 3  # no such row, revision, run, release, session or store
+INVALID = 4  # data that does not pass: a row, a session, a secret left in
+CONFLICT = 5  # another writer, a diverged remote, two versions of one row
+DAMAGED = 6  # the store's objects or refs are damaged
+IO = 7  # a file or the store cannot be written: disk full, permissions
+REMOTE = 8  # a git remote is unreachable, refused, or sent bad data
+SERVICE = 9  # the Tinker service: no key, unreachable, slow, an HTTP error
+INTERRUPTED = 130
 
 
 class MachineError(Exception):
     """Base of every error machine reports to a user."""
+
+    exit_code: ClassVar[int] = FAILED
 
 
 # -- the store -------------------------------------------------------------
@@ -14,28 +38,52 @@ class StoreError(MachineError):
     """The store is missing, unreadable or damaged, or git refused a write."""
 
 
+class DamagedStoreError(StoreError):
+    """The store's objects, refs or head commit are damaged (not merely empty)."""
+
+    exit_code: ClassVar[int] = DAMAGED
+
+
 class ConcurrentUpdateError(StoreError):
     """Another process held the store's lock for too long."""
+
+    exit_code: ClassVar[int] = CONFLICT
 
 
 class ReadOnlyStoreError(StoreError):
     """The store cannot be written (permissions or a read-only filesystem)."""
 
+    exit_code: ClassVar[int] = IO
+
 
 class DiskFullError(StoreError):
     """The filesystem ran out of space while writing the store."""
+
+    exit_code: ClassVar[int] = IO
+
+
+class NotFoundError(MachineError):
+    """Something named by the user (a run, a release, a file) does not exist."""
+
+    exit_code: ClassVar[int] = NOT_FOUND
 
 
 class RowNotFoundError(MachineError):
     """No row has this id or id prefix."""
 
+    exit_code: ClassVar[int] = NOT_FOUND
+
 
 class AmbiguousIdError(MachineError):
     """An id prefix matches more than one row."""
 
+    exit_code: ClassVar[int] = USAGE
+
 
 class BadRevisionError(MachineError):
     """A revision does not name a commit of the store."""
+
+    exit_code: ClassVar[int] = NOT_FOUND
 
 
 # -- rows and schemas --------------------------------------------------------
@@ -43,6 +91,8 @@ class BadRevisionError(MachineError):
 
 class RowValidationError(MachineError):
     """A row does not match its JSON Schema."""
+
+    exit_code: ClassVar[int] = INVALID
 
 
 class SchemaError(MachineError):
@@ -56,6 +106,8 @@ class SecretScanError(MachineError):
 class SecretFoundError(MachineError):
     """A row about to be written still holds a secret; nothing was written."""
 
+    exit_code: ClassVar[int] = INVALID
+
 
 # -- sessions ------------------------------------------------------------------
 
@@ -63,13 +115,19 @@ class SecretFoundError(MachineError):
 class SessionError(MachineError):
     """A session could not be found or read."""
 
+    exit_code: ClassVar[int] = INVALID
+
 
 class NoSessionError(SessionError):
     """No session exists for the project."""
 
+    exit_code: ClassVar[int] = NOT_FOUND
+
 
 class TurnError(SessionError):
     """The session holds no turn that can be tagged (errored, aborted, empty)."""
+
+    exit_code: ClassVar[int] = INVALID
 
 
 # -- user input ----------------------------------------------------------------
@@ -77,6 +135,24 @@ class TurnError(SessionError):
 
 class UsageError(MachineError):
     """An argument is malformed: a bad id, name or path."""
+
+    exit_code: ClassVar[int] = USAGE
+
+
+class FileWriteError(MachineError):
+    """A file outside the store (``--out``, ``export -o``) cannot be written.
+
+    An I/O failure, not a usage error: a full disk or a read-only folder.
+    """
+
+    exit_code: ClassVar[int] = IO
+
+
+class ConflictError(MachineError):
+    """Two versions of one thing disagree (a row edited on both sides, a version
+    name on two commits); nothing was changed."""
+
+    exit_code: ClassVar[int] = CONFLICT
 
 
 # -- import ----------------------------------------------------------------------
@@ -89,6 +165,8 @@ class ImportProblemsError(MachineError):
     ``file:line: json-path: problem`` line per problem, for the CLI to print.
     """
 
+    exit_code: ClassVar[int] = INVALID
+
     def __init__(self, file: str, problems: list[str], bad_lines: int) -> None:
         self.problems = problems
         noun = "line" if bad_lines == 1 else "lines"
@@ -97,6 +175,8 @@ class ImportProblemsError(MachineError):
 
 class ImportConflictError(MachineError):
     """Rows of an import file are stored with different content; nothing imported."""
+
+    exit_code: ClassVar[int] = CONFLICT
 
     def __init__(self, file: str, ids: list[str]) -> None:
         self.ids = ids
@@ -117,6 +197,8 @@ class RemoteError(MachineError):
     ``str()`` is the one-line summary; ``details`` holds the lines worth
     showing above it (the remote hook's ``file:line`` findings), if any.
     """
+
+    exit_code: ClassVar[int] = REMOTE
 
     def __init__(self, message: str, details: list[str] | None = None) -> None:
         super().__init__(message)
@@ -152,20 +234,41 @@ class TrainingStackMissingError(TrainingError):
 class TinkerServiceError(TrainingError):
     """Tinker cannot be used: no key, unreachable, slow, or a call failed."""
 
+    exit_code: ClassVar[int] = SERVICE
+
 
 class ReleaseError(MachineError):
     """A behavior release cannot be preregistered, checked, tried or activated."""
+
+
+# Every class above, for the README's table and tests/test_errors.py.
+def exit_codes() -> dict[str, int]:
+    """Each error class's name and exit code, base classes first."""
+    found: dict[str, int] = {}
+    pending: list[type[MachineError]] = [MachineError]
+    while pending:
+        cls = pending.pop(0)
+        found[cls.__name__] = cls.exit_code
+        pending.extend(cls.__subclasses__())
+    return found
 
 
 def user_message(e: Exception) -> str | None:
     """The one line a user sees for ``e``, or None if ``e`` is a bug.
 
     Both entry points (the click group and the console script's fast path for
-    good/bad) print ``Error: <this>`` and exit 1.
+    good/bad) print ``Error: <this>`` and exit with :func:`exit_code`.
     """
     if isinstance(e, MachineError):
         return str(e)
     return store_read_error(e)
+
+
+def exit_code(e: Exception) -> int:
+    """The exit code for an error :func:`user_message` describes."""
+    if isinstance(e, MachineError):
+        return e.exit_code
+    return DAMAGED  # the only other errors users see are damaged reads
 
 
 def store_read_error(e: Exception) -> str | None:

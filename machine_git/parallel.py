@@ -27,8 +27,8 @@ from typing import TypeVar
 
 import pygit2
 
+from machine_git import env
 from machine_git.errors import StoreError
-from machine_git.errors import UsageError
 from machine_git.objects import CorruptObjectError
 from machine_git.objects import Objects
 
@@ -50,11 +50,9 @@ def parts(top: pygit2.Tree, prefix: str) -> list[Part]:
 
 def jobs(objects: Objects, pieces: list[Part]) -> int:
     """How many processes should read ``pieces``: 1 unless the store is large."""
-    wanted = os.environ.get(JOBS_ENV, "").strip()
-    if wanted:
-        if not wanted.isdigit() or int(wanted) < 1:
-            raise UsageError(f"{JOBS_ENV} must be a whole number >= 1, not {wanted!r}")
-        return min(int(wanted), _MAX_JOBS, max(1, len(pieces)))
+    if env.text(JOBS_ENV) is not None:
+        wanted = env.count(JOBS_ENV, 1)
+        return min(wanted, _MAX_JOBS, max(1, len(pieces)))
     cores = _cores()
     if cores < 2 or _estimate_rows(objects, pieces) < MIN_ROWS:
         return 1

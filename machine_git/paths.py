@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 
@@ -34,9 +33,11 @@ def project_root(start: Path | None = None) -> Path:
 
 def data_dir() -> Path:
     """The base folder of every store: ``$MACHINE_DATA_DIR`` or ``~/.machine``."""
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return Path(env).expanduser().resolve()
+    from machine_git import env
+
+    value = env.text(DATA_DIR_ENV)
+    if value is not None:
+        return Path(value).expanduser().resolve()
     return default_data_dir()
 
 

@@ -21,6 +21,7 @@ import pygit2
 from pygit2 import Commit
 
 from machine_git.errors import BadRevisionError
+from machine_git.errors import UsageError
 from machine_git.store import BRANCH
 from machine_git.store import Store
 
@@ -36,7 +37,7 @@ def resolve(store: Store, text: str | None) -> Commit:
     if text is None or text in ("", "HEAD", "main"):
         return head
     if "\x00" in text or len(text) > 200:
-        raise BadRevisionError("bad revision: too long or contains a NUL byte")
+        raise UsageError("bad revision: too long or contains a NUL byte")
     at = _AT.match(text.strip())
     if at:
         return at_date(store, at.group("when"))
@@ -75,7 +76,7 @@ def parse_date(when: str) -> datetime:
             return day + timedelta(days=1) - timedelta(microseconds=1)
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise BadRevisionError(
+        raise UsageError(
             f"bad date {when!r}: expected YYYY-MM-DD or an ISO 8601 time"
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

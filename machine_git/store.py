@@ -27,6 +27,7 @@ from pygit2 import Signature
 from pygit2 import Tree
 from pygit2.enums import FileMode
 
+from machine_git import env
 from machine_git import gc
 from machine_git import jsonio
 from machine_git import rows
@@ -514,7 +515,7 @@ def _author() -> Signature:
 
 
 def _acquire(fd: int, lock_path: Path) -> None:
-    timeout = float(os.environ.get(LOCK_TIMEOUT_ENV, "60"))
+    timeout = env.seconds(LOCK_TIMEOUT_ENV, 60.0)
     deadline = time.monotonic() + timeout
     delay = 0.002
     while True:

@@ -36,6 +36,7 @@ from machine_git import paths
 from machine_git import rows
 from machine_git import treediff
 from machine_git.errors import ConcurrentUpdateError
+from machine_git.errors import ConflictError
 from machine_git.errors import HookError
 from machine_git.errors import RemoteError
 from machine_git.errors import UsageError
@@ -84,7 +85,7 @@ def add_remote(store: Store, name: str, url: str) -> Remote:
         url = str(Path(url).expanduser().resolve())
     if name in store.repo.remotes.names():
         existing = store.repo.remotes[name].url
-        raise RemoteError(f"remote {name!r} already exists ({existing})")
+        raise ConflictError(f"remote {name!r} already exists ({existing})")
     store.repo.remotes.create(name, url)
     hooks.install_store_hooks(store.path)
     return Remote(name, url)

@@ -10,7 +10,8 @@ from pygit2 import Signature
 from pygit2.enums import ObjectType
 
 from machine_git import paths
-from machine_git.errors import MachineError
+from machine_git.errors import ConflictError
+from machine_git.errors import UsageError
 from machine_git.store import Store
 from machine_git.store import private_objects
 
@@ -31,12 +32,12 @@ def create(
     paths.check_name(name, "version name")
     ref = f"{TAGS}{name}"
     if not pygit2.reference_is_valid_name(ref):
-        raise MachineError(f"version name {name!r} is not a valid git tag name")
+        raise UsageError(f"version name {name!r} is not a valid git tag name")
     text = message or f"version {name}"
     with store.locked():
         if ref in store.repo.references:
             existing = store.repo.references[ref].peel(Commit)
-            raise MachineError(
+            raise ConflictError(
                 f"version {name} already exists (at {str(existing.id)[:12]}); "
                 "names never move, pick another"
             )

@@ -22,6 +22,9 @@ import pytest
 
 from machine_git import paths
 from machine_git import rows
+from machine_git.errors import DAMAGED
+from machine_git.errors import INVALID
+from machine_git.errors import IO
 from machine_git.sessions import pi
 from machine_git.store import Store
 from tests import helpers
@@ -430,7 +433,7 @@ def test_a_full_disk_fails_the_tag_in_one_line_and_changes_nothing(
 
         why = "no space left on the device" if mounted else "file size limit reached"
         assert done.stderr == f"Error: {store}: {why}; nothing was written\n"
-        assert (done.returncode, done.stdout) == (1, "")
+        assert (done.returncode, done.stdout) == (IO, "")
         assert files_of(store) == before
         git(store, "fsck", "--strict")
         if filler is not None:
@@ -462,7 +465,7 @@ def test_a_file_size_limit_fails_the_tag_in_one_line_and_changes_nothing(
     assert done.stderr == (
         f"Error: {store}: file size limit reached; nothing was written\n"
     )
-    assert (done.returncode, done.stdout) == (1, "")
+    assert (done.returncode, done.stdout) == (IO, "")
     assert files_of(store) == before
     git(store, "fsck", "--strict")
 
@@ -523,7 +526,7 @@ def test_a_read_only_store_refuses_tags_in_one_line_and_still_reads(
 
         tagged = machine("good", "--session", str(second), "--project", str(project))
         assert tagged.stderr == f"Error: {store}: the store is read-only ({reason})\n"
-        assert (tagged.returncode, tagged.stdout) == (1, "")
+        assert (tagged.returncode, tagged.stdout) == (IO, "")
         # Reading still works: listing, counting, checking, exporting.
         listed = machine("tagged", "--project", str(project))
         assert listed.stdout.startswith(expected_id(first))
@@ -613,7 +616,7 @@ def test_damaged_objects_are_findings_of_validate_store(
         timeout=60,  # libgit2 <= 1.9 loops forever on a truncated loose object
     )
 
-    assert done.returncode == 1
+    assert done.returncode == INVALID
     assert "Traceback" not in done.stderr
     findings = done.stdout.splitlines()
     assert findings
@@ -688,7 +691,7 @@ def test_reading_a_damaged_store_is_one_line_not_a_traceback(
 
     done = read_with(reader, project)
 
-    assert done.returncode == 1
+    assert done.returncode == DAMAGED
     hint = " (`machine validate --store` lists damaged objects)\n"
     if damage == "missing loose row":
         assert done.stderr == (
@@ -712,7 +715,7 @@ def test_a_truncated_loose_row_stops_export_and_diff_in_one_line(
 
     done = read_with(reader, project)
 
-    assert done.returncode == 1
+    assert done.returncode == DAMAGED
     # Export streams: the row before the damaged one may be out already.
     assert done.stdout.count("\n") <= (1 if reader.startswith("export") else 0)
     assert done.stderr == (

@@ -10,6 +10,7 @@ import pytest
 
 from machine_git import entry
 from machine_git.cli import cli
+from machine_git.errors import NOT_FOUND
 from tests.conftest import Run
 from tests.conftest import install_session
 
@@ -94,7 +95,7 @@ def test_the_fast_path_and_click_answer_alike(
     # Without a session, both refuse in the same words.
     code, out, err = main(["good"], monkeypatch, capsys)
     refused = run("good")
-    assert (code, out, err) == (1, "", refused.stderr)
+    assert (code, out, err) == (NOT_FOUND, "", refused.stderr)
     assert err.startswith("Error: no agent session for ")
 
     install_session(project, "basic")

@@ -25,6 +25,7 @@ from machine_git import capture
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
+from machine_git.errors import INVALID
 from machine_git.errors import MachineError
 from machine_git.sessions import detect
 from machine_git.store import Store
@@ -277,7 +278,7 @@ def test_machine_good_on_a_damaged_session_never_writes_a_bad_row(
         assert result.stdout.startswith(("good ", "already tagged ", "moved "))
         assert [x for x in lines if not x.startswith("warning: ")] == []
     else:
-        assert result.exit_code == 1
+        assert result.exit_code == INVALID
         assert result.stdout == ""
         assert lines[-1].startswith("Error: ")
         assert all(x.startswith("warning: ") for x in lines[:-1])

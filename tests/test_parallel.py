@@ -128,7 +128,7 @@ def test_a_bad_jobs_setting_is_one_clear_error(
     with pytest.raises(UsageError) as caught:
         list(export.lines(store, head, "tinker", KINDS, export.Tally()))
     assert str(caught.value) == (
-        f"MACHINE_JOBS must be a whole number >= 1, not {value!r}"
+        f"MACHINE_JOBS={value!r}: expected a whole number >= 1"
     )
 
 

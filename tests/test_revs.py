@@ -7,6 +7,7 @@ import pytest
 from machine_git import revs
 from machine_git import versions
 from machine_git.errors import BadRevisionError
+from machine_git.errors import UsageError
 from machine_git.store import Store
 from tests import helpers
 
@@ -41,13 +42,24 @@ def test_a_date_is_the_dataset_as_it_was_then(store: Store) -> None:
     assert revs.resolve(store, "@{2999-01-01}").id == head.id
     with pytest.raises(BadRevisionError, match="no commit at or before 2000-01-01"):
         revs.resolve(store, "@{2000-01-01}")
-    with pytest.raises(BadRevisionError, match="bad date 'soon'"):
+    with pytest.raises(UsageError, match="bad date 'soon'"):
         revs.resolve(store, "@{soon}")
 
 
-@pytest.mark.parametrize("text", ["nope", "HEAD~99", "..", "a\x00b", "x" * 300])
-def test_bad_revisions_are_one_line(store: Store, text: str) -> None:
-    with pytest.raises(BadRevisionError) as e:
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("nope", BadRevisionError),
+        ("HEAD~99", BadRevisionError),
+        ("..", BadRevisionError),
+        ("a\x00b", UsageError),
+        ("x" * 300, UsageError),
+    ],
+)
+def test_bad_revisions_are_one_line(
+    store: Store, text: str, error: type[Exception]
+) -> None:
+    with pytest.raises(error) as e:
         revs.resolve(store, text)
     assert "\n" not in str(e.value)
 

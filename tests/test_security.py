@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from machine_git import paths
+from machine_git.errors import NOT_FOUND
+from machine_git.errors import USAGE
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
 from tests.conftest import install_session
@@ -72,29 +74,33 @@ def test_every_file_stays_private_after_a_full_workflow(
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "message", "code"),
     [
-        (("rm", "../../etc/passwd"), "bad row id '../../etc/passwd'"),
-        (("rewrite", "/etc/passwd", "--as", "x"), "bad row id '/etc/passwd'"),
-        (("show", "../x"), "'../x' is neither a row id nor a revision"),
-        (("log", "--id", "a" * 500), "bad row id"),
-        (("version", "../../evil"), "may not contain '/' or start with '.'"),
-        (("version", "/abs"), "may not contain '/' or start with '.'"),
-        (("version", "x" * 300), "is longer than 100 characters"),
-        (("remote", "add", "../up", "/tmp/x"), "may not contain '/' or start with '.'"),
-        (("release", "show", "BR-../../x"), "bad release id"),
-        (("diff", "../../.."), "unknown revision"),
-        (("export", "--kind", "train", "@{../..}"), "bad date"),
+        (("rm", "../../etc/passwd"), "bad row id '../../etc/passwd'", USAGE),
+        (("rewrite", "/etc/passwd", "--as", "x"), "bad row id '/etc/passwd'", USAGE),
+        (("show", "../x"), "'../x' is neither a row id nor a revision", NOT_FOUND),
+        (("log", "--id", "a" * 500), "bad row id", USAGE),
+        (("version", "../../evil"), "may not contain '/' or start with '.'", USAGE),
+        (("version", "/abs"), "may not contain '/' or start with '.'", USAGE),
+        (("version", "x" * 300), "is longer than 100 characters", USAGE),
+        (
+            ("remote", "add", "../up", "/tmp/x"),
+            "may not contain '/' or start with '.'",
+            USAGE,
+        ),
+        (("release", "show", "BR-../../x"), "bad release id", USAGE),
+        (("diff", "../../.."), "unknown revision", NOT_FOUND),
+        (("export", "--kind", "train", "@{../..}"), "bad date", USAGE),
     ],
 )
 def test_hostile_names_get_one_clear_line(
-    project: Path, run: Run, args: tuple[str, ...], message: str
+    project: Path, run: Run, args: tuple[str, ...], message: str, code: int
 ) -> None:
     run("good", "--session", str(PI_SESSIONS / "basic.jsonl"))
     store = paths.store_path(project)
     before = sorted(p.name for p in store.parent.iterdir())
     result = run(*args)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == code, result.output
     assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
     assert message in result.stderr
     assert sorted(p.name for p in store.parent.iterdir()) == before
@@ -105,10 +111,10 @@ def test_out_cannot_be_a_folder_and_is_created_private(
 ) -> None:
     session = str(PI_SESSIONS / "basic.jsonl")
     result = run("good", "--session", session, "--out", str(tmp_path))
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     target = tmp_path / "sub" / "rows.jsonl"
     missing = run("good", "--session", session, "--out", str(target))
-    assert missing.exit_code == 1
+    assert missing.exit_code == USAGE
     assert (
         missing.stderr == f"Error: cannot write {target}: No such file or directory\n"
     )
@@ -125,7 +131,7 @@ def test_a_deleted_working_folder_is_one_line(
     monkeypatch.chdir(gone)
     gone.rmdir()
     result = run("data")
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr == (
         "Error: the current folder no longer exists; cd somewhere or pass --project\n"
     )

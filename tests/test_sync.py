@@ -13,6 +13,7 @@ from pygit2.enums import FileMode
 from machine_git import jsonio
 from machine_git import rows
 from machine_git import sync
+from machine_git.errors import ConflictError
 from machine_git.errors import RemoteError
 from machine_git.errors import UsageError
 from machine_git.store import BRANCH
@@ -92,7 +93,7 @@ def test_adding_a_remote_twice_is_refused(tmp_path: Path) -> None:
     store = Store.create(tmp_path / "s")
     sync.add_remote(store, "origin", "/srv/a.git")
     with pytest.raises(
-        RemoteError, match=r"^remote 'origin' already exists \(/srv/a.git\)$"
+        ConflictError, match=r"^remote 'origin' already exists \(/srv/a.git\)$"
     ):
         sync.add_remote(store, "origin", "/srv/b.git")
 

@@ -13,6 +13,9 @@ from typing import Any
 import click
 
 from machine_git import __version__
+from machine_git.errors import INTERRUPTED
+from machine_git.errors import USAGE
+from machine_git.errors import exit_code
 from machine_git.errors import user_message
 
 # Start-up is most of the time of `machine good` (bench/RESULTS.md), so the
@@ -58,19 +61,54 @@ class MachineGroup(click.Group):
                 return command
         return super().get_command(ctx, cmd_name)
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as e:  # `machine --bogus`
+            raise Failure.usage(e) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:  # a subcommand's options or arguments
+            raise Failure.usage(e) from None
+        except click.ClickException:
+            raise
         except Exception as e:
             # A MachineError, or a read of a damaged store failing inside
             # libgit2 (errors.store_read_error); anything else is a bug.
             why = user_message(e)
             if why is None:
                 raise
-            raise click.ClickException(why) from None
+            raise Failure(why, exit_code(e)) from None
         except KeyboardInterrupt:
             click.echo("Interrupted", err=True)
-            ctx.exit(130)
+            ctx.exit(INTERRUPTED)
+
+
+class Failure(click.ClickException):
+    """``Error: <one line>`` and the exit code of its kind (errors.py)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        # click reads exit_code from the instance; its stub calls it a ClassVar.
+        self.exit_code = code  # type: ignore[misc]
+
+    @classmethod
+    def usage(cls, e: click.UsageError) -> Failure:
+        """Click's usage error as one line, with where to look for help.
+
+        Click prints the usage and a "Try ..." line above the error; every
+        other error here is one line, so this one is too.
+        """
+        where = e.ctx.command_path if e.ctx is not None else "machine"
+        return cls(f"{e.format_message()} (see '{where} --help')", USAGE)
 
 
 @click.group(cls=MachineGroup, context_settings={"help_option_names": ["-h", "--help"]})

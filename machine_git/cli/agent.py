@@ -28,7 +28,8 @@ from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.cli.common import warn
-from machine_git.errors import MachineError
+from machine_git.errors import NotFoundError
+from machine_git.errors import RowNotFoundError
 from machine_git.errors import StudentError
 from machine_git.errors import UsageError
 from machine_git.sessions import detect
@@ -385,7 +386,7 @@ def _fork(row: dict[str, Any], words: tuple[str, ...], dry_run: bool) -> None:
     click.echo(f"fork of {made.parent_id}: running pi -p", err=True)
     status = forks.run(made, pi_bin)
     if status != 0:
-        raise SystemExit(status)
+        raise click.exceptions.Exit(status)  # pi's own code: it said why
 
 
 @click.command()
@@ -410,7 +411,7 @@ def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> No
     store = _existing_store(project)
     latest = [] if store is None else observing.recent(store, 1)
     if not latest:
-        raise MachineError(
+        raise NotFoundError(
             "no observed run to fork (machine auto on, then run pi -p; "
             "or machine correction --id ID)"
         )
@@ -436,7 +437,7 @@ def correction(
     store = open_store(project)
     found = store.read_row(lookup.resolve_id(store, row_id))
     if found is None:  # resolve_id found it a moment ago
-        raise MachineError(f"row {row_id} was removed meanwhile")
+        raise RowNotFoundError(f"row {row_id} was removed meanwhile")
     _fork(found, correction_words, dry_run)
 
 

@@ -21,6 +21,7 @@ from machine_git.cli.common import limit_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
+from machine_git.errors import INVALID
 from machine_git.schemas import KINDS
 from machine_git.store import Store
 
@@ -161,7 +162,7 @@ def validate(
         )
         click.echo(f"checked {tally.rows} rows: {verdict}", err=bool(findings))
     if findings:
-        raise SystemExit(1)
+        raise click.exceptions.Exit(INVALID)
 
 
 def _when(timestamp: int) -> str:

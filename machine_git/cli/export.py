@@ -130,7 +130,7 @@ def _reader_went_away() -> NoReturn:
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    raise SystemExit(141)
+    raise click.exceptions.Exit(141)
 
 
 def _skipped(count: int, label: str) -> None:

@@ -11,6 +11,7 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.errors import FAILED
 from machine_git.errors import ReleaseError
 from machine_git.errors import UsageError
 
@@ -161,7 +162,7 @@ def release_check(
                     f"(want {_short(case['reference'])})"
                 )
     if not result["passed"]:
-        raise SystemExit(1)
+        raise click.exceptions.Exit(FAILED)
 
 
 @release.command(name="trial")

@@ -16,6 +16,7 @@ from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
+from machine_git.errors import CONFLICT
 from machine_git.errors import RemoteError
 from machine_git.store import Store
 
@@ -134,7 +135,7 @@ def pull(name: str, prefer: str | None, project: Path | None, as_json: bool) -> 
     else:
         _echo_pull(result)
     if result.status == "conflict":
-        raise SystemExit(1)
+        raise click.exceptions.Exit(CONFLICT)
 
 
 def _echo_pull(result: sync.PullResult) -> None:

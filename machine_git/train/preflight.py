@@ -21,6 +21,7 @@ from typing import Any
 from typing import Literal
 from urllib.parse import urlsplit
 
+from machine_git import env
 from machine_git.errors import TinkerServiceError
 from machine_git.train import service
 
@@ -50,12 +51,7 @@ class ServiceInfo:
 
 def timeout_seconds() -> float:
     """The preflight's patience: ``$MACHINE_TINKER_TIMEOUT`` or 20 s."""
-    text = os.environ.get(TIMEOUT_ENV, "")
-    try:
-        value = float(text) if text else DEFAULT_TIMEOUT
-    except ValueError:
-        value = DEFAULT_TIMEOUT
-    return value if value > 0 else DEFAULT_TIMEOUT
+    return env.seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
 
 
 def check(

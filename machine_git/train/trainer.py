@@ -18,6 +18,7 @@ from typing import Any
 from machine_git import rows
 from machine_git.errors import MachineError
 from machine_git.errors import TinkerServiceError
+from machine_git.errors import TrainingError
 from machine_git.store import Store
 from machine_git.train import datasets
 from machine_git.train import loop
@@ -44,7 +45,7 @@ def plan(store: Store, run_id: str | None, smoke: bool) -> Plan:
     record = runs.find(store, run_id)
     status = record.get("status")
     if not smoke and status == "done":
-        raise MachineError(
+        raise TrainingError(
             f"run {record['id']} is done; prepare a new one with 'machine train sft'"
         )
     cfg, where = runs.run_config(store, record)

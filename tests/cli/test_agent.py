@@ -12,6 +12,9 @@ import pytest
 from machine_git import paths
 from machine_git import rows
 from machine_git.agents import install
+from machine_git.errors import INVALID
+from machine_git.errors import NOT_FOUND
+from machine_git.errors import USAGE
 from machine_git.sessions import detect
 from machine_git.sessions import pi
 from tests.agents import conftest as oai_stub
@@ -88,7 +91,7 @@ def test_install_pi_in_the_project(project: Path, run: Run) -> None:
 
 def test_letta_mods_are_global_only(project: Path, run: Run) -> None:
     result = run("install", "letta", "--project")
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr == (
         "Error: Letta Code loads mods from ~/.letta/mods only; drop --project\n"
     )
@@ -187,7 +190,7 @@ def test_observe_a_letta_history(project: Path, run: Run) -> None:
 def test_observe_refuses_a_failed_run(project: Path, run: Run) -> None:
     install_session(project, "aborted")
     result = run("observe")
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == (
         "Error: the run was aborted: Request was aborted; nothing observed\n"
     )
@@ -211,7 +214,7 @@ def test_label_turns_an_observed_run_into_a_trace(project: Path, run: Run) -> No
     assert (row["kind"], row["tag"], row["note"]) == ("traces", "good", "right tools")
     assert run("observed").stdout.startswith("no observed runs yet")
     again = run("label", row_id, "bad")
-    assert again.exit_code == 1
+    assert again.exit_code == USAGE
     assert again.stderr == (
         f"Error: row {row_id} is a traces row, not observed; "
         f"use machine move {row_id} --to bad\n"
@@ -238,7 +241,7 @@ def fake_pi(tmp_path: Path, status: int = 0) -> Path:
 
 def test_fork_without_an_observed_run(project: Path, run: Run) -> None:
     result = run("fork", "again")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         "Error: no observed run to fork (machine auto on, then run pi -p; "
         "or machine correction --id ID)\n"
@@ -366,7 +369,7 @@ def test_student_json_tells_the_extension_what_to_switch_to(
 
 def test_student_refuses_a_bad_handle(project: Path, run: Run) -> None:
     result = run("student", "Inkling")
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr.startswith("Error: 'Inkling' is not a student handle: ")
     assert not store_of(project).exists()
 

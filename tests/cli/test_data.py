@@ -8,6 +8,7 @@ import orjson
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
+from machine_git.errors import INVALID
 from machine_git.store import Change
 from machine_git.store import Store
 from tests import helpers
@@ -88,7 +89,7 @@ def test_validate_files_prints_file_line_path_problem(
     path = tmp_path / "rows.jsonl"
     path.write_bytes(jsonio.line(good) + jsonio.line(bad) + b"{not json\n")
     result = run("validate", str(path))
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stdout == (
         f'{path}:2: $.trajectory[1].content: 5 is not of type "string"\n'
         f"{path}:3: $: not valid JSON (unexpected character, expected a string key: "
@@ -138,7 +139,7 @@ def test_validate_store_reports_rows_that_arrived_broken(
         "refs/heads/main", sig, sig, "x\n", index.write_tree(repo), [head.id]
     )
     result = run("validate", "--store")
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stdout.splitlines()[0] == (
         'rows/ab/ca/abcabcabcabc.json:1: $: "tag" is a required property'
     )

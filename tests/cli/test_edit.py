@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from machine_git import paths
+from machine_git.errors import USAGE
 from machine_git.store import Store
 from tests import helpers
 from tests.conftest import Run
@@ -100,7 +101,7 @@ def test_an_ambiguous_prefix_lists_the_candidates(project: Path, run: Run) -> No
         row_data = helpers.train_row(row_id)
         helpers.commit_row(store, row_data)
     result = run("rm", "abc")
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr == (
         "Error: row id 'abc' is ambiguous: 2 rows match (abc111111111, abc222222222)\n"
     )
@@ -220,7 +221,7 @@ def test_changing_the_id_in_an_edit_is_refused(
         ),
     )
     result = run("edit", row_id)
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr == (
         f"Error: the id cannot change ({row_id} -> 'ffffffffffff'); "
         "use machine rm and machine import\n"

@@ -12,6 +12,9 @@ import orjson
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
+from machine_git.errors import CONFLICT
+from machine_git.errors import INVALID
+from machine_git.errors import NOT_FOUND
 from machine_git.sessions import pi
 from tests import helpers
 from tests.conftest import PI_SESSIONS
@@ -313,15 +316,16 @@ def test_json_without_a_file_is_refused(project: Path, run: Run) -> None:
     result = run("export", "--json")
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert result.stderr.endswith(
-        "Error: --json needs -o FILE (without it the rows go to stdout)\n"
+    assert result.stderr == (
+        "Error: --json needs -o FILE (without it the rows go to stdout)"
+        " (see 'cli export --help')\n"
     )
 
 
 def test_a_bad_revision_is_one_line(project: Path, run: Run) -> None:
     tag(run, project, "basic", "good")
     result = run("export", "nope")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stdout == ""
     assert result.stderr == (
         "Error: unknown revision 'nope' (a commit id, HEAD~N, a version name, "
@@ -511,7 +515,7 @@ def test_a_bad_line_imports_nothing(project: Path, run: Run, tmp_path: Path) -> 
     )
     result = run("import", str(seed))
     good_id = hashlib.sha256(jsonio.canonical(good_line)).hexdigest()[:12]
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stdout == ""
     assert result.stderr == (
         f"{seed}:3: $: not valid JSON (unexpected character, expected a "
@@ -531,7 +535,7 @@ def test_a_bad_line_imports_nothing(project: Path, run: Run, tmp_path: Path) -> 
 def test_a_bad_file_creates_no_store(project: Path, run: Run, tmp_path: Path) -> None:
     seed = write_jsonl(tmp_path / "seed.jsonl", {"messages": "hi"})
     result = run("import", str(seed))
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr.endswith(f"Error: {seed}: 1 bad line; nothing imported\n")
     assert not store_of(project).exists()
 
@@ -575,7 +579,7 @@ def test_a_changed_row_is_a_conflict_and_imports_nothing(
     fresh = helpers.train_row("0a0b0c0d0e0f")
     seed = write_jsonl(tmp_path / "b.jsonl", fresh, changed)
     result = run("import", str(seed))
-    assert result.exit_code == 1
+    assert result.exit_code == CONFLICT
     assert result.stderr == (
         f"Error: {seed}: 1 row is already in the store with different content "
         "(a1b2c3d4e5f6); nothing imported\n"

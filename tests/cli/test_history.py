@@ -5,6 +5,7 @@ from pathlib import Path
 import orjson
 
 from machine_git import paths
+from machine_git.errors import NOT_FOUND
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
@@ -105,7 +106,7 @@ def test_show_a_commit_with_the_rows_it_touched(project: Path, run: Run) -> None
 def test_show_unknown_is_one_line(project: Path, run: Run) -> None:
     tag_three(project, run)
     result = run("show", "zzz")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == "Error: 'zzz' is neither a row id nor a revision\n"
 
 
@@ -157,7 +158,7 @@ def test_diff_of_a_trajectory_is_record_by_record(project: Path, run: Run) -> No
 def test_diff_bad_revision(project: Path, run: Run) -> None:
     tag_three(project, run)
     result = run("diff", "nope")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         "Error: unknown revision 'nope' (a commit id, HEAD~N, a version name, "
         "a run id or @{DATE})\n"

@@ -10,6 +10,9 @@ import pytest
 
 from machine_git import paths
 from machine_git import rows
+from machine_git.errors import CONFLICT
+from machine_git.errors import REMOTE
+from machine_git.errors import USAGE
 from machine_git.store import Store
 from tests.cli.test_tag import answer_id
 from tests.conftest import Run
@@ -74,7 +77,7 @@ def test_remotes_are_added_and_listed(project: Path, run: Run, hub: Path) -> Non
         {"name": "origin", "url": str(hub)},
     ]
     again = run("remote", "add", "origin", "/elsewhere.git")
-    assert again.exit_code == 1
+    assert again.exit_code == CONFLICT
     assert again.stderr == f"Error: remote 'origin' already exists ({hub})\n"
 
 
@@ -90,7 +93,7 @@ def test_a_bad_remote_name_is_one_line(
     project: Path, run: Run, name: str, problem: str
 ) -> None:
     result = run("remote", "add", name, "/srv/hub.git")
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr == f"Error: {problem}\n"
     push = run("push", name)
     assert push.stderr == f"Error: {problem}\n"
@@ -102,14 +105,14 @@ def test_an_unknown_or_unreachable_remote_is_one_line(
     install_session(project, "basic")
     run("good")
     unknown = run("push", "backup")
-    assert unknown.exit_code == 1
+    assert unknown.exit_code == REMOTE
     assert unknown.stderr == (
         "Error: no remote 'backup' (add one with 'machine remote add backup URL')\n"
     )
     nowhere = tmp_path / "nowhere"
     run("remote", "add", "origin", str(nowhere))
     pulled = run("pull")
-    assert pulled.exit_code == 1
+    assert pulled.exit_code == REMOTE
     assert pulled.stderr == (
         f"Error: cannot fetch from origin ({nowhere}): '{nowhere}' does not appear "
         "to be a git repository\n"
@@ -144,7 +147,7 @@ def test_two_machines_share_their_rows_through_a_hub(
     run("remote", "add", "origin", str(hub))
     store_b = paths.store_path(project)
     refused = run("push")
-    assert refused.exit_code == 1
+    assert refused.exit_code == REMOTE
     assert refused.stderr == (
         "Error: origin has commits this store does not; "
         "run 'machine pull origin' first, then push again\n"
@@ -193,7 +196,7 @@ def test_a_conflict_shows_both_versions_and_prefer_resolves_it(
     before = short(store_a)
 
     result = run("pull")
-    assert result.exit_code == 1
+    assert result.exit_code == CONFLICT
     ours, theirs = row_in(store_a, row_id), row_in(hub, row_id)
     differ = [k for k in sorted(ours) if ours[k] != theirs[k]]
     assert "note" in differ and "kind" not in differ
@@ -209,7 +212,7 @@ def test_a_conflict_shows_both_versions_and_prefer_resolves_it(
     assert short(store_a) == before
 
     as_json = run("pull", "--json")
-    assert as_json.exit_code == 1
+    assert as_json.exit_code == CONFLICT
     [conflict] = orjson.loads(as_json.stdout)["conflicts"]
     assert (conflict["row"], conflict["ours"], conflict["theirs"]) == (
         row_id,
@@ -251,7 +254,7 @@ def test_a_refused_push_shows_what_the_store_found(
     assert run("push", "other").exit_code == 0
     bad = commit_bad_row(mine)
     result = run("push", "other")
-    assert result.exit_code == 1
+    assert result.exit_code == REMOTE
     assert result.stderr == (
         f"commit {bad[:12]}: sneak a bad row\n"
         'rows/dd/dd/dddddddddddd.json:1: $.note: 3 is not of types "null", "string"\n'

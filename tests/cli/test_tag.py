@@ -7,6 +7,9 @@ import orjson
 
 from machine_git import paths
 from machine_git import rows
+from machine_git.errors import INVALID
+from machine_git.errors import NOT_FOUND
+from machine_git.errors import USAGE
 from machine_git.sessions import pi
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
@@ -165,7 +168,7 @@ def test_out_writes_a_validated_row_and_leaves_no_store(
 def test_out_to_a_directory_is_refused(project: Path, run: Run, tmp_path: Path) -> None:
     install_session(project, "basic")
     result = run("good", "--out", str(tmp_path))
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr == f"Error: output path {str(tmp_path)!r} is a directory\n"
 
 
@@ -182,7 +185,7 @@ def test_session_and_entry_pick_an_exact_turn(project: Path, run: Run) -> None:
 def test_no_session_is_one_line(project: Path, run: Run) -> None:
     # --host pi: auto's message (no session of any host) is in test_tag_hosts.py.
     result = run("good", "--host", "pi")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     where = pi.agent_dir() / "sessions" / pi.encode_cwd(project)
     assert result.stderr == (
         f"Error: no Pi session for {project} in {where} (run pi in the project "
@@ -193,7 +196,7 @@ def test_no_session_is_one_line(project: Path, run: Run) -> None:
 def test_an_aborted_turn_is_refused_with_the_reason(project: Path, run: Run) -> None:
     install_session(project, "aborted")
     result = run("good")
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == (
         "Error: the last turn was aborted: Request was aborted; nothing tagged\n"
     )
@@ -203,7 +206,7 @@ def test_an_aborted_turn_is_refused_with_the_reason(project: Path, run: Run) -> 
 def test_an_errored_turn_is_refused_with_the_reason(project: Path, run: Run) -> None:
     install_session(project, "errored")
     result = run("bad", "--trace")
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == (
         "Error: the last turn ended with an error: fake provider: "
         "invalid_request_error: scripted failure for this fixture; nothing tagged\n"
@@ -217,7 +220,7 @@ def test_a_turn_without_an_answer_needs_as(project: Path, run: Run) -> None:
         e["id"] for e in fixture_lines("compaction-branch") if e.get("parentId") == user
     )
     result = run("good", "--session", session, "--entry", call)
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == (
         "Error: the last turn has no answer yet (it ended on a tool call); "
         "tag it with --as TEXT to supply one\n"
@@ -237,7 +240,7 @@ def test_corrupt_lines_warn_on_stderr_and_still_tag(project: Path, run: Run) -> 
 def test_bad_entry_id_is_one_line(project: Path, run: Run) -> None:
     session = install_session(project, "basic")
     result = run("good", "--entry", "../../etc")
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == f"Error: {session}: no entry '../../etc' in this session\n"
 
 

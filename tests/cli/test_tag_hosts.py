@@ -15,6 +15,8 @@ import pytest
 
 from machine_git import paths
 from machine_git import rows
+from machine_git.errors import INVALID
+from machine_git.errors import NOT_FOUND
 from machine_git.sessions import claude
 from machine_git.sessions import codex
 from machine_git.sessions import letta
@@ -284,7 +286,7 @@ def test_auto_takes_the_newest_across_hosts(project: Path, run: Run) -> None:
 
 def test_no_session_of_any_host_is_one_line(project: Path, run: Run) -> None:
     result = run("good")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         f"Error: no agent session for {project} (looked for Pi, Letta Code, Claude "
         "Code and Codex sessions; run your agent in the project first, or pass "
@@ -294,7 +296,7 @@ def test_no_session_of_any_host_is_one_line(project: Path, run: Run) -> None:
 
 def test_a_session_of_another_host_than_named(project: Path, run: Run) -> None:
     result = run("good", "--host", "pi", "--session", str(CLAUDE))
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == (
         f"Error: {CLAUDE} is a Claude Code session, not a Pi session "
         "(pass --host claude or --host auto)\n"
@@ -306,7 +308,7 @@ def test_a_file_of_no_known_format(project: Path, run: Run, tmp_path: Path) -> N
     path = tmp_path / "notes.jsonl"
     path.write_text(json.dumps({"note": "not a session"}) + "\n")
     result = run("good", "--session", str(path))
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == (
         f"Error: {path}: not a session file of a known format (tried: Pi session, "
         "Letta Code local-backend conversation, Letta Code transcript, Letta API "
@@ -332,7 +334,7 @@ def test_an_unfinished_turn_needs_an_answer(
         b"\n".join(CODEX.read_bytes().split(b"\n")[:26])
     )  # before the answer
     result = run("good", "--session", str(path))
-    assert result.exit_code == 1
+    assert result.exit_code == INVALID
     assert result.stderr == (
         "Error: the last turn has no answer yet (it ended on a tool call); tag it "
         "with --as TEXT to supply one\n"

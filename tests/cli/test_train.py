@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
+from machine_git.errors import SERVICE
+from machine_git.errors import USAGE
 from machine_git.train import rendering
 from machine_git.train import service
 from tests.conftest import Run
@@ -377,7 +379,7 @@ def test_api_commands_refuse_without_yes(
         (("train", "eval", "baseline"), "machine train eval baseline"),
     ):
         result = run(*args)
-        assert result.exit_code == 1
+        assert result.exit_code == USAGE
         assert result.stderr == (
             f"Error: {name} calls the Tinker API, which is billed: add --yes\n"
         )
@@ -555,7 +557,7 @@ def test_no_key_stops_before_any_request(
     head = git(traces, "rev-parse", "HEAD").strip()
     monkeypatch.delenv("TINKER_API_KEY")
     result = run("train", "run", "--yes")
-    assert result.exit_code == 1
+    assert result.exit_code == SERVICE
     assert result.stderr.splitlines()[-1] == (
         "Error: no Tinker API key: set TINKER_API_KEY (or run 'tinker auth login')"
     )
@@ -571,7 +573,7 @@ def test_an_unreachable_service_fails_fast(
     url = support.refusing_url()
     support.set_key(monkeypatch, url)  # and the real client seam: nothing faked
     result = run("train", "smoke", "--yes")
-    assert result.exit_code == 1
+    assert result.exit_code == SERVICE
     assert result.stderr.splitlines()[-1] == (
         f"Error: Tinker is unreachable at {url}: connection refused "
         "(check the network or TINKER_BASE_URL)"
@@ -587,7 +589,7 @@ def test_a_service_error_mid_run_marks_the_run_failed(
     before = git(traces, "rev-parse", "HEAD").strip()
     fake.fail_at_step = 3
     result = run("train", "run", "--yes")
-    assert result.exit_code == 1
+    assert result.exit_code == SERVICE
     reason = "InternalServerError: worker lost"
     assert result.stderr.splitlines()[-1] == (
         f"Error: run of {run_id} failed at step 3: {reason}"

@@ -5,6 +5,8 @@ from pathlib import Path
 import orjson
 
 from machine_git import paths
+from machine_git.errors import CONFLICT
+from machine_git.errors import USAGE
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
@@ -31,7 +33,7 @@ def test_a_version_name_is_given_once(project: Path, run: Run) -> None:
     run("good")
     run("version", "v1")
     again = run("version", "v1")
-    assert again.exit_code == 1
+    assert again.exit_code == CONFLICT
     assert again.stderr.startswith("Error: version v1 already exists (at ")
 
 
@@ -45,6 +47,6 @@ def test_version_names_cannot_escape(project: Path, run: Run) -> None:
         ("x" * 101, "is longer than 100 characters"),
     ]:
         result = run("version", name)
-        assert result.exit_code == 1
+        assert result.exit_code == USAGE
         assert message in result.stderr
     assert git(paths.store_path(project), "tag").strip() == ""

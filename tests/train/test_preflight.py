@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from machine_git.errors import TinkerServiceError
+from machine_git.errors import UsageError
 from machine_git.train import preflight
 from tests.train import conftest as support
 from tests.train.conftest import FakeTinker
@@ -96,5 +97,12 @@ def test_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert preflight.timeout_seconds() == 20.0
     monkeypatch.setenv("MACHINE_TINKER_TIMEOUT", "3.5")
     assert preflight.timeout_seconds() == 3.5
-    monkeypatch.setenv("MACHINE_TINKER_TIMEOUT", "soon")
+    monkeypatch.setenv("MACHINE_TINKER_TIMEOUT", "")
     assert preflight.timeout_seconds() == 20.0
+    for bad in ("soon", "0", "-2", "nan"):
+        monkeypatch.setenv("MACHINE_TINKER_TIMEOUT", bad)
+        with pytest.raises(UsageError) as caught:
+            preflight.timeout_seconds()
+        assert str(caught.value) == (
+            f"MACHINE_TINKER_TIMEOUT={bad!r}: expected a number of seconds above 0"
+        )

@@ -10,6 +10,7 @@ import pytest
 
 from machine_git import jsonio
 from machine_git import releases
+from machine_git.errors import USAGE
 from machine_git.store import Change
 from machine_git.store import Store
 from machine_git.train import evals
@@ -199,7 +200,7 @@ def test_lineage_goes_from_release_to_rows(
 @pytest.mark.parametrize("bad", ["BR-1", "br-001", "BR-../x", "X"])
 def test_bad_release_ids(trained: dict[str, Any], run: Run, bad: str) -> None:
     result = run("release", "show", bad)
-    assert result.exit_code == 1
+    assert result.exit_code == USAGE
     assert result.stderr == (
         f"Error: bad release id {bad!r}: expected BR-NNN (e.g. BR-001)\n"
     )

@@ -8,6 +8,7 @@ import orjson
 import pytest
 import tinker
 
+from machine_git.errors import SERVICE
 from machine_git.store import Store
 from machine_git.train import runs
 from tests.conftest import Run
@@ -43,7 +44,7 @@ def test_a_failure_creating_the_client_is_named(
 ) -> None:
     fake.raise_on["create_lora_training_client"] = _error("no capacity")
     result = run("train", "run", "--yes")
-    assert result.exit_code == 1
+    assert result.exit_code == SERVICE
     where = "start (creating the training client)"
     assert result.stderr.splitlines()[-1] == (
         f"Error: run of {prepared['id']} failed at {where}: "
@@ -62,7 +63,7 @@ def test_a_failure_saving_the_final_checkpoint_is_named(
 ) -> None:
     fake.raise_on["save_weights_for_sampler"] = _error("disk full")
     result = run("train", "run", "--yes")
-    assert result.exit_code == 1
+    assert result.exit_code == SERVICE
     record = _record(project, prepared["id"])
     assert record["error"] == "the final checkpoint: APIConnectionError: disk full"
     assert len(record["steps"]) == 4
@@ -84,7 +85,7 @@ def test_a_failed_smoke_test_leaves_the_run_prepared(
 ) -> None:
     fake.fail_at_step = 2
     result = run("train", "smoke", "--yes")
-    assert result.exit_code == 1
+    assert result.exit_code == SERVICE
     assert result.stderr.splitlines()[-1] == (
         f"Error: smoke of {prepared['id']} failed at step 2: "
         "InternalServerError: worker lost"
