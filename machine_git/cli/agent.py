@@ -5,8 +5,8 @@ machine's skills) in place; ``auto``, ``observe``, ``observed`` and ``label``
 record unlabeled runs and judge them later; ``fork`` and ``correction`` rerun
 a recorded run in Pi with a correction; ``student``, ``work`` and ``ask``
 choose and sample the model trained from the rows, and ``models`` lists what
-Tinker offers. Every command that commits refreshes the row counts cache that
-Pi's footer reads (agents.footer).
+Tinker offers. The row counts cache Pi's footer reads follows every commit
+by itself (the store keeps it: agents.footer).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import click
 
 from machine_git import paths
 from machine_git import rows
-from machine_git.agents import footer
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import limit_option
@@ -34,6 +33,7 @@ from machine_git.errors import StudentError
 from machine_git.errors import UsageError
 from machine_git.sessions import detect
 from machine_git.store import Store
+from machine_git.store import exists as store_exists
 
 if TYPE_CHECKING:
     from machine_git.agents.install import Outcome
@@ -173,7 +173,6 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
         value = state == "on"
         store = open_store(root, create=True)
         commit = settings.write(store, "auto", value)
-        footer.refresh(store)
     if as_json:
         emit_json({"auto": value, "commit": commit, "project": str(root)})
     elif state == "status":
@@ -257,8 +256,6 @@ def observe(
     row = observing.build(turn, parent=parent, reasoning=reasoning)
     store = open_store(root, create=True)
     result = observing.observe(store, row, redact=not no_redact)
-    if result.commit is not None:
-        footer.refresh(store)
     if result.redacted:
         click.echo(f"redacted {redaction.describe(result.redacted)}", err=True)
     if as_json:
@@ -310,7 +307,7 @@ def observed(limit: int, project: Path | None, as_json: bool) -> None:
 
 def _existing_store(project: Path | None) -> Store | None:
     location = paths.store_path(project_of(project))
-    return Store.open(location) if (location / "HEAD").exists() else None
+    return Store.open(location) if store_exists(location) else None
 
 
 @click.command()
@@ -340,7 +337,6 @@ def label(
 
     store = open_store(project)
     done = observing.label(store, row_id, verdict, rewrite, note)
-    footer.refresh(store)
     after = done.after
     if as_json:
         emit_json(
@@ -503,7 +499,6 @@ def student(
     parsed = students.parse(handle)
     store = open_store(project, create=True)
     students.choose(store, parsed, work_model)
-    footer.refresh(store)
     offered = students.offer_in_pi(parsed)
     if parsed.sampleable:
         in_pi = (
@@ -550,7 +545,6 @@ def work(project: Path | None, as_json: bool) -> None:
     info: dict[str, Any] = {"student": None, "chat": "work", "work_model": None}
     if store is not None:
         students.back_to_work(store)
-        footer.refresh(store)
         info = students.current(store)
     model = info["work_model"]
     message = "chatting with the working model" + (f" {model}" if model else "")

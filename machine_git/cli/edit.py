@@ -9,7 +9,6 @@ import click
 from machine_git import edits
 from machine_git import jsonio
 from machine_git import lookup
-from machine_git.agents import footer
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -46,7 +45,6 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
     """
     store = open_store(project)
     result = edits.rewrite(store, row_id, text)
-    footer.refresh(store)
     _report("rewrote", result, as_json)
 
 
@@ -79,7 +77,6 @@ def edit(row_id: str, project: Path | None) -> None:
             value, problems = None, [f"$: not valid JSON ({e})"]
         if not problems and isinstance(value, dict):
             result = edits.replace(store, full_id, value)
-            footer.refresh(store)
             _report("edited", result, False)
             return
         click.echo(f"the edited row is invalid ({len(problems)} problems):", err=True)
@@ -109,7 +106,6 @@ def rm(row_id: str, why: str | None, project: Path | None, as_json: bool) -> Non
     """
     store = open_store(project)
     result = edits.remove(store, row_id, why)
-    footer.refresh(store)
     _report("removed", result, as_json)
 
 
@@ -127,7 +123,6 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
     """
     store = open_store(project)
     result = edits.move(store, row_id, label)
-    footer.refresh(store)
     if result.commit is not None and not as_json:
         before = (result.before or {}).get("kind")
         after = (result.after or {}).get("kind")
@@ -148,7 +143,6 @@ def undo(project: Path | None, as_json: bool) -> None:
     """
     store = open_store(project)
     undone, commit = edits.undo(store)
-    footer.refresh(store)
     summary = undone.message.splitlines()[0] if undone.message else ""
     if as_json:
         emit_json({"undone": str(undone.id), "commit": commit, "summary": summary})
