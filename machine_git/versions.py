@@ -13,6 +13,7 @@ from machine_git import paths
 from machine_git.errors import ConflictError
 from machine_git.errors import UsageError
 from machine_git.store import Store
+from machine_git.store import check_refs
 from machine_git.store import private_objects
 
 TAGS = "refs/tags/"
@@ -53,6 +54,7 @@ def create(
 
 def listing(store: Store) -> list[Version]:
     """Every named version, oldest commit first."""
+    check_refs(store.path, TAGS)  # a damaged tag is damage, not "no versions"
     found: list[Version] = []
     for ref in store.repo.references:
         if not ref.startswith(TAGS):

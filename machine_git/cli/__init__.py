@@ -138,6 +138,7 @@ def _register() -> None:
     from machine_git.cli import gc
     from machine_git.cli import history
     from machine_git.cli import hooks
+    from machine_git.cli import recover
     from machine_git.cli import releases
     from machine_git.cli import sync
     from machine_git.cli import tag
@@ -168,6 +169,7 @@ def _register() -> None:
         sync.clone,
         hooks.hooks,
         gc.gc_command,
+        recover.recover_command,
         agent.install,
         agent.uninstall,
         agent.auto,
