@@ -23,7 +23,6 @@ import pytest
 from machine_git import paths
 from machine_git import rows
 from machine_git.errors import DAMAGED
-from machine_git.errors import INVALID
 from machine_git.errors import IO
 from machine_git.sessions import pi
 from machine_git.store import Store
