@@ -244,7 +244,7 @@ def _damage_or(path: Path, e: StoreError) -> StoreError:
 
     if isinstance(e, DiskFullError | ReadOnlyStoreError):
         return e
-    found = recover.diagnose(path)
+    found = recover.diagnose(path, thorough=True)
     if not found.damaged:
         return e
     return DamagedStoreError(

@@ -37,7 +37,8 @@ _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _NAMES = {number: name.decode() for name, number in _TYPES.items()}
 _PACKED_FIRST = 2  # libgit2 asks backends in order of priority, highest first
 _LOOSE = 1  # (one objects folder: its pack reader, then its loose reader)
-_ASIDE = "damaged-objects"  # beside objects/, in the store's own folder
+_ASIDE = "damaged-objects"
+_HEXSIZE = 40  # beside objects/, in the store's own folder
 
 _guarded: weakref.WeakSet[pygit2.Repository] = weakref.WeakSet()
 
@@ -73,7 +74,10 @@ def guard(
         objects = str(objects)
         aside = os.path.join(os.path.dirname(objects), "machine", _ASIDE)
         odb.add_backend(pygit2.OdbBackendPack(objects), priority)
-        odb.add_backend(_Loose(objects, aside), priority - 1)
+        # libgit2 asks every backend when pygit2 reads an object: a damaged
+        # copy in a folder read "also" must not hide the good one before it.
+        loose = _Loose(objects, aside, strict=priority == _PACKED_FIRST)
+        odb.add_backend(loose, priority - 1)
         priority -= 2
     repo.set_odb(odb)
     _guarded.add(repo)
@@ -116,10 +120,16 @@ def inflate(path: str, name: str) -> tuple[bytes, bytes]:
 class _Loose(pygit2.OdbBackend):
     """libgit2's view of the loose objects, read in Python (pygit2's callbacks)."""
 
-    def __init__(self, folder: str, aside: str) -> None:
+    def __init__(self, folder: str, aside: str, strict: bool = True) -> None:
         super().__init__()
         self.folder = folder
         self.aside = aside
+        self.strict = strict  # False: a damaged object here is "not here"
+        # objects/xx folders seen missing: a packed store has few loose
+        # objects, and pygit2 asks every backend for every object it reads.
+        # Forgotten on refresh (libgit2 refreshes, then asks again, before it
+        # calls an object missing), so an object written since is found.
+        self.absent: set[str] = set()
         # libgit2's own writer: atomic (temp file, rename), fsync as the
         # store sets it (store.py), new files 0600 and folders 0700.
         self.writer = pygit2.Odb()
@@ -131,13 +141,25 @@ class _Loose(pygit2.OdbBackend):
         return os.path.join(self.folder, name[:2], name[2:])
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
-        name = str(oid)
+        return self._read(str(oid))
+
+    def _read(self, name: str) -> tuple[int, bytes]:
+        if name[:2] in self.absent:
+            raise KeyError(name)  # libgit2: "not here", ask the next backend
         try:
             kind, body = inflate(self._path(name), name)
         except (FileNotFoundError, NotADirectoryError):
-            raise KeyError(name) from None  # libgit2: "not here", ask the next
+            if not os.path.isdir(os.path.join(self.folder, name[:2])):
+                self.absent.add(name[:2])
+            raise KeyError(name) from None
         except OSError as e:
+            if not self.strict:
+                raise KeyError(name) from None
             raise CorruptObjectError(f"{name}: unreadable ({e.strerror})") from None
+        except CorruptObjectError:
+            if not self.strict:
+                raise KeyError(name) from None
+            raise
         return _TYPES[kind], body
 
     def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
@@ -145,11 +167,20 @@ class _Loose(pygit2.OdbBackend):
         return kind, len(body)
 
     def read_prefix_cb(self, prefix: str) -> tuple[int, bytes, pygit2.Oid]:
+        # pygit2 reads every object by "prefix", full ids too, and libgit2 then
+        # asks every backend: for a full id, one open() and no listing.
+        if len(prefix) == _HEXSIZE:
+            kind, body = self._read(prefix)
+            return kind, body, pygit2.Oid(hex=prefix)
         oid = self.exists_prefix_cb(prefix)
-        kind, body = self.read_cb(oid)
+        kind, body = self._read(str(oid))
         return kind, body, oid
 
     def exists_prefix_cb(self, prefix: str) -> pygit2.Oid:
+        if len(prefix) == _HEXSIZE:
+            if not os.path.exists(self._path(prefix)):
+                raise KeyError(prefix)
+            return pygit2.Oid(hex=prefix)
         fan, rest = prefix[:2], prefix[2:]
         try:
             with os.scandir(os.path.join(self.folder, fan)) as entries:
@@ -177,9 +208,11 @@ class _Loose(pygit2.OdbBackend):
         return True
 
     def refresh_cb(self) -> None:
-        return None  # nothing cached: every read opens the file
+        # libgit2 calls this when no backend had an object, then asks again.
+        self.absent.clear()
 
     def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
+        self.absent.discard(str(oid)[:2])
         path = self._path(str(oid))
         if os.path.lexists(path):  # damaged (exists_cb said no): keep it aside
             set_aside(path, self.aside, str(oid))

@@ -45,6 +45,7 @@ import pygit2
 from pygit2 import Oid
 
 from machine_git import jsonio
+from machine_git import packs
 from machine_git import rows
 from machine_git.errors import DamagedStoreError
 from machine_git.errors import RemoteError
@@ -105,6 +106,8 @@ class Diagnosis:
     damaged_files: list[str] = field(default_factory=list)
     damaged_refs: list[str] = field(default_factory=list)
     damaged_commits: list[str] = field(default_factory=list)
+    damaged_packs: list[str] = field(default_factory=list)
+    rebuildable: list[str] = field(default_factory=list)  # packs: index only
     remote: str | None = None
 
     @property
@@ -145,11 +148,15 @@ class _Entry:
 # -- looking ---------------------------------------------------------------------
 
 
-def diagnose(path: Path, verified: str | None = None) -> Diagnosis:
+def diagnose(
+    path: Path, verified: str | None = None, thorough: bool = False
+) -> Diagnosis:
     """What is damaged in the store at ``path``; reads only.
 
     ``verified`` is a commit whose trees and blobs the caller has just read
-    cleanly (``validate --store``), so they are not read twice.
+    cleanly (``validate --store``), so they are not read twice. ``thorough``
+    reads every tree and blob of the whole history, as git gc does (recover
+    and a failed gc ask for it; it is the default once damage is found).
     """
     found = Diagnosis(str(path))
     _check_files(path, found)
@@ -157,10 +164,15 @@ def diagnose(path: Path, verified: str | None = None) -> Diagnosis:
         found.problems.append("the objects folder is missing")
         return found
     repo = objects_only(path)
-    checker = _Checker(repo, verified)
     for file, why in damaged_loose(path / "objects"):
         found.damaged_files.append(file)
         found.problems.append(f"object {_id_of(file)} is damaged ({why})")
+    _check_packs(path, found)
+    # With a damaged object somewhere, a commit is whole only when its whole
+    # history's trees and blobs read too (git gc reads them all); otherwise
+    # reading each old commit object is enough, and far cheaper.
+    deep = thorough or bool(found.damaged_files or found.damaged_packs)
+    checker = _Checker(repo, verified, deep)
     _choose(path, found, checker)
     _check_refs(path, found, checker)
     if found.damaged and found.intact is not None:
@@ -169,6 +181,21 @@ def diagnose(path: Path, verified: str | None = None) -> Diagnosis:
             + (f" on {found.parent[:12]}" if found.parent else " (a new root)")
         )
     return found
+
+
+def _check_packs(path: Path, found: Diagnosis) -> None:
+    for pack in packs.check(path / "objects"):
+        if pack.problem is None:
+            continue
+        found.problems.append(f"pack {pack.path.name}: {pack.problem}")
+        if pack.index_only:
+            found.rebuildable.append(str(pack.path))
+            found.repairs.append(f"build the index of {pack.path.name} again")
+        else:
+            found.damaged_packs.append(str(pack.path))
+            found.repairs.append(
+                f"take {pack.path.name} apart: what reads becomes loose objects"
+            )
 
 
 def _check_files(path: Path, found: Diagnosis) -> None:
@@ -226,26 +253,30 @@ def _check_refs(path: Path, found: Diagnosis, checker: _Checker) -> None:
 
     git gc stops at any such ref; recover keeps it in the record and drops it.
     """
-    named: dict[str, str] = dict(
-        (name, oid) for oid, name in packed_refs(_read(path / "packed-refs") or b"")[0]
-    )
-    folder = path / "refs"
-    for file in sorted(folder.rglob("*")) if folder.is_dir() else []:
-        if file.is_file() and not file.name.endswith(".lock"):
-            text = (_read(file) or b"").decode("ascii", "replace").strip()
-            named[str(file.relative_to(path))] = text
-    for name, oid in sorted(named.items()):
+    for name, oid in sorted(_ref_values(path).items()):
         if name == BRANCH:
             continue
         why = "holds no object id" if not _HEX.match(oid) else checker.names(oid)
         if why is None and not checker.whole(checker.commit_of(oid)):
-            why = f"names {oid[:12]}, whose history is damaged"
+            why = f"names {oid[:12]}, a damaged commit or one whose history is"
         if why is not None:
             found.problems.append(f"the ref {name} {why}")
             found.damaged_refs.append(name)
     if found.damaged_refs:
         refs = ", ".join(found.damaged_refs)
         found.repairs.append(f"set aside the damaged refs ({refs})")
+
+
+def _ref_values(path: Path) -> dict[str, str]:
+    """Every ref's name and what it holds (an id, or whatever is there)."""
+    packed = _read(path / "packed-refs") or b""
+    named = {name: oid for oid, name in packed_refs(packed)[0]}
+    folder = path / "refs"
+    for file in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if file.is_file() and not file.name.endswith(".lock"):
+            text = (_read(file) or b"").decode("ascii", "replace").strip()
+            named[str(file.relative_to(path))] = text
+    return named
 
 
 def _candidates(branch: str | None, entries: list[_Entry]) -> list[str]:
@@ -323,8 +354,11 @@ def _summary(message: str) -> str:
 class _Checker:
     """Reads commits, trees and blobs once each, remembering what was intact."""
 
-    def __init__(self, repo: pygit2.Repository, verified: str | None) -> None:
+    def __init__(
+        self, repo: pygit2.Repository, verified: str | None, deep: bool = False
+    ) -> None:
         self.objects = Objects(repo)
+        self.deep = deep  # a whole history means its trees and blobs too
         self.good: set[Oid] = set()  # trees and blobs that read, and all below
         self.bad: dict[Oid, str] = {}
         self.whole_history: set[Oid] = set()  # commits whose history reads
@@ -355,9 +389,13 @@ class _Checker:
             if oid in seen or oid in self.whole_history:
                 continue
             try:
-                pending.extend(self.objects.commit(oid).parent_ids)
+                read = self.objects.commit(oid)
             except _READ_ERRORS as e:
                 why = f"commit {str(oid)[:12]} in the history is {_damage(e)}"
+                break
+            if self.deep and (bad := self._tree(read.tree_id, "")) is not None:
+                why = f"commit {str(oid)[:12]} in the history: {bad}"
+            pending.extend(read.parent_ids)
             seen.add(oid)
         if why is None:
             self.whole_history |= seen  # each of them has a whole history too
@@ -492,14 +530,25 @@ def way_out(found: Diagnosis) -> str:
 
 def recover(path: Path, confirm: bool = False) -> Recovery:
     """Go back to the newest intact commit; with ``confirm`` False, only say how."""
+    found = diagnose(path, thorough=True)
     if not confirm:
-        return Recovery(_refuse_if_lost(path, diagnose(path)))
+        # An index that does not read hides its pack's objects: recover
+        # builds it again first and only then knows what is intact.
+        return Recovery(found if found.rebuildable else _refuse_if_lost(path, found))
     with writer_lock(path):
-        found = _refuse_if_lost(path, diagnose(path))
+        found = diagnose(path, thorough=True)
+        record = None
+        if found.rebuildable:
+            record = _new_record(path)
+            for pack in found.rebuildable:
+                _keep(Path(pack).with_suffix(".idx"), record / "packs")
+                packs.rebuild_index(Path(pack))
+            found = diagnose(path, thorough=True)
+        _refuse_if_lost(path, found)
         if not found.damaged:
-            return Recovery(found)
+            return Recovery(found, record=str(record) if record else None)
         assert found.intact is not None  # _refuse_if_lost
-        return _apply(path, found, found.intact.commit, found.parent)
+        return _apply(path, found, found.intact.commit, found.parent, record=record)
 
 
 def _refuse_if_lost(path: Path, found: Diagnosis) -> Diagnosis:
@@ -518,13 +567,15 @@ def _apply(
     tree_of: str,
     parent: str | None,
     fetched: Path | None = None,
+    record: Path | None = None,
 ) -> Recovery:
     """Repair, set aside, commit ``tree_of``'s tree on ``parent``: the step itself."""
     source = fetched if fetched is not None else path
     tree = Objects(objects_only(source)).commit(Oid(hex=tree_of)).tree_id
-    record = _new_record(path)
-    _repair_files(path, found, record)
+    record = record or _new_record(path)
+    _take_apart(path, found, record)
     _set_aside(path, found, record)  # tree_of's commit too, if it is left behind
+    _repair_files(path, found, record)
     if fetched is not None:
         _adopt_objects(fetched, path)
     repo = open_repository(path)
@@ -563,6 +614,12 @@ def _repair_files(path: Path, found: Diagnosis, record: Path) -> None:
             _write(path / "packed-refs", text.encode())
     for name in dropped:
         _keep(path / name, record / "refs", move=True, name=name.replace("/", "%"))
+        _keep(
+            path / "logs" / name,
+            record / "logs",
+            move=True,
+            name=name.replace("/", "%"),
+        )
     branch_file = path / "refs" / "heads" / "main"
     if found.branch is None and branch_file.exists():
         _keep(branch_file, record, move=True)  # garbage: the step writes it anew
@@ -605,6 +662,25 @@ def salvaged_remotes(text: str) -> dict[str, str]:
     return found
 
 
+def _take_apart(path: Path, found: Diagnosis, record: Path) -> None:
+    """Damaged packs: what reads becomes loose objects, the pack goes aside."""
+    if not found.damaged_packs:
+        return
+    repo = objects_only(path)
+    for name in found.damaged_packs:
+        pack = next(
+            (p for p in packs.check(path / "objects") if str(p.path) == name), None
+        )
+        if pack is not None:
+            packs.unpack_readable(pack, repo, path / "objects")
+    # The multi-pack index names the packs: git writes it again.
+    folder = path / "objects" / "pack"
+    _keep(folder / "multi-pack-index", record / "packs", move=True)
+    for name in found.damaged_packs:
+        for file in packs.companions(Path(name)):
+            _keep(file, record / "packs", move=True)
+
+
 def _set_aside(path: Path, found: Diagnosis, record: Path) -> None:
     """Move damaged loose objects, and damaged commits, into the record.
 
@@ -613,13 +689,27 @@ def _set_aside(path: Path, found: Diagnosis, record: Path) -> None:
     missing object (a blob, a parent) stops gc for good.
     """
     files = list(found.damaged_files)
+    keep = _kept_commits(path, found.parent)
+    # The damaged commits, and the tag objects of dropped versions: git
+    # prune follows a recent unreachable tag and stops at a missing commit.
+    values = _ref_values(path)
+    dropped = [values.get(name, "") for name in found.damaged_refs]
     files += [
-        str(path / "objects" / commit[:2] / commit[2:])
-        for commit in found.damaged_commits
+        str(path / "objects" / oid[:2] / oid[2:])
+        for oid in [*found.damaged_commits, *dropped]
+        if _HEX.match(oid) and oid not in keep
     ]
     for file in dict.fromkeys(files):
         if os.path.exists(file):
             _keep(Path(file), record / "objects", move=True, name=_id_of(file))
+
+
+def _kept_commits(path: Path, parent: str | None) -> set[str]:
+    """``parent`` and its whole history: what the recover step builds on."""
+    if parent is None:
+        return set()
+    walker = objects_only(path).walk(Oid(hex=parent), pygit2.enums.SortMode.NONE)
+    return {str(c.id) for c in walker}
 
 
 def _commit(
@@ -668,9 +758,11 @@ def _record(record: Path, found: Diagnosis, commit: str) -> None:
 
 def restore(path: Path, name: str, confirm: bool = False) -> Recovery:
     """Adopt remote ``name``'s branch: fetch it apart, check it, then commit it."""
+    found = diagnose(path, thorough=True)
+    if not found.damaged:
+        return Recovery(found)  # nothing to restore: pull brings their rows
     url = remote_url(path, name)
     with _fetched(path, name, url) as (fetched, head):
-        found = diagnose(path)
         found.remote = name
         checker = _Checker(_with_store_objects(fetched, path), None)
         why = checker.content(head) or checker.history(head)

@@ -51,7 +51,12 @@ def recover_command(
         emit_json(done.to_json())
         return
     found = done.diagnosis
-    if not found.damaged and found.remote is None:
+    if not found.damaged and done.record is not None:
+        click.echo(
+            f"the store {location} is intact again; the old files are in {done.record}"
+        )
+        return
+    if not found.damaged:
         click.echo(f"the store {location} is intact; nothing to recover")
         return
     for line in recovering.describe(found):
