@@ -56,7 +56,8 @@ def files(store: Path) -> dict[str, bytes]:
 
 
 def trailers(store: Path) -> dict[str, str]:
-    message = pygit2.Repository(str(store))[rev(store, "main")].message
+    commit = pygit2.Repository(str(store))[rev(store, "main")]
+    message = commit.peel(pygit2.Commit).message
     return {
         k.removeprefix("Machine-"): v
         for k, v in (

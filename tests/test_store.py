@@ -257,9 +257,9 @@ def test_a_damaged_branch_is_damage_not_an_empty_store(
     tmp_path: Path, value: bytes | None, what: str
 ) -> None:
     store = damaged_branch(tmp_path, value)
-    for read in (lambda: Store.open(store.path).head, lambda: store.head):
+    for opened in (Store.open, lambda path: store):
         with pytest.raises(DamagedStoreError) as caught:
-            read()
+            _ = opened(store.path).head
         assert str(caught.value).startswith(f"damaged store {store.path}: {what}")
         assert str(caught.value).endswith("('machine recover' shows the way back)")
     with pytest.raises(DamagedStoreError):  # a write plans nothing, leaves nothing
