@@ -238,8 +238,10 @@ def _choose(path: Path, found: Diagnosis, checker: _Checker) -> None:
             break
     # Commits the branch has been at that do not read whole: recover sets
     # their files aside (git gc stops at a readable commit that reaches a
-    # missing object; a missing commit is only a warning to it).
-    found.damaged_commits = [c for c in candidates if not checker.whole(c)]
+    # missing object; a missing commit is only a warning to it). Reading
+    # every one of them is for a damaged store only.
+    if found.damaged or checker.deep:
+        found.damaged_commits = [c for c in candidates if not checker.whole(c)]
     current = branch or (candidates[0] if candidates else None)
     if found.intact is not None and current not in (None, found.intact.commit):
         found.lost, found.unlisted = _lost(
@@ -257,7 +259,8 @@ def _check_refs(path: Path, found: Diagnosis, checker: _Checker) -> None:
         if name == BRANCH:
             continue
         why = "holds no object id" if not _HEX.match(oid) else checker.names(oid)
-        if why is None and not checker.whole(checker.commit_of(oid)):
+        thorough = found.damaged or checker.deep  # else: the object reads
+        if why is None and thorough and not checker.whole(checker.commit_of(oid)):
             why = f"names {oid[:12]}, a damaged commit or one whose history is"
         if why is not None:
             found.problems.append(f"the ref {name} {why}")

@@ -4,9 +4,10 @@ Each case copies one small store (three tagged rows, a version), damages it
 one way, and runs every reading and writing command on it as a real process
 with a time limit, then ``machine recover --yes``, a new tag, ``machine gc``
 (git itself must be able to pack what recover left) and ``validate --store``.
-What must hold, for every case and command: no hang, no traceback, one ``Error:`` line with exit code 6 when the damage stops it, no
-exit-0 answer that calls the store empty or counts it wrong, the writer lock
-free afterwards, and a store that works again after ``recover``.
+What must hold, for every case and command: no hang, no traceback, one
+``Error:`` line with exit code 6 when the damage stops it, no exit-0 answer
+that calls the store empty or counts it wrong, the writer lock free
+afterwards, and a store that works again after ``recover``.
 
 Cases run in a thread pool (each command is its own process), so the matrix
 costs what the processes cost, spread over the machine's cores.
