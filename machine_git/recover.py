@@ -670,11 +670,8 @@ def _take_apart(path: Path, found: Diagnosis, record: Path) -> None:
     if not found.damaged_packs:
         return
     repo = objects_only(path)
-    for name in found.damaged_packs:
-        pack = next(
-            (p for p in packs.check(path / "objects") if str(p.path) == name), None
-        )
-        if pack is not None:
+    for pack in packs.check(path / "objects"):
+        if str(pack.path) in found.damaged_packs:
             packs.unpack_readable(pack, repo, path / "objects")
     # The multi-pack index names the packs: git writes it again.
     folder = path / "objects" / "pack"
