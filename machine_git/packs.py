@@ -60,7 +60,7 @@ def check(objects: Path) -> list[Pack]:
 
 def _check(pack: Path) -> Pack:
     try:
-        names, crcs, offsets = read_index(pack.with_suffix(".idx"))
+        index = _index_bytes(pack.with_suffix(".idx"))
     except (_IndexError, OSError) as e:
         return Pack(pack, f"its index does not read ({e})", index_only=True)
     try:
@@ -68,8 +68,9 @@ def _check(pack: Path) -> Pack:
             pack.open("rb") as f,
             mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m,
         ):
-            damaged = list(_crc_failures(memoryview(m), names, crcs, offsets))
+            damaged = _damaged(m, pack, index)
     except (OSError, ValueError) as e:  # ValueError: an empty file cannot be mapped
+        names = read_index(pack.with_suffix(".idx"), index)[0]
         return Pack(pack, f"it does not read ({e})", damaged=names)
     if not damaged:
         return Pack(pack)
@@ -78,6 +79,19 @@ def _check(pack: Path) -> Pack:
     return Pack(
         pack, f"{len(damaged)} objects in it do not match their checksums", damaged
     )
+
+
+def _damaged(m: mmap.mmap, pack: Path, index: bytes) -> list[str]:
+    # (A function of its own: the map closes only once no view is left.)
+    data = memoryview(m)
+    # A pack ends with the SHA-1 of all before it, which its index repeats:
+    # one hash at memory speed says it is whole; else look object by object.
+    trailer = bytes(data[-_TRAILER:])
+    whole = hashlib.sha1(data[:-_TRAILER], usedforsecurity=False).digest()
+    if whole == trailer == index[-40:-20]:
+        return []
+    names, crcs, offsets = read_index(pack.with_suffix(".idx"), index)
+    return list(_crc_failures(data, names, crcs, offsets))
 
 
 def _crc_failures(
@@ -100,13 +114,20 @@ def _crc_failures(
             yield names[i]
 
 
-def read_index(index: Path) -> tuple[list[str], list[int], list[int]]:
-    """(object ids, CRC32s, offsets) of a version 2 pack index."""
+def _index_bytes(index: Path) -> bytes:
     data = index.read_bytes()
     if len(data) < 8 + 1024 + 40 or data[:4] != _MAGIC:
         raise _IndexError("not a version 2 pack index")
     if hashlib.sha1(data[:-20], usedforsecurity=False).digest() != data[-20:]:
         raise _IndexError("its checksum does not match")
+    return data
+
+
+def read_index(
+    index: Path, data: bytes | None = None
+) -> tuple[list[str], list[int], list[int]]:
+    """(object ids, CRC32s, offsets) of a version 2 pack index."""
+    data = _index_bytes(index) if data is None else data
     (version,) = struct.unpack(">I", data[4:8])
     count = struct.unpack(">256I", data[8 : 8 + 1024])[255]
     base = 8 + 1024

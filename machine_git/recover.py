@@ -43,6 +43,7 @@ from typing import Any
 
 import pygit2
 from pygit2 import Oid
+from pygit2.enums import SortMode
 
 from machine_git import jsonio
 from machine_git import packs
@@ -384,6 +385,14 @@ class _Checker:
         """None if every commit in the history of ``commit`` reads, else why not."""
         if commit in self.histories:
             return self.histories[commit]
+        if not self.deep:
+            # libgit2's own walk (reads guarded) is the fast path; only when
+            # it fails does the walk below find which commit is damaged.
+            with contextlib.suppress(*_READ_ERRORS):
+                walk = self.objects.repo.walk(Oid(hex=commit), SortMode.NONE)
+                self.whole_history |= {c.id for c in walk}
+                self.histories[commit] = None
+                return None
         pending = [Oid(hex=commit)]
         seen: set[Oid] = set()
         why: str | None = None
@@ -708,7 +717,7 @@ def _kept_commits(path: Path, parent: str | None) -> set[str]:
     """``parent`` and its whole history: what the recover step builds on."""
     if parent is None:
         return set()
-    walker = objects_only(path).walk(Oid(hex=parent), pygit2.enums.SortMode.NONE)
+    walker = objects_only(path).walk(Oid(hex=parent), SortMode.NONE)
     return {str(c.id) for c in walker}
 
 

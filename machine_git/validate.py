@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pygit2
 
 from machine_git import jsonio
 from machine_git import parallel
-from machine_git import recover
 from machine_git import rows
 from machine_git import schemas
 from machine_git.errors import DamagedStoreError
@@ -19,6 +19,9 @@ from machine_git.objects import CorruptObjectError
 from machine_git.objects import Objects
 from machine_git.store import BRANCH
 from machine_git.store import Store
+
+if TYPE_CHECKING:
+    from machine_git.recover import Diagnosis
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class StoreReport:
 
     rows: int
     findings: list[Finding]
-    diagnosis: recover.Diagnosis
+    diagnosis: Diagnosis
 
 
 def check_whole_store(path: Path) -> StoreReport:
@@ -77,6 +80,8 @@ def check_whole_store(path: Path) -> StoreReport:
             verified = str(head.id)  # every tree and blob just read cleanly
     except DamagedStoreError:
         pass  # the diagnosis says what is damaged
+    from machine_git import recover  # validate --store alone needs it
+
     return StoreReport(tally.rows, findings, recover.diagnose(path, verified))
 
 

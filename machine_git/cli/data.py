@@ -11,7 +11,6 @@ import click
 
 from machine_git import capture
 from machine_git import paths
-from machine_git import recover as recovering
 from machine_git import rows
 from machine_git import settings
 from machine_git import stats
@@ -167,6 +166,8 @@ def validate(
         for finding in findings:
             click.echo(str(finding))
         if report is not None and damaged:
+            from machine_git import recover as recovering  # only for a damaged store
+
             for line in recovering.describe(report.diagnosis):
                 click.echo(line)
             click.echo(recovering.way_out(report.diagnosis))
