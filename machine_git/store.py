@@ -543,9 +543,11 @@ def exists(path: Path) -> bool:
 
 
 def _refuse_headless(path: Path) -> None:
-    # No HEAD, but git's folders are there: a damaged store, not a new one
-    # (creating one here would hide the rows it holds).
-    if any((path / name).exists() for name in ("objects", "refs", "config")):
+    # No HEAD, but the branch has a history: a damaged store, not a new one
+    # (creating one here would hide the rows it holds). Without a history it
+    # is a store being created (git's folders come before HEAD), by another
+    # process or by one that was killed: Store.create finishes it.
+    if has_history(path):
         raise damaged(path, "its HEAD file is missing")
 
 
