@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pygit2
-from pygit2 import Commit
 
 from machine_git import jsonio
 from machine_git import rows
@@ -118,41 +114,3 @@ def source_trailer(row: dict[str, Any]) -> str:
 def _fit(summary: str, limit: int = 72) -> str:
     summary = " ".join(summary.split())
     return summary if len(summary) <= limit else summary[: limit - 1] + "…"
-
-
-# -- listing ---------------------------------------------------------------------
-
-
-def recent(store: Store, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
-    """The rows most recently tagged, moved or changed, newest first, as now."""
-    head = store.head
-    if head is None:
-        return []
-    found: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    snap = store.snapshot(head)
-    for commit in first_parent(store, head):
-        row_id = commit.message_trailers.get("Machine-Row")
-        if not row_id or row_id in seen:
-            continue
-        seen.add(row_id)
-        try:
-            path = rows.row_path(row_id)
-        except UsageError:
-            continue
-        data = snap.read(path)
-        if data is None:
-            continue  # removed since
-        row = parse_row(data, path)
-        if kind is None or row.get("kind") == kind:
-            found.append(row)
-            if len(found) >= limit:
-                break
-    return found
-
-
-def first_parent(store: Store, head: Commit) -> Iterator[Commit]:
-    """Commits from ``head`` back along first parents."""
-    walker = store.repo.walk(head.id, pygit2.enums.SortMode.TOPOLOGICAL)
-    walker.simplify_first_parent()
-    yield from walker
