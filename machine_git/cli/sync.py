@@ -103,9 +103,23 @@ def push(name: str, project: Path | None, as_json: bool) -> None:
     elif result.status == "up-to-date":
         click.echo(f"{name} is up to date")
     else:
-        noun = "commit" if result.commits == 1 else "commits"
         head = (result.head or "")[:12]
-        click.echo(f"pushed {result.commits} {noun} to {name} ({head})")
+        click.echo(f"pushed {_sent(result)} to {name} ({head})")
+
+
+def _sent(result: sync.PushResult) -> str:
+    parts = []
+    if result.commits or not (result.versions or result.runs):
+        parts.append(f"{result.commits} commit{'' if result.commits == 1 else 's'}")
+    parts += _named(result.versions, "version", "versions")
+    parts += _named(result.runs, "run ref", "run refs")
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
+def _named(names: list[str], one: str, many: str) -> list[str]:
+    if not names:
+        return []
+    return [f"{one if len(names) == 1 else many} {', '.join(names)}"]
 
 
 @click.command()
@@ -157,6 +171,10 @@ def _echo_pull(result: sync.PullResult) -> None:
         click.echo(
             f"kept {result.prefer} for {len(result.resolved)} conflicting {kept}"
         )
+    for what in _named(result.versions, "version", "versions") + _named(
+        result.runs, "run ref", "run refs"
+    ):
+        click.echo(f"{what} from {name}")
 
 
 def _echo_conflicts(result: sync.PullResult) -> None:

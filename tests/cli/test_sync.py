@@ -171,6 +171,8 @@ def test_two_machines_share_their_rows_through_a_hub(
         "conflicts": [],
         "resolved": [],
         "prefer": None,
+        "versions": [],
+        "runs": [],
     }
     counts = orjson.loads(run("data", "--json").stdout)["counts"]
     assert counts == {"train": 2, "traces": 0, "rejected": 0, "observed": 0}
