@@ -120,12 +120,23 @@ def merge_in(store: Store, other: Store) -> None:
     files: dict[str, bytes | None] = {}
     for path, data in other.iter_row_blobs(theirs):
         files[path] = data
-    store.merge(theirs.id, lambda snap: Change("merge other", files, {"Action": "merge"}))
+    store.merge(
+        theirs.id, lambda snap: Change("merge other", files, {"Action": "merge"})
+    )
 
 
 @pytest.fixture
-def merged(tmp_path: Path) -> tuple[Store, list[str]]:
-    """A store with its own tags, an import, and another store's tags merged."""
+def merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, list[str]]:
+    """A store with its own tags, an import, and another store's tags merged.
+
+    Every commit is dated the same second (the clock pinned), so the order
+    among them is topology alone, whenever the test runs.
+    """
+
+    def pinned(name: str, email: str) -> pygit2.Signature:
+        return pygit2.Signature(name, email, 1_800_000_000, 0)
+
+    monkeypatch.setattr("machine_git.store.Signature", pinned)
     ours = Store.create(tmp_path / "ours")
     theirs = Store.create(tmp_path / "theirs")
     put(ours, helpers.train_row("a1a1a1a1a1a1"), "tag a1", Row="a1a1a1a1a1a1")
@@ -170,6 +181,6 @@ def test_log_of_one_row_follows_the_side_that_changed_it(
     assert [e.summary for e in life] == ["tag b1"]
     actions = [e.action for e in history.log(store, head)]
     # One init: both stores were made in the same second by the same author,
-    # so their first commits are one commit. Then 2 tags of ours, the import,
+    # so their first commits are one commit (the clock is pinned). Then 2 tags of ours, the import,
     # 2 tags of theirs and the merge.
     assert sorted(actions) == ["commit"] * 4 + ["import", "init", "merge"]

@@ -576,7 +576,7 @@ def test_one_version_named_on_both_sides_at_one_commit_is_no_conflict(
 ) -> None:
     from machine_git import versions
 
-    a, b, hub = two
+    a, b, _ = two
     assert a.head is not None and b.head is not None
     versions.create(a, "v1", a.head, "from a")
     versions.create(b, "v1", b.head, "from b")
