@@ -602,3 +602,31 @@ def test_a_push_moves_branch_and_refs_together_or_not_at_all(
     with pytest.raises(RemoteError, match="run 'machine pull origin' first"):
         sync.push(a)
     assert "refs/tags/v2" not in tags(hub)
+
+
+def test_undo_after_a_pull_takes_back_what_the_merge_brought(
+    two: tuple[Store, Store, Path],
+) -> None:
+    from machine_git import edits
+
+    a, b, _ = two
+    put(a, helpers.train_row("a2a2a2a2a2a2"))
+    for n in range(3):
+        put(b, helpers.train_row(f"b{n}b{n}b{n}b{n}b{n}b{n}"))
+    sync.push(b)
+    merge = sync.pull(a).commit
+    undone, commit = edits.undo(a)
+    assert str(undone.id) == merge
+    # One new commit on top of the merge; the rows are as before the pull.
+    assert git(a.path, "rev-parse", "HEAD^") == f"{merge}\n"
+    assert head(a.path) == commit
+    assert row_ids(a.path) == ["a1a1a1a1a1a1", "a2a2a2a2a2a2"]
+    assert git(a.path, "log", "-1", "--format=%B") == (
+        "undo: merge origin: +3 rows from origin\n\n"
+        f"Machine-Action: undo\nMachine-Reverts: {merge}\n\n"
+    )
+    # The other side's commits stay in the history: a pull brings nothing
+    # back (as git revert of a merge), and b's rows are not lost there.
+    assert sync.pull(a).status == "up-to-date"
+    assert row_ids(a.path) == ["a1a1a1a1a1a1", "a2a2a2a2a2a2"]
+    assert git(a.path, "show", f"{merge}:rows/b0/b0/b0b0b0b0b0b0.json")
