@@ -180,7 +180,7 @@ def test_log_of_one_row_follows_the_side_that_changed_it(
     # The tag on the other side, not the merge that only took it.
     assert [e.summary for e in life] == ["tag b1"]
     actions = [e.action for e in history.log(store, head)]
-    # One init: both stores were made in the same second by the same author,
-    # so their first commits are one commit (the clock is pinned). Then 2 tags of ours, the import,
-    # 2 tags of theirs and the merge.
+    # One init: both stores were made in the same second by the same author
+    # (the clock is pinned), so their first commits are one commit. Then 2
+    # tags of ours, the import, 2 tags of theirs and the merge.
     assert sorted(actions) == ["commit"] * 4 + ["import", "init", "merge"]
