@@ -54,13 +54,17 @@ def open_regular(path: Path) -> BinaryIO:
         if stat.S_ISDIR(mode):
             raise Unreadable("is a folder", folder=True)
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "not a file")
-            raise Unreadable(f"not a regular file ({kind})")
+            raise Unreadable(f"not a regular file ({kind_of(mode)})")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def kind_of(mode: int) -> str:
+    """``a FIFO``, ``a character device``...: what a file that is not regular is."""
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
 def read(path: Path, limit: int) -> bytes:
