@@ -249,6 +249,14 @@ def test_a_conflict_shows_both_versions_and_prefer_resolves_it(
         "Machine-Action: merge\nMachine-Remote: origin\n"
         f"Machine-Prefer: theirs\nMachine-Resolved: {row_id}\n\n"
     )
+    # The row's life: the resolution, both sides' moves to bad, the first tag;
+    # and each side's version is still there to see.
+    life = orjson.loads(run("log", "--id", row_id, "--json").stdout)
+    assert [e["action"] for e in life] == ["merge", "move", "move", "tag"]
+    assert [e["trailers"].get("Tag") for e in life] == [None, "bad", "bad", "good"]
+    mine = orjson.loads(run("show", row_id, "--at", "HEAD^1", "--json").stdout)
+    other = orjson.loads(run("show", row_id, "--at", "HEAD^2", "--json").stdout)
+    assert (mine, other) == (ours, theirs)
 
 
 def test_pull_from_an_empty_hub(project: Path, run: Run, hub: Path) -> None:
