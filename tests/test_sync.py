@@ -411,10 +411,14 @@ def test_push_into_another_store_runs_its_pre_receive_hook(tmp_path: Path) -> No
 def test_the_store_stays_private_after_push_and_pull(
     two: tuple[Store, Store, Path], tmp_path: Path
 ) -> None:
+    from machine_git import versions
+
     a, b, _ = two
     # Enough objects that git keeps a pack rather than loose objects.
     for n in range(60):
         put(a, helpers.train_row(f"{n:012x}"))
+    assert a.head is not None
+    versions.create(a, "v1", a.head)  # refs that travel are private too
     sync.push(a)
     sync.pull(b)
     put(b, helpers.train_row("b1b1b1b1b1b1"))
@@ -430,6 +434,8 @@ def test_the_store_stays_private_after_push_and_pull(
     sync.push(a, "c")
     assert list((c.path / "objects" / "pack").glob("*.pack"))
     assert_private(c.path)
+    assert (b.path / "refs" / "tags" / "v1").is_file()
+    assert (c.path / "refs" / "tags" / "v1").is_file()
 
 
 # -- a store with nothing of its own ------------------------------------------------
