@@ -1,8 +1,24 @@
-"""git runs with allowed transports only, never prompts, and never waits forever."""
+"""git runs with allowed transports only, never prompts, and never waits forever.
+
+The real servers the sharing tests talk to live here too, on 127.0.0.1 and a
+free port, each stopped when its test ends: :func:`git_daemon` (``git
+daemon`` with receive-pack on, serving bare repositories made with
+:meth:`GitServer.bare`), :func:`silent_server` (accepts connections and never
+answers: a stalled network) and :func:`asking_server` (an HTTP server that
+asks for a password).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import os
+import signal
+import socket
+import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,9 +30,140 @@ from machine_git.errors import UsageError
 from machine_git.store import Store
 from tests import helpers
 from tests.conftest import git
-from tests.servers import asking_server  # noqa: F401 (a fixture)
-from tests.servers import silent_server  # noqa: F401 (a fixture)
 from tests.test_sync import put
+
+# -- servers ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(port: int, process: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class GitServer:
+    """A running ``git daemon``: its base folder and its URLs."""
+
+    def __init__(self, base: Path, port: int) -> None:
+        self.base = base
+        self.port = port
+
+    def bare(self, name: str) -> str:
+        """A new bare repository served as ``name``; its git:// URL."""
+        subprocess.run(
+            ["git", "init", "-q", "--bare", "-b", "main", str(self.base / name)],
+            check=True,
+        )
+        return self.url(name)
+
+    def url(self, name: str) -> str:
+        return f"git://127.0.0.1:{self.port}/{name}"
+
+
+@pytest.fixture
+def git_daemon(tmp_path: Path) -> Iterator[GitServer]:
+    base = tmp_path / "served"
+    base.mkdir()
+    port = free_port()
+    log = (tmp_path / "git-daemon.log").open("wb")
+    process = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--enable=receive-pack",
+            "--export-all",
+            f"--base-path={base}",
+            f"--port={port}",
+            "--listen=127.0.0.1",
+            "--reuseaddr",
+            "--informative-errors",
+            str(base),
+        ],
+        stdout=log,
+        stderr=log,
+        start_new_session=True,  # its children (one per connection) stop with it
+    )
+    try:
+        _wait_for(port, process)
+        yield GitServer(base, port)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A port that accepts connections and never says a word."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+class _Asking(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="data"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def asking_server() -> Iterator[int]:
+    """An HTTP server that answers every request with 401, asking for a password."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Asking)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+# -- transports ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -122,7 +269,7 @@ def test_an_fd_remote_added_by_hand_is_refused_not_waited_on(tmp_path: Path) -> 
 
 def test_a_silent_server_is_given_up_on_at_the_time_limit(
     tmp_path: Path,
-    silent_server: int,  # noqa: F811 (a fixture)
+    silent_server: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(transport.TIMEOUT_ENV, "1.5")
@@ -150,7 +297,7 @@ def test_a_bad_time_limit_is_one_line(
 
 def test_a_server_asking_for_a_password_gets_no_prompt(
     tmp_path: Path,
-    asking_server: int,  # noqa: F811 (a fixture)
+    asking_server: int,
     permissive_git: Path,
 ) -> None:
     store = Store.create(tmp_path / "s")
