@@ -50,7 +50,7 @@ def remote() -> None:
 @project_option
 @json_option
 def remote_add(name: str, url: str, project: Path | None, as_json: bool) -> None:
-    """Add remote NAME at URL (a git URL or a path to a bare repository).
+    """Add remote NAME at URL: a path (a bare repository), git://, http(s):// or ssh.
 
     \b
     Example usage:
@@ -89,7 +89,8 @@ def remote_list(project: Path | None, as_json: bool) -> None:
 @project_option
 @json_option
 def push(name: str, project: Path | None, as_json: bool) -> None:
-    """Send this store's commits to remote NAME (default: origin).
+    """Send this store's commits, versions and run refs to remote NAME (default:
+    origin), all or nothing.
 
     \b
     Example usage:
@@ -132,10 +133,12 @@ def _named(names: list[str], one: str, many: str) -> list[str]:
 @project_option
 @json_option
 def pull(name: str, prefer: str | None, project: Path | None, as_json: bool) -> None:
-    """Fetch remote NAME (default: origin) and merge its rows into this store.
+    """Fetch remote NAME (default: origin), merge its rows into this store and
+    take its versions and run refs.
 
     Rows changed on one side are taken; a row changed differently on both
     sides stops the pull with nothing committed, until --prefer picks a side.
+    A store with nothing of its own takes the remote's history as it is.
 
     \b
     Example usage:
