@@ -49,6 +49,8 @@ def open_regular(path: Path) -> BinaryIO:
         raise Unreadable("No such file or directory", missing=True) from None
     except OSError as e:
         raise Unreadable(e.strerror or str(e)) from None
+    except ValueError:  # a NUL byte in the path
+        raise Unreadable("not a valid path") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
