@@ -120,7 +120,7 @@ def test_a_folder_and_a_missing_file_keep_their_words(tmp_path: Path) -> None:
     with pytest.raises(inputs.Unreadable) as e:
         inputs.read(tmp_path / "nope", 10)
     assert (str(e.value), e.value.missing) == ("No such file or directory", True)
-    with pytest.raises(inputs.Unreadable, match="^not a valid path$"):
+    with pytest.raises(inputs.Unreadable, match=r"^not a valid path$"):
         inputs.read(tmp_path / "a\x00b", 10)
 
 
