@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-from collections.abc import Iterator
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
-import pygit2
-from pygit2 import Commit
-
+from machine_git import inputs
 from machine_git import jsonio
+from machine_git import paths
 from machine_git import rows
 from machine_git import schemas
+from machine_git.errors import FileWriteError
 from machine_git.errors import RowValidationError
 from machine_git.errors import UsageError
 from machine_git.plain import Plain
@@ -98,14 +101,75 @@ def check(row: dict[str, Any]) -> None:
 
 
 def write_out(path: Path, row: dict[str, Any]) -> None:
-    """Append ``row`` as one line of a JSONL file (created 0600)."""
+    """Append ``row`` as one line of a JSONL file (created 0600): all or nothing.
+
+    On any failure (a full disk, a size limit, Ctrl-C) the file is cut back
+    to the size it had, so it never ends in half a line. Writers of one file
+    take turns (an flock), so cutting back never takes another's line. A
+    character device (/dev/null, /dev/stdout) gets the line as it is; a FIFO
+    is refused, never waited on.
+    """
     check(row)
+    line = jsonio.line(row)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
     except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    with os.fdopen(fd, "ab") as f:
-        f.write(jsonio.line(row))
+        raise paths.write_error(path, e) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            _append_whole(fd, path, line)
+        elif stat.S_ISCHR(mode):
+            os.set_blocking(fd, True)
+            try:
+                _write_all(fd, line)
+            except OSError as e:
+                raise paths.write_error(path, e) from None
+        else:
+            raise UsageError(
+                f"output path {str(path)!r} is not a regular file "
+                f"({inputs.kind_of(mode)})"
+            )
+    finally:
+        os.close(fd)
+
+
+def _append_whole(fd: int, path: Path, line: bytes) -> None:
+    _lock(fd, path)
+    before = os.fstat(fd).st_size
+    try:
+        _write_all(fd, line)
+        os.fsync(fd)  # a full disk can surface only here (delayed allocation)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, before)
+            os.fsync(fd)
+        if isinstance(e, OSError):
+            raise paths.write_error(path, e) from None
+        raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _lock(fd: int, path: Path, wait: float = 10.0) -> None:
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise FileWriteError(
+                    f"cannot write {path}: another process holds it locked"
+                ) from None
+            time.sleep(0.01)
+        except OSError:
+            return  # no locks on this filesystem: append unguarded
 
 
 def source_trailer(row: dict[str, Any]) -> str:
@@ -118,41 +182,3 @@ def source_trailer(row: dict[str, Any]) -> str:
 def _fit(summary: str, limit: int = 72) -> str:
     summary = " ".join(summary.split())
     return summary if len(summary) <= limit else summary[: limit - 1] + "…"
-
-
-# -- listing ---------------------------------------------------------------------
-
-
-def recent(store: Store, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
-    """The rows most recently tagged, moved or changed, newest first, as now."""
-    head = store.head
-    if head is None:
-        return []
-    found: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    snap = store.snapshot(head)
-    for commit in first_parent(store, head):
-        row_id = commit.message_trailers.get("Machine-Row")
-        if not row_id or row_id in seen:
-            continue
-        seen.add(row_id)
-        try:
-            path = rows.row_path(row_id)
-        except UsageError:
-            continue
-        data = snap.read(path)
-        if data is None:
-            continue  # removed since
-        row = parse_row(data, path)
-        if kind is None or row.get("kind") == kind:
-            found.append(row)
-            if len(found) >= limit:
-                break
-    return found
-
-
-def first_parent(store: Store, head: Commit) -> Iterator[Commit]:
-    """Commits from ``head`` back along first parents."""
-    walker = store.repo.walk(head.id, pygit2.enums.SortMode.TOPOLOGICAL)
-    walker.simplify_first_parent()
-    yield from walker

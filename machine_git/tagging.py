@@ -60,7 +60,7 @@ def tag(
         if found_secrets:
             echo(f"redacted {redaction.describe(found_secrets)}", err=True)
     if out is not None:
-        target = paths.check_out_path(out)
+        target = paths.check_out_path(out, devices=True)
         capture.write_out(target, row)
         if as_json:
             _emit_json({"action": "out", "path": str(target), "row": row})

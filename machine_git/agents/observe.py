@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_git import capture
+from machine_git import history
 from machine_git import jsonio
 from machine_git import lookup
 from machine_git import redaction
@@ -141,7 +142,7 @@ def observe(store: Store, row: dict[str, Any], redact: bool = True) -> Observed:
 
 def recent(store: Store, limit: int) -> list[dict[str, Any]]:
     """Unlabeled observed rows, most recently recorded first."""
-    return capture.recent(store, limit, "observed")
+    return history.recent(store, limit, "observed")
 
 
 # -- labeling --------------------------------------------------------------------

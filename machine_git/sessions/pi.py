@@ -21,6 +21,7 @@ from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
+from machine_git.sessions import files
 from machine_git.sessions import piai
 from machine_git.sessions.records import EPOCH
 from machine_git.sessions.records import Records
@@ -157,12 +158,7 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
 
 
 def _load(path: Path, report: ReadReport) -> tuple[dict[str, Any], list[_Entry]]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SessionError(f"{path}: no such session file") from None
-    except OSError as e:
-        raise SessionError(f"{path}: cannot read session: {e.strerror}") from None
+    data = files.read_bytes(path)  # a regular file, size-limited, BOM dropped
     header: dict[str, Any] | None = None
     raw: list[tuple[int, dict[str, Any]]] = []
     for number, text in enumerate(data.split(b"\n"), start=1):
