@@ -24,6 +24,7 @@ _HARNESS: tuple[str, ...] = (
     "variants.py",
     "sandbox.py",
     "launch.py",
+    "group.py",
     "mutate.py",
 )
 _HARNESS += ("score.py", "guard_py.py", "guard_js.js")
