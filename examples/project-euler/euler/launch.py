@@ -82,37 +82,49 @@ def which(name: str) -> str:
 
 @functools.cache
 def python() -> str:
-    """The sandbox's Python: the system's, else the one running the harness."""
+    """The sandbox's Python (3.10+, for the guard): the system's if it has one.
+
+    A real path: a virtualenv's ``bin/python`` link leads out of the sandbox.
+    """
     for candidate in (
         os.environ.get("EULER_PYTHON", ""),
         "/usr/bin/python3",
         "/usr/local/bin/python3",
+        sys.executable,
     ):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return sys.executable
+        if candidate and os.access(candidate, os.X_OK) and _python_prefix(candidate):
+            return os.path.realpath(candidate)
+    return os.path.realpath(sys.executable)
 
 
 @functools.cache
 def node() -> str:
-    return shutil.which("node") or "/usr/bin/node"
+    return os.path.realpath(shutil.which("node") or "/usr/bin/node")
 
 
 @functools.cache
-def _prefix(interpreter: str, lang: str) -> str:
-    """The install prefix an interpreter needs besides /usr, or ''."""
-    real = os.path.realpath(interpreter)
-    if lang == "python":
+def _python_prefix(interpreter: str) -> str | None:
+    """sys.base_prefix of a Python 3.10+, or None for an older or broken one."""
+    check = "import sys; assert sys.version_info >= (3, 10); print(sys.base_prefix)"
+    try:
         done = subprocess.run(
-            [real, "-I", "-S", "-c", "import sys; print(sys.base_prefix)"],
+            [os.path.realpath(interpreter), "-I", "-S", "-c", check],
             capture_output=True,
             text=True,
             check=False,
             timeout=20,
         )
-        prefix = done.stdout.strip() or str(Path(real).parents[1])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _prefix(interpreter: str, lang: str) -> str:
+    """The install prefix an interpreter needs besides /usr, or ''."""
+    if lang == "python":
+        prefix = _python_prefix(interpreter) or "/usr"
     else:
-        prefix = str(Path(real).parents[1])
+        prefix = str(Path(os.path.realpath(interpreter)).parents[1])
     return "" if prefix == "/usr" or prefix.startswith("/usr/") else prefix
 
 

@@ -219,7 +219,8 @@ def _execute(
         proc.stdin.write(stdin)
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.close()
-    out, err, stopped = b"", b"", "error"
+    out, err = b"", b""
+    stopped: str | None = "error"  # until _collect returns
     try:
         out, err, stopped = _collect(proc, spec, limits, acct, start)
     finally:
