@@ -471,6 +471,34 @@ def test_isolation_none_must_be_asked_for_by_name(
     )
 
 
+def test_a_cgroup_that_is_not_delegated_is_refused_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cgroup = importlib.import_module("euler.cgroup")
+    fake = tmp_path / "not-a-cgroup"
+    fake.mkdir()
+    monkeypatch.setenv("EULER_CGROUP", str(fake))
+    sandbox.problem.cache_clear()
+    cgroup.parent.cache_clear()
+    try:
+        assert sandbox.problem("bwrap") == (
+            f"EULER_CGROUP={fake}: No such file or directory"
+        )
+        (fake / "cgroup.subtree_control").write_text("cpu io\n")
+        sandbox.problem.cache_clear()
+        cgroup.parent.cache_clear()
+        assert sandbox.problem("bwrap") == (
+            f"EULER_CGROUP={fake}: memory and pids are not in its"
+            " cgroup.subtree_control"
+        )
+        with pytest.raises(sandbox.NoSandbox, match="not in its cgroup"):
+            sandbox.resolve("bwrap")
+    finally:
+        monkeypatch.delenv("EULER_CGROUP")
+        sandbox.problem.cache_clear()
+        cgroup.parent.cache_clear()
+
+
 def test_container_command_has_no_network_root_or_host_files() -> None:
     limits = sandbox.Limits()
     acct = group.Account(1500000007, 1500000007, exclusive=True)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from euler import cgroup
 from euler import group
 
 if TYPE_CHECKING:
@@ -184,12 +185,16 @@ def guard_source(lang: str) -> bytes:
 # --- limits and the uid, outside ------------------------------------------
 
 
-def host_prefix(limits: Limits, acct: group.Account) -> list[str]:
-    """prlimit (per-process limits) and, as root, setpriv (the run's uid)."""
+def host_prefix(
+    limits: Limits, acct: group.Account, cg: Path | None = None
+) -> list[str]:
+    """Into the run's cgroup if any, prlimit (per-process limits) and, as
+    root, setpriv (the run's uid)."""
     # RLIMIT_NPROC counts every task of the uid: exact when the uid is the
     # run's own, else allow this many more than the user runs now.
     nproc = limits.processes + (0 if acct.exclusive else group.tasks_of(acct.uid))
     argv = [
+        *(cgroup.join(cg) if cg else []),
         which("prlimit"),
         f"--cpu={limits.cpu}",
         f"--as={limits.memory}",
@@ -225,16 +230,20 @@ def prepare(
     acct: group.Account,
     *,
     guard: bool = True,
+    cg: Path | None = None,
 ) -> Iterator[Spec]:
-    """The Spec that runs ``source`` under ``mode``; its files live as long."""
+    """The Spec that runs ``source`` under ``mode``; its files live as long.
+
+    ``cg``: the run's cgroup (bwrap and none; an engine has its own).
+    """
     if mode == "bwrap":
-        with _bwrap(source, lang, limits, acct, guard) as spec:
+        with _bwrap(source, lang, limits, acct, guard, cg) as spec:
             yield spec
     elif mode in ("podman", "docker"):
         with _container(mode, source, lang, limits, acct, guard) as spec:
             yield spec
     elif mode == "none":
-        with _unconfined(source, lang, limits, acct, guard) as spec:
+        with _unconfined(source, lang, limits, acct, guard, cg) as spec:
             yield spec
     else:
         raise ValueError(f"unknown isolation {mode!r}")
@@ -284,14 +293,20 @@ def bwrap_argv(
 
 @contextlib.contextmanager
 def _bwrap(
-    source: bytes, lang: str, limits: Limits, acct: group.Account, guard: bool
+    source: bytes,
+    lang: str,
+    limits: Limits,
+    acct: group.Account,
+    guard: bool,
+    cg: Path | None,
 ) -> Iterator[Spec]:
     main_fd = _memfd("main", source)
     guard_fd = _memfd("guard", guard_source(lang)) if guard else None
     fds = (main_fd,) if guard_fd is None else (main_fd, guard_fd)
     try:
-        argv = host_prefix(limits, acct) + bwrap_argv(lang, limits, main_fd, guard_fd)
-        yield Spec(argv, dict(ENV), "/", fds)
+        argv = host_prefix(limits, acct, cg)
+        argv += bwrap_argv(lang, limits, main_fd, guard_fd)
+        yield Spec(argv, dict(ENV), "/", fds, watch_memory=cg is None)
     finally:
         for fd in fds:
             os.close(fd)
@@ -299,7 +314,12 @@ def _bwrap(
 
 @contextlib.contextmanager
 def _unconfined(
-    source: bytes, lang: str, limits: Limits, acct: group.Account, guard: bool
+    source: bytes,
+    lang: str,
+    limits: Limits,
+    acct: group.Account,
+    guard: bool,
+    cg: Path | None,
 ) -> Iterator[Spec]:
     work = tempfile.mkdtemp(prefix="euler-")
     try:
@@ -311,10 +331,11 @@ def _unconfined(
             os.chown(path, acct.uid, acct.gid)  # no-op unless root
         os.chmod(work, 0o700)
         interpreter = python() if lang == "python" else node()
-        argv = host_prefix(limits, acct) + program_argv(
+        argv = host_prefix(limits, acct, cg) + program_argv(
             lang, interpreter, work, work, guard=guard
         )
-        yield Spec(argv, {**ENV, "HOME": work, "TMPDIR": work}, work)
+        env = {**ENV, "HOME": work, "TMPDIR": work}
+        yield Spec(argv, env, work, watch_memory=cg is None)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -25,6 +25,7 @@ _HARNESS: tuple[str, ...] = (
     "sandbox.py",
     "launch.py",
     "group.py",
+    "cgroup.py",
     "mutate.py",
 )
 _HARNESS += ("score.py", "guard_py.py", "guard_js.js")

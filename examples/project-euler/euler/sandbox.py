@@ -13,9 +13,10 @@ Isolation comes from a tool made for it (launch.py has the details):
 
 Around every mode: a wall-clock timeout, a cap on captured output, per-process
 rlimits (CPU, address space, file size, open files, no core dumps), a process
-limit for the group (RLIMIT_NPROC on the run's uid, or the engine's pids
-cgroup), a memory limit for the group (a watchdog adding up the group's
-proportional set size, or the engine's memory cgroup), an empty environment,
+limit for the group (a cgroup when one is delegated, see cgroup.py, or the
+engine's; else RLIMIT_NPROC on the run's uid), a memory limit for the group
+(the same cgroups; else a watchdog adding up the group's proportional set
+size), an empty environment,
 and, as a second layer only, a language guard (guard_py.py, guard_js.js).
 When the run ends, every process of its group ends with it.
 """
@@ -32,6 +33,7 @@ import time
 from dataclasses import dataclass
 from dataclasses import field
 
+from euler import cgroup
 from euler import group
 from euler import launch
 
@@ -99,6 +101,10 @@ def problem(mode: str) -> str | None:
         missing = [t for t in ("bwrap", "prlimit", "setpriv") if not _has(t)]
         if missing:
             return f"{', '.join(missing)} not installed (apt-get install bubblewrap)"
+        try:
+            cgroup.parent()
+        except cgroup.CgroupError as e:
+            return str(e)
     elif mode in ("podman", "docker"):
         if not _has(mode):
             return f"{mode} not installed"
@@ -191,11 +197,15 @@ def run(
 def _run(
     source: bytes, lang: str, stdin: bytes, limits: Limits, mode: str, guard: bool
 ) -> Result:
+    own_cgroup = mode in ("bwrap", UNSAFE)  # an engine makes its own
     with (
         group.account() as acct,
-        launch.prepare(mode, source, lang, limits, acct, guard=guard) as spec,
+        cgroup.scope(limits) if own_cgroup else contextlib.nullcontext() as cg,
+        launch.prepare(mode, source, lang, limits, acct, guard=guard, cg=cg) as spec,
     ):
         result = _execute(spec, stdin, limits, acct)
+        if cg is not None and result.stopped is None and cgroup.oom_killed(cg):
+            result.stopped = "memory"
     result.isolation = mode
     return result
 
