@@ -15,9 +15,11 @@ import importlib
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,6 +229,15 @@ for name, call in (
     assert result.stdout.decode().split() == [
         "socket", "sandbox", "fork", "sandbox", "write", "sandbox", "dir_fd", "sandbox",
     ]  # fmt: skip
+    params = json.dumps({"tcp": 9, "udp": 9, "path": "/x"}).encode()
+    js = sandbox.run(
+        (ATTACKS / "net.js").read_bytes(), "javascript", params, isolation=isolation
+    )
+    assert sorted(js.stdout.decode().splitlines()) == [
+        "tcp refused sandbox: net connect is not allowed",
+        "udp refused sandbox: dgram is not allowed",
+        "unix refused sandbox: net connect is not allowed",
+    ]
 
 
 # --- the attacks ------------------------------------------------------------
@@ -293,14 +304,34 @@ def test_memory_across_children_is_limited_for_the_group(isolation: str) -> None
     assert group.members(_account(result.uid), None) == []
 
 
-def test_a_detached_child_does_not_outlive_the_run(isolation: str) -> None:
+@pytest.mark.parametrize("mode", ["sandbox", "none"])
+def test_a_detached_child_does_not_outlive_the_run(
+    isolation: str, mode: str, shared_dir: Path
+) -> None:
+    if mode == "none" and os.geteuid() != 0:
+        pytest.skip("without root the none mode has no uid of the run's own")
     marker = f"euler-detached-{secrets.token_hex(6)}"
-    lines, result = attack(isolation, "detached.py", {"marker": marker})
+    late = shared_dir / "late.txt"  # writable by the run's uid in none mode
+    params = {"marker": marker, "late": str(late)}
+    chosen = isolation if mode == "sandbox" else sandbox.UNSAFE
+    lines, result = attack(chosen, "detached.py", params)
     assert lines == ["main done"]
     assert result.seconds < 2
-    time.sleep(0.6)  # past the moment the grandchild would have gone on
+    time.sleep(0.6)  # past the moment the grandchild would have written
+    assert not late.exists()
     assert _processes_naming(marker) == []
     assert group.members(_account(result.uid), None) == []
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory any uid may write (tmp_path is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="euler-test-"))
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _processes_naming(marker: str) -> list[int]:
