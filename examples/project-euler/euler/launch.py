@@ -1,14 +1,15 @@
 """How a run starts under each isolation: the command line, its files, its stop.
 
-``bwrap`` (bubblewrap): the harness, as root, sets the resource limits
-(``prlimit``) and drops to the run's unprivileged uid (``setpriv``: real and
-effective ids, no supplementary groups, no capabilities, no new privileges);
-then ``bwrap`` makes new user, pid, network, ipc, uts, mount and cgroup
-namespaces, with no further user namespaces allowed, a fresh ``/proc``, a
-``/dev`` of null/zero/random/tty only, read-only binds of ``/usr`` (and the
-``/lib``, ``/bin`` links or directories, and an interpreter's prefix when it
-lives elsewhere) and nothing else, and a tmpfs work dir of ``Limits.disk``
-bytes. The program and the guard are copied in from memory file descriptors,
+``bwrap`` (bubblewrap): the harness joins the run's cgroup if one is
+delegated (cgroup.py), sets the resource limits (``prlimit``) and, as root,
+drops to the run's unprivileged uid (``setpriv``: real and effective ids, no
+supplementary groups, no capabilities, no new privileges); then ``bwrap``
+makes new user, pid, network, ipc, uts, mount and cgroup namespaces, with no
+further user namespaces allowed, a fresh ``/proc``, a minimal ``/dev``
+(null, zero, full, random, urandom, tty, pts; read-only itself), read-only
+binds of ``/usr`` (and the ``/lib``, ``/bin`` links or directories, and an
+interpreter's prefix when it lives elsewhere) and nothing else, and a tmpfs
+work dir of ``Limits.disk`` bytes. The program and the guard are copied in from memory file descriptors,
 parameters arrive on stdin: no host directory is visible at all, so the
 harness's source, answer keys and seeds are not either. ``--die-with-parent``
 and the pid namespace end every process of the run with it.
@@ -67,7 +68,7 @@ class Spec:
     # Processes outside the launcher's reach that must end with the run
     # (a container the engine runs for us).
     stop: Callable[[], None] | None = None
-    # The harness adds up the group's memory itself (no engine cgroup).
+    # The harness adds up the group's memory itself (no cgroup holds it).
     watch_memory: bool = True
 
 
@@ -250,8 +251,11 @@ def prepare(
 
 
 def _memfd(name: str, data: bytes) -> int:
+    """A file in memory holding ``data``, read from the start by bwrap."""
     fd = os.memfd_create(name)
-    os.write(fd, data)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
