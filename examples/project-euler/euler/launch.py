@@ -9,9 +9,10 @@ further user namespaces allowed, a fresh ``/proc``, a minimal ``/dev``
 (null, zero, full, random, urandom, tty, pts; read-only itself), read-only
 binds of ``/usr`` (and the ``/lib``, ``/bin`` links or directories, and an
 interpreter's prefix when it lives elsewhere) and nothing else, and a tmpfs
-work dir of ``Limits.disk`` bytes. The program and the guard are copied in from memory file descriptors,
-parameters arrive on stdin: no host directory is visible at all, so the
-harness's source, answer keys and seeds are not either. ``--die-with-parent``
+work dir of ``Limits.disk`` bytes. The program and the guard are copied in
+from memory file descriptors, parameters arrive on stdin: no host directory
+is visible at all, so the harness's source, answer keys and seeds are not
+either. ``--die-with-parent``
 and the pid namespace end every process of the run with it.
 
 ``podman``/``docker``: the same shape from a container engine (``--network
