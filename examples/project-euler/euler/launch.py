@@ -12,8 +12,8 @@ interpreter's prefix when it lives elsewhere) and nothing else, and a tmpfs
 work dir of ``Limits.disk`` bytes. The program and the guard are copied in
 from memory file descriptors, parameters arrive on stdin: no host directory
 is visible at all, so the harness's source, answer keys and seeds are not
-either. ``--die-with-parent``
-and the pid namespace end every process of the run with it.
+either. ``--die-with-parent`` and the pid namespace end every process of the
+run with it.
 
 ``podman``/``docker``: the same shape from a container engine (``--network
 none``, read-only root, all capabilities dropped, the run's uid, memory,
