@@ -33,6 +33,7 @@ from typing import Any
 from machine_git import __version__
 from machine_git import bundled
 from machine_git.agents import footer
+from machine_git.errors import INVALID
 from machine_git.errors import InstallError
 from machine_git.schemas import KINDS
 from machine_git.sessions import pi as pi_sessions
@@ -55,7 +56,8 @@ OAI_URL_ENV = "MACHINE_TINKER_OAI_URL"
 # ``process.env[config] || config``). A value starting with "!" is a command
 # whose output is the key; printenv prints nothing and fails when the variable
 # is unset, so Pi refuses the request instead of sending "TINKER_API_KEY".
-API_KEY_COMMAND = "!printenv TINKER_API_KEY"
+API_KEY_ENV = "TINKER_API_KEY"
+API_KEY_COMMAND = f"!printenv {API_KEY_ENV}"
 # Base models offered in Pi's /model before any student is set (tinker.md §9).
 CATALOG = (
     "thinkingmachines/Inkling-Small:peft:262144",
@@ -162,6 +164,9 @@ def render_pi_extension(scope: str) -> str:
             "BRANCH": json.dumps(BRANCH),
             "STATS_FILE": json.dumps(f"{WORK}/{footer.CACHE_FILE}"),
             "KINDS": json.dumps(list(KINDS)),
+            "TINKER_PROVIDER": json.dumps(TINKER_PROVIDER),
+            "KEY_ENV": json.dumps(API_KEY_ENV),
+            "INVALID_EXIT": str(INVALID),
         },
     )
 

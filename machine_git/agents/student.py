@@ -43,7 +43,7 @@ from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
 
-API_KEY_ENV = "TINKER_API_KEY"
+API_KEY_ENV = install.API_KEY_ENV
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _BASE = re.compile(rf"^{_NAME}/{_NAME}(:[A-Za-z0-9._-]+)*$")
 _CHECKPOINT = re.compile(r"^tinker://([^\s/]+)/([a-z_]+)/([^\s/]+)$")
