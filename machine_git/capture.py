@@ -136,13 +136,15 @@ def tag(store: Store, row: dict[str, Any], redaction: str | None = None) -> TagR
         turn = turn_rows(snap, row)
         action, before, after = _primary(snap, row, turn)
         label = row["tag"]
-        also = [
-            (str(r["id"]), str(r["kind"]), _shape_kind(r, label))
+        # the turn's other rows that carry the other verdict move with it
+        others = [
+            r
             for r in turn.values()
             if r["id"] != after["id"]
             and r.get("tag") in rows.LABELS
             and r.get("tag") != label
         ]
+        also = [(str(r["id"]), str(r["kind"]), _shape_kind(r, label)) for r in others]
         previous = None if before is None else str(before.get("kind"))
         outcome.update(action=action, row=after, previous=previous, also=also)
         if action == "duplicate" and not also:
@@ -151,27 +153,23 @@ def tag(store: Store, row: dict[str, Any], redaction: str | None = None) -> TagR
         if action != "duplicate":
             check(after)
             files[rows.row_path(after["id"])] = jsonio.canonical(after)
-        for other_id, _, kind in also:
-            moved = {**turn_by_id(turn)[other_id], "kind": kind}
-            moved["tag"] = rows.TAG_OF_KIND[kind]
+        for other, (other_id, _, kind) in zip(others, also, strict=True):
+            moved = {**other, "kind": kind, "tag": rows.TAG_OF_KIND[kind]}
             files[rows.row_path(other_id)] = jsonio.canonical(moved)
         return _tag_change(row, action, after, previous, also, files, redaction)
 
     oid = store.write(plan)
-    if outcome["action"] == "duplicate" and outcome["also"]:
+    if oid is None:
+        outcome["action"] = "duplicate"
+    elif outcome["action"] == "duplicate":
         outcome["action"] = "move"  # only the turn's other rows moved
     return TagResult(
-        action=outcome["action"] if oid is not None else "duplicate",
+        action=outcome["action"],
         row=outcome["row"],
         previous_kind=outcome["previous"],
-        commit=str(oid) if oid is not None else None,
+        commit=None if oid is None else str(oid),
         also=outcome["also"],
     )
-
-
-def turn_by_id(turn: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The rows of a turn (turn_rows) by their ids."""
-    return {str(r["id"]): r for r in turn.values()}
 
 
 def _tag_change(
