@@ -265,7 +265,7 @@ def observe(
         emit_json(
             {
                 "action": result.action,
-                "id": row["id"],
+                "id": result.row["id"],
                 "kind": result.row["kind"],
                 "parent": parent,
                 "commit": result.commit,

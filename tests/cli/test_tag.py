@@ -233,6 +233,12 @@ def test_observing_a_tagged_turn_records_nothing(project: Path, run: Run) -> Non
     )
     assert commits(project) == before
     assert row_files(project) == [rows.row_path(answer_id())]
+    as_json = orjson.loads(run("observe", "--json").stdout)
+    assert (as_json["action"], as_json["id"], as_json["kind"]) == (
+        "duplicate",
+        answer_id(),
+        "train",
+    )
 
 
 def test_out_writes_a_validated_row_and_leaves_no_store(
