@@ -24,6 +24,7 @@ The same endpoint answers ``ask`` (a chat completion) and ``list_models``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -113,14 +114,14 @@ def resolve(store: Store | None, handle: Handle) -> Handle:
         return handle  # a model id, a checkpoint, or a release already resolved
     from machine_git import releases  # only for a release id: off every other path
 
-    try:
-        if store is None:
-            raise ReleaseError("no store")
-        record = releases.read(store, handle.text)
-    except ReleaseError:
+    record = None
+    if store is not None:
+        with contextlib.suppress(ReleaseError):
+            record = releases.read(store, handle.text)
+    if record is None:
         raise NotFoundError(
             f"no release {handle.text} in this project (machine release list)"
-        ) from None
+        )
     checkpoint = (record.get("candidate") or {}).get("checkpoint")
     if not isinstance(checkpoint, str) or not checkpoint:
         raise StudentError(f"release {handle.text} names no checkpoint to sample")
@@ -130,15 +131,21 @@ def resolve(store: Store | None, handle: Handle) -> Handle:
 # -- settings --------------------------------------------------------------------
 
 
-def current(store: Store) -> dict[str, Any]:
-    """``student``, ``chat``, ``work_model`` and ``chat_session`` as committed."""
+NOTHING: dict[str, Any] = {
+    "student": None,
+    "student_release": None,
+    "chat": "work",
+    "work_model": None,
+    "chat_session": None,
+}
+
+
+def current(store: Store | None) -> dict[str, Any]:
+    """The student's settings as committed (NOTHING without a store)."""
+    if store is None:
+        return dict(NOTHING)
     values = settings.read(store)
-    return {
-        "student": values.get("student"),
-        "chat": values.get("chat") or "work",
-        "work_model": values.get("work_model"),
-        "chat_session": values.get("chat_session"),
-    }
+    return {key: values.get(key) or NOTHING[key] for key in NOTHING}
 
 
 def check_work_model(work_model: str) -> str:
@@ -231,13 +238,7 @@ class Where:
 def where(store: Store | None, session: str | None = None) -> Where:
     """The student, the model of ``session`` (default: the one it was chosen
     in) and the model new Pi sessions start on."""
-    values = (
-        current(store)
-        if store is not None
-        else {"student": None, "chat": "work", "work_model": None, "chat_session": None}
-    )
-    if store is not None:
-        values["student_release"] = settings.read(store).get("student_release")
+    values = current(store)
     session = session or values.get("chat_session")
     model = pimodel.session_model(Path(session)) if session else None
     return Where(values, session, model, pimodel.default_model())

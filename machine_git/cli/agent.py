@@ -596,12 +596,7 @@ def work(work_model: str | None, project: Path | None, as_json: bool) -> None:
     from machine_git.agents import student as students
 
     store = _existing_store(project)
-    info: dict[str, Any] = {
-        "student": None,
-        "chat": "work",
-        "work_model": work_model,
-        "chat_session": None,
-    }
+    info = {**students.current(None), "work_model": work_model}
     if store is not None:
         students.back_to_work(store, work_model)
         footer.refresh(store)

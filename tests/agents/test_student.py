@@ -56,6 +56,7 @@ def test_a_training_checkpoint_cannot_be_sampled() -> None:
 def test_choosing_a_student_is_one_commit(store: Store) -> None:
     assert student.current(store) == {
         "student": None,
+        "student_release": None,
         "chat": "work",
         "work_model": None,
         "chat_session": None,
@@ -65,6 +66,7 @@ def test_choosing_a_student_is_one_commit(store: Store) -> None:
     )
     assert student.current(store) == {
         "student": INKLING,
+        "student_release": None,
         "chat": "student",
         "work_model": "anthropic/claude-sonnet-4-5",
         "chat_session": "/s/a.jsonl",

@@ -401,6 +401,7 @@ def test_student_set_show_and_back_to_work(
         "message": "chatting with the working model fake/fake-1",
         "pi_default_was": None,
         "student": handle,
+        "student_release": None,
         "switch_to": "fake/fake-1",
         "work_model": "fake/fake-1",
     }
@@ -442,6 +443,7 @@ def test_student_json_tells_the_extension_what_to_switch_to(
         "message": f"student {INKLING} (base)",
         "release": None,
         "student": INKLING,
+        "student_release": None,
         "switch_to": f"tinker/{INKLING}",
         "warning": None,
         "work_model": None,
