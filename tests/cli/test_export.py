@@ -368,6 +368,13 @@ def test_kind_filters_and_observed_only_when_named(
         "Turn three: write-file summary.txt with a short summary."
     ]
     assert users("--kind", "observed") == ["fix it"]
+    # said once on stderr: these rows are no one's verdict
+    observed_export = run("export", "--kind", "observed", "--kind", "train")
+    assert observed_export.stderr == (
+        "warning: observed rows are unlabeled (neither good nor bad); "
+        "machine label ID good|bad judges them\n"
+    )
+    assert run("export", "--kind", "traces").stderr == ""
     everything = users(
         *(a for k in ("train", "traces", "rejected") for a in ("--kind", k))
     )
