@@ -143,10 +143,13 @@ def words(old: str, new: str) -> tuple[Side, Side]:
         return _whole(old, "del"), _whole(new, "ins")
     left: list[Segment] = []
     right: list[Segment] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for op, a0, a1, b0, b1 in matcher.get_opcodes():
-        if op == "equal":
-            _add(left, "same", "".join(a[a0:a1]))
+    codes = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    for index, (op, a0, a1, b0, b1) in enumerate(codes):
+        same = "".join(a[a0:a1])
+        # A lone space between two changes reads better as part of them.
+        inside = 0 < index < len(codes) - 1 and not same.strip()
+        if op == "equal" and not inside:
+            _add(left, "same", same)
             _add(right, "same", "".join(b[b0:b1]))
             continue
         _add(left, "del", "".join(a[a0:a1]))
@@ -155,5 +158,9 @@ def words(old: str, new: str) -> tuple[Side, Side]:
 
 
 def _add(segments: list[Segment], op: str, text: str) -> None:
-    if text:
+    if not text:
+        return
+    if segments and segments[-1]["op"] == op:
+        segments[-1]["text"] += text
+    else:
         segments.append(Segment(op=op, text=text))

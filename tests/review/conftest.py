@@ -10,6 +10,7 @@ would compute (the steps' losses, the sampled answers) is made up here.
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,16 @@ PORT = 8765
 TOKEN = "test-token-0123456789"
 CSRF = "test-csrf-0123456789"
 BASE = f"http://127.0.0.1:{PORT}"
-OBSERVED = ("bash-execution", "image", "mixed", "compaction-branch", "branch-summary")
+OBSERVED = (
+    "bash-execution",
+    "image",
+    "mixed",
+    "compaction-branch",
+    "branch-summary",
+    "basic",
+)
 SAMPLER = "tinker://fake-session/sampler_weights/final"
+STEPS = 12  # of the tests' demo run
 
 
 def machine(project: Path, *args: str) -> str:
@@ -216,9 +225,49 @@ def record_evals(store: Store, eval_set: dict[str, Any], run_id: str) -> None:
 # -- the app ---------------------------------------------------------------------
 
 
+# Building a store runs a dozen commands; tests get a copy of one built once.
+# A store is a bare git repository: copied (modes kept), it is the same store.
+@pytest.fixture(scope="session")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("review-stores")
+    made: dict[str, Path] = {}
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MACHINE_DATA_DIR", str(root / "data"))
+        env.setenv("HOME", str(root / "home"))
+        env.setenv("PI_CODING_AGENT_DIR", str(root / "pi-agent"))
+        env.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        for name in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+            env.setenv(name, "Test User")
+        for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+            env.setenv(name, "test@example.com")
+        for name in ("small", "demo"):
+            project = root / name
+            (project / ".git").mkdir(parents=True)
+            if name == "small":
+                made[name] = small_store(project).path
+            else:
+                made[name] = demo_store(project, steps=STEPS)[0].path
+    return made
+
+
+def copy_of(template: Path, project: Path) -> Store:
+    """The template store, as the store of ``project``."""
+    target = paths.store_path(project)
+    shutil.copytree(template, target, symlinks=True)
+    return Store.open(target)
+
+
 @pytest.fixture
-def store(project: Path) -> Store:
-    return small_store(project)
+def store(project: Path, templates: dict[str, Path]) -> Store:
+    """Three tagged rows (v1), then six observed runs."""
+    return copy_of(templates["small"], project)
+
+
+@pytest.fixture
+def demo(project: Path, templates: dict[str, Path]) -> tuple[Store, str]:
+    """The demo store and its run id."""
+    store = copy_of(templates["demo"], project)
+    return store, str(runs.all_runs(store)[-1]["id"])
 
 
 def client_for(store: Store, **options: Any) -> TestClient:
