@@ -21,11 +21,21 @@ METRICS_FILE = "metrics.jsonl"  # what machine_git/train/loop.py appends to
 _NOT_METRICS = frozenset({"step", "epoch", "batch"})
 _FIRST = ("train_mean_nll", "loss", "learning_rate")
 _MAX_BYTES = 64 * 1024 * 1024  # a metrics file larger than this is read in part
+_LOSS: dict[str, str] = {
+    "loss": "train_mean_nll"
+}  # a run record's name -> metrics.jsonl's
+KIND_COLORS = {  # as the pages colour each kind
+    "train": "#1f7a3f",
+    "traces": "#49a86b",
+    "rejected": "#b3261e",
+    "observed": "#5b3aa6",
+}
 
 
 class Series(TypedDict):
     label: str
     values: list[float | None]
+    color: str  # empty: the page's palette
 
 
 class Chart(TypedDict):
@@ -35,7 +45,6 @@ class Chart(TypedDict):
     xlabel: str
     xnames: list[str]  # names of categorical x values (empty: numeric x)
     series: list[Series]
-    bars: bool
 
 
 def metrics_lines(folder: Path) -> list[dict[str, Any]]:
@@ -78,9 +87,12 @@ def metric_charts(lines: list[dict[str, Any]]) -> list[Chart]:
             xlabel="step",
             xnames=[],
             series=[
-                Series(label=name, values=[_number(line.get(name)) for line in lines])
+                Series(
+                    label=name,
+                    values=[_number(line.get(name)) for line in lines],
+                    color="",
+                )
             ],
-            bars=False,
         )
         for index, name in enumerate(names)
     ]
@@ -94,9 +106,7 @@ def steps_as_lines(record: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for step in record.get("steps") or []:
         if isinstance(step, dict) and _number(step.get("step")) is not None:
-            out.append(
-                {"train_mean_nll" if k == "loss" else k: v for k, v in step.items()}
-            )
+            out.append({_LOSS.get(str(k), str(k)): v for k, v in step.items()})
     return out
 
 
@@ -114,10 +124,13 @@ def composition(store: Store) -> tuple[Chart, list[dict[str, Any]]]:
         xlabel="version",
         xnames=[name for name, _ in points],
         series=[
-            Series(label=k, values=[float(c.get(k, 0)) for _, c in points])
+            Series(
+                label=k,
+                values=[float(c.get(k, 0)) for _, c in points],
+                color=KIND_COLORS.get(k, ""),
+            )
             for k in kinds
         ],
-        bars=True,
     )
     table = [{"name": name, "counts": counts} for name, counts in points]
     return chart, table

@@ -12,7 +12,8 @@ One ASGI middleware in front of every route, static files included:
   urlencoded``, at most 1 MiB) from our own origin whose ``csrf`` field is the
   server's CSRF token; any other method is refused;
 - every response forbids inline script and anything from another origin
-  (Content-Security-Policy), framing, MIME sniffing and sending a Referer.
+  (Content-Security-Policy), framing, MIME sniffing, and a Referer sent to
+  another site.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # Not no-referrer: with it, browsers send "Origin: null" on our own form
+    # posts, and the origin check could not tell them from a sandboxed page.
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
@@ -123,6 +126,7 @@ class Guard:
         target = str(scope["path"]) + (f"?{rest}" if rest else "")
         body = (
             '<!doctype html><meta charset="utf-8">'
+            '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
             f'<meta http-equiv="refresh" content="0;url={_attr(target)}">'
             f'<title>machine review</title><a href="{_attr(target)}">continue</a>\n'
         ).encode()

@@ -44,7 +44,7 @@ OBSERVED = (
     "basic",
 )
 SAMPLER = "tinker://fake-session/sampler_weights/final"
-STEPS = 12  # of the tests' demo run
+STEPS = 30  # of the tests' demo run
 
 
 def machine(project: Path, *args: str) -> str:

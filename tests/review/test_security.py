@@ -151,7 +151,7 @@ def test_every_response_forbids_inline_script_framing_and_referers(
     for answer in answers:
         assert answer.headers["content-security-policy"] == CSP
         assert answer.headers["x-frame-options"] == "DENY"
-        assert answer.headers["referrer-policy"] == "no-referrer"
+        assert answer.headers["referrer-policy"] == "same-origin"
         assert answer.headers["x-content-type-options"] == "nosniff"
     assert "script-src 'self';" in CSP and "unsafe-inline" not in CSP
     assert "default-src 'none'" in CSP

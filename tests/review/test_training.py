@@ -53,6 +53,7 @@ def test_a_run_page_plots_metrics_jsonl_against_step(
         {
             "label": "train_mean_nll",
             "values": [line["train_mean_nll"] for line in lines],
+            "color": "",
         }
     ]
     titles = [chart(page, f"metric-{i}")["title"] for i in range(6)]
@@ -76,7 +77,7 @@ def test_a_run_page_shows_config_checkpoints_and_evals_against_baseline(
     page = client_for(store).get(f"/runs/{run_id}").text
     commit = record["dataset"]["commit"]
     assert f'<a id="dataset-link" href="/browse?at={commit}">' in page
-    assert "<tr><th>lora_rank</th><td><code>32</code></td></tr>" in page
+    assert "<div><dt>lora_rank</dt><dd><code>32</code></dd></div>" in page
     assert f"<code>{SAMPLER}</code>" in page  # the final checkpoint
     scores = page[page.index('<table class="scores"') :]
     scores = scores[: scores.index("</table>")]
@@ -98,7 +99,11 @@ def test_without_its_folder_a_run_is_plotted_from_its_record(
     record = runs.read(store, run_id)
     assert record is not None
     assert loss["series"] == [
-        {"label": "train_mean_nll", "values": [s["loss"] for s in record["steps"]]}
+        {
+            "label": "train_mean_nll",
+            "values": [s["loss"] for s in record["steps"]],
+            "color": "",
+        }
     ]
 
 

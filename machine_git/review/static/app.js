@@ -116,7 +116,6 @@
     line.replaceChildren(
       ...Object.entries(counts).map(([kind, n]) => {
         const span = document.createElement("span");
-        span.className = `kind-${kind}`;
         span.textContent = `${kind} ${n}`;
         return span;
       }),
@@ -157,6 +156,15 @@
 
   const COLORS = ["#2957c7", "#1f7a3f", "#b3261e", "#7a5a00", "#5b3aa6", "#0f7c8c"];
 
+  // Axis and legend numbers: short, and readable for learning rates too.
+  function number(v) {
+    if (v == null) return "–";
+    if (v === 0) return "0";
+    const size = Math.abs(v);
+    if (size >= 1e5 || size < 1e-3) return v.toExponential(1);
+    return String(Number(v.toPrecision(4)));
+  }
+
   function drawChart(holder) {
     const data = JSON.parse(document.getElementById(holder.dataset.chart).textContent);
     const names = data.xnames.length ? data.xnames : null;
@@ -172,7 +180,8 @@
         },
         ...data.series.map((s, i) => ({
           label: s.label,
-          stroke: COLORS[i % COLORS.length],
+          stroke: s.color || COLORS[i % COLORS.length],
+          value: (u, v) => number(v),
           width: 2,
           points: { show: names !== null || data.x.length < 40 },
         })),
@@ -181,7 +190,7 @@
         names
           ? { label: data.xlabel, incrs: [1], values: (u, splits) => splits.map((v) => names[v] ?? "") }
           : { label: data.xlabel },
-        { size: 60 },
+        { size: 64, values: (u, splits) => splits.map(number) },
       ],
     };
     new window.uPlot(options, [data.x, ...data.series.map((s) => s.values)], holder);
