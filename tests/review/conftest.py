@@ -94,6 +94,11 @@ def demo_store(project: Path, steps: int = 40) -> tuple[Store, str]:
     machine(project, "version", "v2")
     run_id = fake_run(store, "v2", steps)
     record_evals(store, eval_set, run_id)
+    # Two of the observed runs judged since, as the Queue would.
+    judged = machine(project, "tagged", "--kind", "observed").splitlines()
+    machine(project, "label", judged[-1].split()[0], "good")
+    machine(project, "label", judged[-2].split()[0], "bad", "--note", "guessed")
+    machine(project, "version", "v3")
     return store, run_id
 
 
