@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import quote
 from urllib.parse import urlencode
 
+from pygit2 import Commit
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -104,22 +105,22 @@ def table(site: Site, request: Request) -> Response:
 # -- one row -------------------------------------------------------------------
 
 
+def full_id(store: Store, prefix: str, at: Commit) -> str:
+    """The row ``prefix`` names, at ``at`` or now; a full id names a removed row."""
+    if len(rows.check_prefix(prefix)) == rows.ID_LENGTH:
+        return prefix
+    for commit in (at, None):
+        found = lookup.matching_ids(store, prefix, commit)
+        if len(found) == 1:
+            return found[0]
+    return lookup.resolve_id(store, prefix, at)  # raises: none, or ambiguous
+
+
 def row_context(site: Site, store: Store, prefix: str, at: str) -> dict[str, Any]:
-    rows.check_prefix(prefix)
     head = revs.resolve(store, None)
     commit = revs.resolve(store, at or None)
-    found = lookup.matching_ids(store, prefix, commit)
-    if len(found) > 1:
-        lookup.resolve_id(store, prefix, commit)  # raises: ambiguous, with candidates
-    row_id = found[0] if found else prefix
-    if not found and len(prefix) != rows.ID_LENGTH:
-        found = lookup.matching_ids(store, prefix)  # gone at `at`, but here now?
-        row_id = found[0] if len(found) == 1 else prefix
-    entries = (
-        history.log(store, head, limit=500, row_id=row_id)
-        if len(row_id) == rows.ID_LENGTH
-        else []
-    )
+    row_id = full_id(store, prefix, commit)
+    entries = history.log(store, head, limit=500, row_id=row_id)
     if not entries:
         raise RowNotFoundError(f"no row {prefix!r} in the store or its history")
     row = store.read_row(row_id, commit)

@@ -121,6 +121,11 @@ class Cache:
         self._lock = threading.Lock()
         self._indexes: OrderedDict[str, Index] = OrderedDict()
 
+    def holds(self, commit: str) -> bool:
+        """Whether the index of ``commit`` is built already."""
+        with self._lock:
+            return commit in self._indexes
+
     def at(self, store: Store, commit: Commit) -> Index:
         """The index of ``commit``, built from the nearest cached one."""
         key = str(commit.id)

@@ -10,6 +10,7 @@ write if that changed meanwhile.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -97,7 +98,7 @@ async def label(site: Site, request: Request) -> Response:
     fields = await form(request)
     row_id, verdict = fields.get("id", ""), fields.get("verdict", "")
 
-    def act(store: Store) -> Any:
+    def act(store: Store) -> object:
         if verdict not in VERDICTS:
             raise UsageError(f"label must be good or bad, not {verdict!r}")
         guarded = Guarded(store, row_id=row_id, blob=fields.get("blob", ""))
@@ -111,7 +112,7 @@ async def rewrite(site: Site, request: Request) -> Response:
     row_id, verdict = fields.get("id", ""), fields.get("verdict", "good")
     text = fields.get("text", "").replace("\r\n", "\n")
 
-    def act(store: Store) -> Any:
+    def act(store: Store) -> object:
         guarded = Guarded(store, row_id=row_id, blob=fields.get("blob", ""))
         if verdict == "keep":
             return edits.rewrite(guarded, row_id, text)
@@ -123,7 +124,11 @@ async def rewrite(site: Site, request: Request) -> Response:
 
 
 async def _act(
-    site: Site, request: Request, act: Any, row_id: str, fields: dict[str, str]
+    site: Site,
+    request: Request,
+    act: Callable[[Store], object],
+    row_id: str,
+    fields: dict[str, str],
 ) -> Response:
     """Run one write; a conflict or a refusal shows the queue with a banner."""
     after = fields.get("next", "") or row_id

@@ -46,7 +46,7 @@ def serve(
     sock = listen(port)
     port = int(sock.getsockname()[1])
     token = secrets.token_urlsafe(32)
-    app = create_app(location, token=token, port=port, project=project)
+    app = create_app(location, token=token, port=port, project=project, warm=True)
     config = uvicorn.Config(
         app,
         log_level="warning",

@@ -60,6 +60,17 @@ class Site:
         )
         self.templates.filters["short"] = lambda text: str(text)[:12]
 
+    def warm(self) -> None:
+        """Build the row index of the head now, before the first page asks."""
+        try:
+            store = self.store()
+            head = store.head
+            if head is not None:
+                self.cache.at(store, head)
+        except Exception as e:  # re-raised unless the first page can say it in a line
+            if errors.user_message(e) is None:
+                raise
+
     def store(self) -> Store:
         """The store, opened for this request (pygit2 objects stay in one thread)."""
         return Store.open(self.location)

@@ -162,8 +162,10 @@ def showing(driver: Any, row_id: str) -> bool:
 
 
 def press(driver: Any, keys: str) -> None:
+    """Type ``keys`` once the page's script is running (it binds the keys)."""
     from selenium.webdriver.common.action_chains import ActionChains
 
+    until(lambda: driver.execute_script("return document.readyState") == "complete")
     ActionChains(driver).send_keys(keys).perform()
 
 
@@ -196,6 +198,19 @@ def test_label_three_rows_rewrite_one_and_undo_from_the_keyboard(
     ]
     assert len(order) == 6 and card_id(browser) == order[0]
     screenshot(browser, tmp_path / "screenshots", "queue")
+    # n, p and s move through the queue without judging anything.
+    for key, after in (
+        ("n", order[1]),
+        ("p", order[0]),
+        ("s", order[1]),
+        ("p", order[0]),
+    ):
+        press(browser, key)
+        until(partial(showing, browser, after), f"row {after} after {key}")
+    press(browser, "t")  # thinking shown on request
+    assert "show-thinking" in browser.find_element("tag name", "body").get_attribute(
+        "class"
+    )
     for key, row_id, after in (
         ("g", order[0], order[1]),
         ("b", order[1], order[2]),
