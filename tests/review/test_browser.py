@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -57,8 +58,8 @@ def _missing() -> list[str]:
     return missing
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+def require_browser() -> None:
+    """Skip without a browser; with CI set, fail: these tests must run there."""
     missing = _missing()
     if missing:
         reason = (
@@ -68,6 +69,11 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         if os.environ.get("CI"):
             pytest.fail(f"{reason} (CI is set: these tests must run)")
         pytest.skip(reason)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    require_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -369,3 +375,15 @@ def test_a_screenshot_of_every_main_page(
         assert shot.stat().st_size > 10_000
     assert sorted(p.stem for p in folder.iterdir()) == sorted(pages)
     assert errors_in_console(browser) == []
+
+
+def test_without_a_browser_ci_fails_and_a_developer_skips(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no-chromium not found"):
+        require_browser()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
+        require_browser()
