@@ -521,7 +521,7 @@ def test_a_bad_line_imports_nothing(project: Path, run: Run, tmp_path: Path) -> 
         f"{seed}:3: $: not valid JSON (unexpected character, expected a "
         "string key: line 1 column 2 (char 1))\n"
         f"{seed}:4: $.messages[0].role: "
-        '"robot" is not one of "system", "user" or 2 other candidates\n'
+        '"robot" is not one of "system", "user", "assistant", "tool"\n'
         f"{seed}:5: $: unknown line shape: no messages or trajectory (expected a "
         "machine row with kind and id, a messages line or a trajectory line)\n"
         f"{seed}:6: $.id: duplicate id {good_id} (also line 1)\n"
