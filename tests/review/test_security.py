@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -221,3 +223,16 @@ def test_every_action_needs_the_cookie_and_the_csrf_token(
     assert client_for(store).post(url, data={"verdict": "good"}).status_code == 403
     assert client_for(store).get(url).status_code == 405
     assert head(store) == before
+
+
+def test_every_page_of_a_store_with_no_rows_yet(tmp_path: Path) -> None:
+    empty = Store.create(tmp_path / "empty-store", tmp_path)
+    client = client_for(empty)
+    for route, url in PAGES.items():
+        if "{row}" in route:
+            continue
+        answer = client.get(url.format(row=""))
+        assert answer.status_code in (200, 404), (url, answer.text)
+    assert "Nothing to review" in client.get("/queue").text
+    assert "0 of 0 rows now" in client.get("/browse").text
+    assert "changed <code>machine.json</code>" in client.get("/diff").text
