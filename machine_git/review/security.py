@@ -19,12 +19,12 @@ One ASGI middleware in front of every route, static files included:
 from __future__ import annotations
 
 import hmac
-from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl
 from urllib.parse import urlencode
 
 from starlette.datastructures import Headers
 from starlette.datastructures import MutableHeaders
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp
 from starlette.types import Message
 from starlette.types import Receive
@@ -106,13 +106,11 @@ class Guard:
         await self._post(scope, receive, send, headers)
 
     def _has_cookie(self, headers: Headers) -> bool:
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(headers.get("cookie", ""))
-        except Exception:  # noqa: BLE001 - any malformed cookie header is no cookie
-            return False
-        morsel = jar.get(cookie_name(self.port))
-        return morsel is not None and _same(morsel.value, self.token)
+        # Starlette's parser reads cookies as browsers send them: the stdlib's
+        # SimpleCookie drops every cookie after one it finds malformed, such
+        # as another local app's on the same host.
+        value = cookie_parser(headers.get("cookie", "")).get(cookie_name(self.port))
+        return value is not None and _same(value, self.token)
 
     async def _login(self, scope: Scope, query: dict[str, str], send: Send) -> None:
         if not _same(query["token"], self.token):

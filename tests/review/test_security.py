@@ -64,6 +64,11 @@ def test_a_wrong_token_or_cookie_is_refused(store: Store) -> None:
     assert "set-cookie" not in client.get("/?token=guess").headers
     client.cookies.set(cookie_name(PORT), "guess")
     assert client.get("/queue").status_code == 403
+    # Another local app's odd cookie beside ours does not hide ours.
+    mixed = anonymous(store)
+    mixed.cookies.set("_xsrf", '2|"a b",c')
+    mixed.cookies.set(cookie_name(PORT), TOKEN)
+    assert mixed.get("/queue").status_code == 200
     # A cookie for another port's server is not this one's.
     other = anonymous(store)
     other.cookies.set(cookie_name(PORT + 1), TOKEN)
