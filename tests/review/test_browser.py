@@ -326,9 +326,21 @@ def test_new_rows_and_changed_rows_show_without_a_reload(
         "the new row",
     )
     assert browser.execute_script("return window.stillThisPage") is True
-    # A row open in the queue, labeled from the shell meanwhile: the page says so.
+    # A run observed by Pi meanwhile joins the Queue's list, the page stays.
     browser.get(f"{served.url}/queue")
+    browser.execute_script("window.stillThisPage = true")
     row_id = card_id(browser)
+    listed = len(browser.find_elements("css selector", ".queue-list li"))
+    machine(project, "observe", "--session", session("multi-turn"))
+    until(
+        lambda: (
+            len(browser.find_elements("css selector", ".queue-list li")) == listed + 1
+        ),
+        "the new run in the queue",
+    )
+    assert browser.execute_script("return window.stillThisPage") is True
+    assert card_id(browser) == row_id  # the row being read is not yanked away
+    # A row open in the queue, labeled from the shell meanwhile: the page says so.
     assert not browser.find_element("id", "stale").is_displayed()
     machine(project, "label", row_id, "bad")
     until(lambda: browser.find_element("id", "stale").is_displayed(), "the notice")
