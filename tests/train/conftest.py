@@ -35,7 +35,7 @@ from tests.conftest import install_session
 
 # Captured before any test clears it: the opt-in real-service test uses it.
 REAL_KEY = os.environ.get("TINKER_API_KEY")
-MODEL = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+MODEL = "Qwen/Qwen3-30B-A3B"
 _TINKER_ENVS = (
     "TINKER_API_KEY",
     "TINKER_BASE_URL",
@@ -161,7 +161,7 @@ class FakeTinker:
     """The fake service's state: what it was asked, and how it should behave."""
 
     models: list[str] = field(
-        default_factory=lambda: ["Qwen/Qwen3-30B-A3B-Instruct-2507"]
+        default_factory=lambda: [MODEL]
     )
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     batches: list[list[tinker.Datum]] = field(default_factory=list)
