@@ -602,7 +602,9 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
     if not records:
         click.echo("no training runs yet (prepare one with 'machine train sft')")
         return
-    table = [("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CHECKPOINTS", "SMOKE")]
+    table = [
+        ("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CHECKPOINTS", "SMOKE", "TRAINED")
+    ]
     for r in records:
         s = _summary(r)
         table.append(
@@ -614,6 +616,7 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
                 _loss(s["final_loss"]),
                 str(s["checkpoints"]),
                 s["smoke"] or "-",
+                _epochs(s["epochs"]),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -638,7 +641,17 @@ def _summary(record: dict[str, Any]) -> dict[str, Any]:
         "checkpoints": len(checkpoints),
         "final_sampler": finals[-1].get("sampler_path") if finals else None,
         "smoke": (record.get("smoke") or {}).get("status"),
+        "epochs": (record.get("trained") or {}).get("epochs") or [],
     }
+
+
+def _epochs(epochs: list[dict[str, Any]]) -> str:
+    """``e1 8 rows 1234 tok, e2 ...``: what each epoch's completed steps saw."""
+    if not epochs:
+        return "-"
+    return ", ".join(
+        f"e{e['epoch']} {e['rows']} rows {e['tokens']} tok" for e in epochs
+    )
 
 
 def _print_run(store: Any, record: dict[str, Any]) -> None:
@@ -662,6 +675,11 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         f"steps    {len(steps)}/{record.get('steps_planned')}, final loss "
         f"{_loss(record.get('final_loss'))}"
     )
+    for e in (record.get("trained") or {}).get("epochs") or []:
+        click.echo(
+            f"epoch {e['epoch']}  seed {e['seed']}: {e['steps']} steps, "
+            f"{e['rows']} rows, {e['tokens']} trained tokens"
+        )
     for c in record.get("checkpoints") or []:
         click.echo(
             f"ckpt     {c['name']} step {c['step']}: "

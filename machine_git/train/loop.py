@@ -50,6 +50,8 @@ class Step:
     tokens: int
     loss_tokens: int
     seconds: float
+    rows: list[str] = field(default_factory=list)  # row ids in the batch
+    seed: int = 0  # the shuffle seed of this step's epoch
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -127,7 +129,7 @@ def train(
     """Train ``cfg`` on ``dataset``; ``smoke`` takes two steps and saves one
     short-lived sampler checkpoint instead of the run's checkpoints."""
     if len(dataset) == 0:
-        raise TrainingError("the dataset has no whole batch: 0 training steps")
+        raise TrainingError("the dataset is empty: 0 training steps")
     total = total_steps(cfg, dataset, SMOKE_STEPS if smoke else max_steps)
     hyper = cfg.hyper
     log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -167,6 +169,8 @@ def train(
     for step in range(total):
         started = time.monotonic()
         epoch, index = divmod(step, batches)
+        if index == 0:
+            dataset.set_epoch(epoch)  # a new order every epoch, from the run's seed
         batch = dataset.get_batch(index)
         rate = hyper.learning_rate * max(0.0, 1.0 - step / total)
         adam = tinker.AdamParams(learning_rate=rate, beta1=0.9, beta2=0.95, eps=1e-8)
@@ -187,6 +191,8 @@ def train(
             tokens=sum(d.model_input.length for d in batch),
             loss_tokens=sum(sum(1 for w in t.data if w > 0) for t in weights),
             seconds=time.monotonic() - started,
+            rows=dataset.batch_rows(index),
+            seed=dataset.epoch_seed,
         )
         _append(metrics_path, {**done.as_dict(), **stamp})
         outcome.steps.append(done)

@@ -78,6 +78,7 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
                 store, run_id, "start", f"train start {run_id}: {p.steps} steps", _start
             )
         last: dict[str, Any] = {"step": -1, "ready": False, "total": p.steps}
+        seen: dict[int, set[str]] = {}  # epoch -> rows of its completed steps
 
         def on_ready() -> None:
             last["ready"] = True
@@ -90,7 +91,7 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
                 f"{event}-step" if p.smoke else "step",
                 f"train {event} {run_id}: step {step.step + 1}/{step.total} "
                 f"loss {step.loss:.4f}",
-                lambda r: _add_step(r, step, p.smoke),
+                lambda r: _add_step(r, step, p.smoke, seen),
             )
             if progress is not None:
                 progress(step)
@@ -146,6 +147,7 @@ def _smoke_start(record: dict[str, Any]) -> None:
         "steps": [],
         "checkpoint": None,
         "error": None,
+        "trained": {"rows": [], "epochs": []},
     }
 
 
@@ -158,18 +160,52 @@ def _start(record: dict[str, Any]) -> None:
     record["checkpoints"] = []
     record["final_loss"] = None
     record["error"] = None
+    record["trained"] = {"rows": [], "epochs": []}
 
 
-def _add_step(record: dict[str, Any], step: loop.Step, smoke: bool) -> None:
+def _add_step(
+    record: dict[str, Any], step: loop.Step, smoke: bool, seen: dict[int, set[str]]
+) -> None:
     entry = {
         "step": step.step,
+        "epoch": step.epoch + 1,
         "loss": round(step.loss, 6),
         "learning_rate": step.learning_rate,
         "sequences": step.sequences,
         "tokens": step.tokens,
+        "trained_tokens": step.loss_tokens,
     }
     target = record["smoke"] if smoke else record
     target["steps"].append(entry)
+    add_trained(target, step, seen)
+
+
+def add_trained(
+    target: dict[str, Any], step: loop.Step, seen: dict[int, set[str]]
+) -> None:
+    """Count a completed step in ``trained``: its rows, and its epoch's tally.
+
+    ``trained.rows`` holds every row id whose tokens were in a completed
+    optimizer step; ``trained.epochs`` the steps, distinct rows and trained
+    tokens (weight above 0) of each epoch, with the epoch's shuffle seed. It
+    is rewritten after every step, so a run that fails names exactly what it
+    learned from.
+    """
+    trained = target.setdefault("trained", {"rows": [], "epochs": []})
+    rows_seen = set(trained["rows"]) | set(step.rows)
+    trained["rows"] = sorted(rows_seen)
+    epochs = trained["epochs"]
+    number = step.epoch + 1
+    if not epochs or epochs[-1]["epoch"] != number:
+        epochs.append(
+            {"epoch": number, "seed": step.seed, "steps": 0, "rows": 0, "tokens": 0}
+        )
+    current = epochs[-1]
+    current["steps"] += 1
+    current["tokens"] += step.loss_tokens
+    rows_of_epoch = seen.setdefault(number, set())
+    rows_of_epoch.update(step.rows)
+    current["rows"] = len(rows_of_epoch)
 
 
 def _add_checkpoint(record: dict[str, Any], saved: loop.Saved, smoke: bool) -> None:

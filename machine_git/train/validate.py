@@ -55,10 +55,11 @@ class Report:
     tokens: list[int] = field(default_factory=list)  # per row, all its sequences
     problems: list[Problem] = field(default_factory=list)
     held_out: int = 0
+    trainable: int = 0  # rows that render into at least one sequence
 
     @property
     def steps(self) -> int:
-        return self.sequences // self.batch_size
+        return -(-self.sequences // self.batch_size)  # the last batch may be short
 
     @property
     def blocking(self) -> list[Problem]:
@@ -146,6 +147,7 @@ def check(
         lengths = [mi.length for mi, _ in sequences]
         report.tokens.append(sum(lengths))
         report.sequences += len(sequences)
+        report.trainable += 1 if sequences else 0
         if any(n > max_length for n in lengths):
             problem(f"longer than --max-length {max_length} (truncated)", label)
         if not any(_trained_within(mi.length, w, max_length) for mi, w in sequences):
@@ -160,9 +162,9 @@ def check(
         report.problems.append(
             Problem(False, f"{len(duplicates)} duplicate prompts", ids)
         )
-    if report.rows and report.sequences < batch_size:
+    if report.rows and report.trainable < batch_size:
         report.problems.append(
-            Problem(True, datasets.too_few(report.rows, report.sequences, batch_size))
+            Problem(True, datasets.too_few(report.trainable, batch_size))
         )
     if report.rows == 0:
         report.problems.append(Problem(True, f"no {kind} rows to train on"))

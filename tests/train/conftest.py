@@ -160,9 +160,7 @@ class Done:
 class FakeTinker:
     """The fake service's state: what it was asked, and how it should behave."""
 
-    models: list[str] = field(
-        default_factory=lambda: [MODEL]
-    )
+    models: list[str] = field(default_factory=lambda: [MODEL])
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     batches: list[list[tinker.Datum]] = field(default_factory=list)
     fail_at_step: int | None = None  # forward_backward number (1-based) that fails

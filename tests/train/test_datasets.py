@@ -150,13 +150,13 @@ def _cfg(tmp: Path, lines: list[bytes], batch_size: int) -> config.RunConfig:
         export_sha256=hashlib.sha256(data).hexdigest(),
         rows=len(lines),
         base_model=support.MODEL,
-        renderer="qwen3_instruct",
+        renderer="qwen3",
         train_on_what="all_assistant_messages",
         hyper=config.Hyper(batch_size=batch_size),
     )
 
 
-def test_export_builder_batches_the_export_and_refuses_zero_steps(
+def test_export_builder_batches_the_export_and_refuses_fewer_rows_than_a_batch(
     project: Path, run: Run, tmp_path: Path
 ) -> None:
     support.tag(run, project, ("basic", "mixed", "file-repair"), "--trace")
@@ -165,15 +165,16 @@ def test_export_builder_batches_the_export_and_refuses_zero_steps(
     cfg = _cfg(tmp_path, lines, batch_size=2)
     dataset = datasets.build(cfg, tmp_path)
     direct = [d for r in traces for d in _data(r)]
-    assert len(dataset.datums) == len(direct) == 7
+    assert len(dataset.datums) == len(direct) == 8  # basic 2, mixed 2, file-repair 4
+    assert len(dataset) == 4  # batches of 2
     assert [d.model_input.to_ints() for d in dataset.datums] == [
         d.model_input.to_ints() for d in direct
     ]
     with pytest.raises(TrainingError) as e:
         datasets.build(_cfg(tmp_path, lines, batch_size=4), tmp_path)
     assert str(e.value) == (
-        "3 sequences from 3 rows: fewer than one batch of 4, so 0 training steps "
-        "(tag more rows or lower --batch-size)"
+        "3 rows to train: fewer than one batch of 4 (tag more rows or lower "
+        "--batch-size)"
     )
 
 

@@ -66,7 +66,7 @@ def test_a_failure_saving_the_final_checkpoint_is_named(
     assert result.exit_code == SERVICE
     record = _record(project, prepared["id"])
     assert record["error"] == "the final checkpoint: APIConnectionError: disk full"
-    assert len(record["steps"]) == 4
+    assert len(record["steps"]) == 8
 
 
 def test_an_interrupt_marks_the_run_failed(
@@ -155,3 +155,115 @@ def test_head_after_a_run_names_the_same_data(
     again = run("train", "sft", "--kind", "traces", "--batch-size", "2")
     assert again.exit_code == 1
     assert again.stderr.startswith(f"Error: run {prepared['id']} already exists")
+
+
+# -- every row trains ------------------------------------------------------------
+
+
+def _row_ids(project: Path) -> list[str]:
+    store = Store.open(support.store_path(project))
+    return sorted(
+        str(orjson.loads(data)["id"])
+        for _, data in store.iter_row_blobs()
+        if orjson.loads(data)["kind"] == "traces"
+    )
+
+
+def _dataset_tokens(project: Path, run_id: str) -> tuple[int, int]:
+    from machine_git.train import datasets
+
+    store = Store.open(support.store_path(project))
+    cfg, where = runs.run_config(store, runs.find(store, run_id))
+    dataset = datasets.build(cfg, where)
+    return len(dataset.datums), sum(datasets.trained_tokens(d) for d in dataset.datums)
+
+
+def test_every_row_trains_every_epoch_in_a_new_order(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    support.tag(run, project, support.SESSIONS, "--trace")
+    prepared = run(
+        "train",
+        "sft",
+        "--kind",
+        "traces",
+        "--batch-size",
+        "3",
+        "--epochs",
+        "2",
+        "--json",
+    )
+    assert prepared.exit_code == 0, prepared.stderr
+    run_id = orjson.loads(prepared.stdout)["id"]
+    sequences, tokens = _dataset_tokens(project, run_id)
+    assert sequences == 16  # 8 rows, one sequence per assistant turn
+    result = run("train", "run", "--yes")
+    assert result.exit_code == 0, result.stderr
+    # 16 sequences in batches of 3: five full batches and a last one of 1.
+    assert [len(b) for b in fake.batches] == [3, 3, 3, 3, 3, 1] * 2
+    first = [d.model_input.to_ints() for b in fake.batches[:6] for d in b]
+    second = [d.model_input.to_ints() for b in fake.batches[6:] for d in b]
+    assert sorted(first) == sorted(second) and first != second  # reshuffled
+    # each sequence exactly once per epoch
+    from machine_git.train import datasets
+
+    store = Store.open(support.store_path(project))
+    cfg, where = runs.run_config(store, runs.find(store, run_id))
+    every = [d.model_input.to_ints() for d in datasets.build(cfg, where).datums]
+    assert sorted(first) == sorted(every)
+    record = _record(project, run_id)
+    ids = _row_ids(project)
+    assert record["trained"] == {
+        "rows": ids,
+        "epochs": [
+            {"epoch": 1, "seed": 0, "steps": 6, "rows": 8, "tokens": tokens},
+            {"epoch": 2, "seed": 1, "steps": 6, "rows": 8, "tokens": tokens},
+        ],
+    }
+    listing = run("runs").stdout.splitlines()
+    assert listing[0].split() == [
+        "RUN",
+        "STATUS",
+        "DATA",
+        "STEPS",
+        "LOSS",
+        "CHECKPOINTS",
+        "SMOKE",
+        "TRAINED",
+    ]
+    assert listing[1].endswith(f"e1 8 rows {tokens} tok, e2 8 rows {tokens} tok")
+    detail = run("runs", run_id).stdout.splitlines()
+    assert f"epoch 1  seed 0: 6 steps, 8 rows, {tokens} trained tokens" in detail
+    assert f"epoch 2  seed 1: 6 steps, 8 rows, {tokens} trained tokens" in detail
+
+
+def test_a_failed_run_names_exactly_the_rows_of_its_completed_steps(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    fake.fail_at_step = 2
+    result = run("train", "run", "--yes")
+    assert result.exit_code == SERVICE
+    record = _record(project, prepared["id"])
+    (step,) = record["steps"]
+    assert step["epoch"] == 1
+    # The rows of the one completed batch: read back from what the fake got.
+    from machine_git.train import datasets
+
+    store = Store.open(support.store_path(project))
+    cfg, where = runs.run_config(store, record)
+    dataset = datasets.build(cfg, where)
+    dataset.set_epoch(0)
+    expected = sorted(set(dataset.batch_rows(0)))
+    assert [d.model_input.to_ints() for d in fake.batches[0]] == [
+        d.model_input.to_ints() for d in dataset.get_batch(0)
+    ]
+    assert record["trained"]["rows"] == expected
+    assert record["trained"]["epochs"] == [
+        {
+            "epoch": 1,
+            "seed": 0,
+            "steps": 1,
+            "rows": len(expected),
+            "tokens": sum(datasets.trained_tokens(d) for d in dataset.get_batch(0)),
+        }
+    ]
