@@ -397,8 +397,11 @@ def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> 
     )
     info = trainer.check_service(plan)
     click.echo(f"tinker ok: {info.base_url} ({info.seconds:.1f} s)", err=True)
+    def retried(line: str) -> None:
+        click.echo(f"retry: {line}", err=True)
+
     if smoke:
-        record = trainer.execute(store, plan)
+        record = trainer.execute(store, plan, report=retried)
         result = record["smoke"]
         click.echo(
             f"smoke passed: {len(result['steps'])} steps, loss "
@@ -409,7 +412,9 @@ def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> 
     with click.progressbar(
         length=plan.steps, label="training", file=sys.stderr, show_pos=True
     ) as bar:
-        record = trainer.execute(store, plan, progress=lambda step: bar.update(1))
+        record = trainer.execute(
+            store, plan, progress=lambda step: bar.update(1), report=retried
+        )
     final = record["checkpoints"][-1] if record["checkpoints"] else {}
     click.echo(
         f"done: {len(record['steps'])} steps, final loss "
@@ -626,11 +631,12 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    from machine_git.train import runs
     checkpoints = record.get("checkpoints") or []
     finals = [c for c in checkpoints if c.get("final")]
     return {
         "id": record["id"],
-        "status": record.get("status"),
+        "status": runs.shown_status(record),
         "dataset_commit": record["dataset"]["commit"],
         "export_sha256": record["dataset"]["sha256"],
         "kind": record["dataset"]["kind"],
@@ -660,7 +666,7 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
 
     data = record["dataset"]
     hyper = record["hyperparameters"]
-    click.echo(f"run      {record['id']}  ({record.get('status')})")
+    click.echo(f"run      {record['id']}  ({runs.shown_status(record)})")
     click.echo(f"data     {data['rows']} {data['kind']} rows at {data['commit']}")
     click.echo(f"export   {data['file']} sha256 {data['sha256']}")
     click.echo(
@@ -687,6 +693,8 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         )
     if record.get("error"):
         click.echo(f"error    {record['error']}")
+    if record.get("last_checkpoint"):
+        click.echo(f"last     {record['last_checkpoint']}")
     click.echo(f"folder   {runs.folder(store, record['id'])}")
     click.echo("")
     head = store.head

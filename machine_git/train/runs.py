@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import socket
 import string
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -345,6 +346,35 @@ def _clear(where: Path) -> None:
             shutil.rmtree(item)
         else:
             item.unlink()
+
+
+# -- a run's process -------------------------------------------------------------
+
+
+def process_stamp() -> dict[str, Any]:
+    """Which process is training (so a record whose process died shows stale)."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def shown_status(record: dict[str, Any]) -> str:
+    """The status to show: ``stale`` when a running record's process is gone.
+
+    A process killed without a chance to write (SIGKILL, power loss) leaves
+    ``running`` behind; on the host that ran it we can tell it is gone.
+    """
+    status = str(record.get("status"))
+    if status != "running":
+        return status
+    pid, host = record.get("pid"), record.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return status
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "stale"
+    except PermissionError:
+        return status  # alive, someone else's
+    return status
 
 
 # -- updating a run ------------------------------------------------------------

@@ -11,7 +11,11 @@ Heavy: imports the loop (tinker). Import after ``stack.require()``.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +28,7 @@ from machine_git.train import datasets
 from machine_git.train import loop
 from machine_git.train import preflight
 from machine_git.train import runs
+from machine_git.train import service
 from machine_git.train.config import RunConfig
 
 Progress = Callable[[loop.Step], None]
@@ -59,8 +64,44 @@ def check_service(p: Plan) -> preflight.ServiceInfo:
     return preflight.check(p.cfg.base_model, "train")
 
 
-def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str, Any]:
-    """Train, committing the record at every event; returns the final record."""
+def execute(
+    store: Store,
+    p: Plan,
+    progress: Progress | None = None,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train, committing the record at every event; returns the final record.
+
+    ``report`` gets one line per retried call. SIGTERM is handled like Ctrl-C:
+    the record says ``interrupted``, where, and the last checkpoint saved.
+    """
+    with _terminate_as_interrupt():
+        return _execute(store, p, progress, report)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    # `kill PID` should leave an honest record, as Ctrl-C does.
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _execute(
+    store: Store,
+    p: Plan,
+    progress: Progress | None,
+    report: Callable[[str], None] | None,
+) -> dict[str, Any]:
     run_id = p.cfg.run_id
     where = runs.folder(store, run_id)
     event = "smoke" if p.smoke else "run"
@@ -77,7 +118,13 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
             runs.update(
                 store, run_id, "start", f"train start {run_id}: {p.steps} steps", _start
             )
-        last: dict[str, Any] = {"step": -1, "ready": False, "total": p.steps}
+        last: dict[str, Any] = {
+            "step": -1,
+            "ready": False,
+            "total": p.steps,
+            "checkpoint": None,
+        }
+        retries = service.Retries(report)
         seen: dict[int, set[str]] = {}  # epoch -> rows of its completed steps
 
         def on_ready() -> None:
@@ -98,6 +145,7 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
 
         def on_checkpoint(saved: loop.Saved) -> None:
             path = saved.sampler_path or saved.state_path
+            last["checkpoint"] = path
             runs.update(
                 store,
                 run_id,
@@ -116,16 +164,22 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
                 on_step=on_step,
                 on_checkpoint=on_checkpoint,
                 on_ready=on_ready,
+                retries=retries,
             )
         except KeyboardInterrupt:
-            _fail(store, run_id, p.smoke, _where(last), "interrupted")
+            _fail(store, run_id, p.smoke, last, "interrupted", retries.count)
             raise
+        except TinkerServiceError as e:
+            _fail(store, run_id, p.smoke, last, str(e), retries.count)
+            raise TinkerServiceError(
+                f"{event} of {run_id} failed at {_where(last)}: {e}"
+            ) from None
         except MachineError as e:
-            _fail(store, run_id, p.smoke, _where(last), str(e))
+            _fail(store, run_id, p.smoke, last, str(e), retries.count)
             raise
         except Exception as e:  # noqa: BLE001 - any failure must mark the run failed
-            reason = preflight.one_line(e)
-            _fail(store, run_id, p.smoke, _where(last), reason)
+            reason = service.describe(e)
+            _fail(store, run_id, p.smoke, last, reason, retries.count)
             raise TinkerServiceError(
                 f"{event} of {run_id} failed at {_where(last)}: {reason}"
             ) from None
@@ -136,12 +190,13 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
             run_id,
             f"{event}-done" if p.smoke else "done",
             f"train {event} {run_id}: done, {len(outcome.steps)} steps, loss {shown}",
-            lambda r: _finish(r, loss, p.smoke),
+            lambda r: _finish(r, loss, p.smoke, retries.count),
         )
 
 
 def _smoke_start(record: dict[str, Any]) -> None:
     record["smoke"] = {
+        **runs.process_stamp(),
         "status": "running",
         "started_at": rows.now(),
         "steps": [],
@@ -152,6 +207,7 @@ def _smoke_start(record: dict[str, Any]) -> None:
 
 
 def _start(record: dict[str, Any]) -> None:
+    record.update(runs.process_stamp())
     record["status"] = "running"
     record["attempts"] = int(record.get("attempts") or 0) + 1
     record["started_at"] = rows.now()
@@ -215,13 +271,16 @@ def _add_checkpoint(record: dict[str, Any], saved: loop.Saved, smoke: bool) -> N
     record["checkpoints"].append({**saved.as_dict(), "at": rows.now()})
 
 
-def _finish(record: dict[str, Any], loss: float | None, smoke: bool) -> None:
+def _finish(
+    record: dict[str, Any], loss: float | None, smoke: bool, retried: int
+) -> None:
     final = None if loss is None else round(loss, 6)
     if smoke:
         record["smoke"].update(
-            status="passed", finished_at=rows.now(), final_loss=final
+            status="passed", finished_at=rows.now(), final_loss=final, retries=retried
         )
         return
+    record["retries"] = retried
     record["status"] = "done"
     record["finished_at"] = rows.now()
     record["final_loss"] = final
@@ -236,18 +295,31 @@ def _where(last: dict[str, Any]) -> str:
     return f"step {int(last['step']) + 2}"
 
 
-def _fail(store: Store, run_id: str, smoke: bool, where: str, reason: str) -> None:
-    def mark(record: dict[str, Any]) -> None:
-        if smoke:
-            record["smoke"].update(
-                status="failed", finished_at=rows.now(), error=reason
-            )
-            return
-        record["status"] = "failed"
-        record["finished_at"] = rows.now()
-        record["error"] = f"{where}: {reason}"
+def _fail(
+    store: Store,
+    run_id: str,
+    smoke: bool,
+    last: dict[str, Any],
+    reason: str,
+    retried: int,
+) -> None:
+    where = _where(last)
+    status = "interrupted" if reason == "interrupted" else "failed"
 
-    event = "smoke-failed" if smoke else "failed"
+    def mark(record: dict[str, Any]) -> None:
+        target = record["smoke"] if smoke else record
+        target.update(
+            status=status,
+            finished_at=rows.now(),
+            retries=retried,
+            last_checkpoint=last["checkpoint"],
+        )
+        if smoke:
+            target["error"] = reason
+        else:
+            target["error"] = f"{where}: {reason}"
+
+    event = ("smoke-" if smoke else "") + status
     runs.update(
         store, run_id, event, f"train {event} {run_id} at {where}: {reason}", mark
     )

@@ -583,7 +583,7 @@ def test_a_service_error_mid_run_marks_the_run_failed(
     fake.fail_at_step = 3
     result = run("train", "run", "--yes")
     assert result.exit_code == SERVICE
-    reason = "InternalServerError: worker lost"
+    reason = "HTTP 500 (the service failed): worker lost"
     assert result.stderr.splitlines()[-1] == (
         f"Error: run of {run_id} failed at step 3: {reason}"
     )

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +73,7 @@ def test_a_failure_saving_the_final_checkpoint_is_named(
     assert len(record["steps"]) == 8
 
 
-def test_an_interrupt_marks_the_run_failed(
+def test_an_interrupt_marks_the_run_interrupted(
     project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
 ) -> None:
     fake.raise_on["optim_step"] = KeyboardInterrupt()
@@ -77,7 +81,109 @@ def test_an_interrupt_marks_the_run_failed(
     assert result.exit_code == 130
     assert result.stderr.splitlines()[-1] == "Interrupted"
     record = _record(project, prepared["id"])
-    assert (record["status"], record["error"]) == ("failed", "step 1: interrupted")
+    assert (record["status"], record["error"], record["last_checkpoint"]) == (
+        "interrupted",
+        "step 1: interrupted",
+        None,
+    )
+
+
+def test_sigterm_records_the_run_interrupted_with_its_last_checkpoint(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    support.tag(run, project, support.SESSIONS, "--trace")
+    prepared = run(
+        "train",
+        "sft",
+        "--kind",
+        "traces",
+        "--batch-size",
+        "2",
+        "--save-every",
+        "2",
+        "--json",
+    )
+    run_id = orjson.loads(prepared.stdout)["id"]
+    # `kill PID` while the third step runs (after checkpoint 000002).
+    fake.on_call["forward_backward"] = lambda n: (
+        os.kill(os.getpid(), signal.SIGTERM) if n == 3 else None
+    )
+    result = run("train", "run", "--yes")
+    assert result.exit_code == 130
+    record = _record(project, run_id)
+    checkpoint = f"tinker://{fake.run_id}/weights/000002"
+    assert (record["status"], record["error"], record["last_checkpoint"]) == (
+        "interrupted",
+        "step 3: interrupted",
+        checkpoint,
+    )
+    assert record["trained"]["epochs"][0]["steps"] == 2
+    shown = run("runs", run_id).stdout.splitlines()
+    assert shown[0] == f"run      {run_id}  (interrupted)"
+    assert f"last     {checkpoint}" in shown
+
+
+def test_a_stalled_service_ends_the_smoke_run_within_its_time_limit(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    fake.stall.add("create_lora_training_client")
+    started = time.monotonic()
+    result = run("train", "smoke", "--yes")
+    elapsed = time.monotonic() - started
+    assert result.exit_code == SERVICE
+    where = "start (creating the training client)"
+    # MACHINE_TINKER_TIMEOUT=2 (conftest): three tries of 2 s, each reported.
+    assert result.stderr.splitlines()[-3:] == [
+        "retry: Tinker did not answer creating the training client within 2 s; "
+        "trying again (2 of 3)",
+        "retry: Tinker did not answer creating the training client within 2 s; "
+        "trying again (3 of 3)",
+        f"Error: smoke of {prepared['id']} failed at {where}: Tinker did not answer "
+        "creating the training client within 2 s (3 tries) (set "
+        "MACHINE_TINKER_TIMEOUT to wait longer)",
+    ]
+    assert 6 <= elapsed < 12
+    smoke = _record(project, prepared["id"])["smoke"]
+    assert (smoke["status"], smoke["retries"]) == ("failed", 2)
+    assert smoke["error"].startswith(
+        "Tinker did not answer creating the training client within 2 s"
+    )
+
+
+def test_a_refused_key_is_named_as_http_401(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    request = httpx.Request("POST", "http://tinker.test/api/v1/create_model")
+    fake.raise_on["create_lora_training_client"] = tinker.AuthenticationError(
+        "invalid API key", response=httpx.Response(401, request=request), body=None
+    )
+    result = run("train", "run", "--yes")
+    assert result.exit_code == SERVICE
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: run of {prepared['id']} failed at start (creating the training "
+        "client): HTTP 401 (the API key was refused): invalid API key"
+    )
+
+
+def test_a_record_whose_process_is_gone_shows_stale(
+    project: Path, run: Run, prepared: dict[str, Any]
+) -> None:
+    store = Store.open(support.store_path(project))
+
+    def running(record: dict[str, Any]) -> None:
+        record.update(runs.process_stamp(), status="running", pid=_dead_pid())
+
+    runs.update(store, prepared["id"], "start", "train start (test)", running)
+    assert run("runs", "--json").stdout.count('"status":"stale"') == 1
+    assert run("runs", prepared["id"]).stdout.splitlines()[0] == (
+        f"run      {prepared['id']}  (stale)"
+    )
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 def test_a_failed_smoke_test_leaves_the_run_prepared(
@@ -88,17 +194,17 @@ def test_a_failed_smoke_test_leaves_the_run_prepared(
     assert result.exit_code == SERVICE
     assert result.stderr.splitlines()[-1] == (
         f"Error: smoke of {prepared['id']} failed at step 2: "
-        "InternalServerError: worker lost"
+        "HTTP 500 (the service failed): worker lost"
     )
     record = _record(project, prepared["id"])
     assert record["status"] == "prepared"
     assert (record["smoke"]["status"], record["smoke"]["error"]) == (
         "failed",
-        "InternalServerError: worker lost",
+        "HTTP 500 (the service failed): worker lost",
     )
     assert git(support.store_path(project), "log", "-1", "--format=%s") == (
         f"train smoke-failed {prepared['id']} at step 2: "
-        "InternalServerError: worker lost\n"
+        "HTTP 500 (the service failed): worker lost\n"
     )
 
 
