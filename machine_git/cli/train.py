@@ -8,6 +8,7 @@ that says in one line how to install it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,11 @@ def train() -> None:
     default=_DEFAULTS.batch_size,
     show_default=True,
 )
+@click.option(
+    "--dump",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write each rendered example (tokens, weights, marked text) as JSONL.",
+)
 @project_option
 @json_option
 def validate(
@@ -90,6 +96,7 @@ def validate(
     kind: str | None,
     max_length: int,
     batch_size: int,
+    dump: Path | None,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -111,15 +118,26 @@ def validate(
         items, chosen, conversations, held, label = _file_items(Path(target), kind)
     else:
         items, chosen, conversations, held, label = _store_items(project, target, kind)
-    report = checking.check(
-        items,
-        source=label,
-        kind=chosen,
-        base_model=base_model,
-        max_length=max_length,
-        batch_size=batch_size,
-        rows_are_conversations=conversations,
-    )
+    from machine_git import paths
+
+    with contextlib.ExitStack() as stack:
+        out = None
+        if dump is not None:
+            target_path = paths.check_out_path(str(dump))
+            try:
+                out = stack.enter_context(open(target_path, "wb"))
+            except OSError as e:
+                raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
+        report = checking.check(
+            items,
+            source=label,
+            kind=chosen,
+            base_model=base_model,
+            max_length=max_length,
+            batch_size=batch_size,
+            rows_are_conversations=conversations,
+            dump=out,
+        )
     report.held_out = held
     if as_json:
         emit_json(report.to_json())
@@ -134,29 +152,14 @@ def _store_items(
     project: Path | None, revision: str | None, kind: str | None
 ) -> tuple[list[tuple[str, dict[str, Any]]], str, bool, int, str]:
     from machine_git import revs
-    from machine_git import rows
-    from machine_git.store import parse_row
-    from machine_git.train import evals
+    from machine_git.train import selection
 
     store = open_store(project)
     commit = revs.resolve(store, revision)
     chosen = kind or "train"
-    keep_out = evals.held_out(store)
-    items = []
-    held = 0
-    for path, data in store.iter_row_blobs(commit):
-        row_id = rows.id_of_path(path)
-        if row_id is None:
-            continue
-        row = parse_row(data, path)
-        if row.get("kind") != chosen:
-            continue
-        if keep_out.excludes(row):
-            held += 1
-            continue
-        items.append((row_id, row))
+    picked = selection.select(store, commit, chosen)
     label = f"{revision or 'HEAD'} ({str(commit.id)[:12]})"
-    return items, chosen, False, held, label
+    return picked.items, chosen, False, picked.held_out, label
 
 
 def _file_items(
@@ -297,6 +300,9 @@ def sft(
     store = open_store(project)
     commit = revs.resolve(store, rev)
     seen = rendering.rendering(base_model)
+    _refuse_what_validate_blocks(
+        store, commit, kind, base_model, max_length, batch_size
+    )
     hyper = Hyper(
         learning_rate=learning_rate,
         batch_size=batch_size,
@@ -348,6 +354,30 @@ def sft(
     click.echo("next: machine train smoke --yes  (two steps on Tinker)")
 
 
+def _refuse_what_validate_blocks(
+    store: Any,
+    commit: Any,
+    kind: str,
+    base_model: str,
+    max_length: int,
+    batch_size: int,
+) -> None:
+    from machine_git.train import pins
+    from machine_git.train import selection
+    from machine_git.train import validate as checking
+
+    chosen = selection.select(store, pins.data_commit(commit), kind)
+    report = checking.check(
+        chosen.items,
+        source=str(commit.id),
+        kind=kind,
+        base_model=base_model,
+        max_length=max_length,
+        batch_size=batch_size,
+    )
+    checking.refuse_blocking(report)
+
+
 # -- smoke and run -------------------------------------------------------------
 
 
@@ -397,6 +427,7 @@ def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> 
     )
     info = trainer.check_service(plan)
     click.echo(f"tinker ok: {info.base_url} ({info.seconds:.1f} s)", err=True)
+
     def retried(line: str) -> None:
         click.echo(f"retry: {line}", err=True)
 
@@ -632,6 +663,7 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:
     from machine_git.train import runs
+
     checkpoints = record.get("checkpoints") or []
     finals = [c for c in checkpoints if c.get("final")]
     return {

@@ -24,6 +24,7 @@ from machine_git.errors import MachineError
 from machine_git.errors import TinkerServiceError
 from machine_git.errors import TrainingError
 from machine_git.store import Store
+from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import loop
 from machine_git.train import preflight
@@ -54,9 +55,34 @@ def plan(store: Store, run_id: str | None, smoke: bool) -> Plan:
             f"run {record['id']} is done; prepare a new one with 'machine train sft'"
         )
     cfg, where = runs.run_config(store, record)
+    _refuse_blocking(cfg, where)
     dataset = datasets.build(cfg, where)
     steps = loop.total_steps(cfg, dataset, loop.SMOKE_STEPS if smoke else None)
     return Plan(record, cfg, dataset, steps, smoke)
+
+
+def _refuse_blocking(cfg: RunConfig, where: Any) -> None:
+    # The same checks as `machine train validate`, on the exact export.
+    from machine_git import jsonio
+    from machine_git.train import validate
+
+    path = config.check_export(cfg, where)
+    items = [
+        (f"{cfg.data_file}:{n}", jsonio.loads(line))
+        for n, line in enumerate(path.read_bytes().splitlines(), start=1)
+        if line.strip()
+    ]
+    report = validate.check(
+        items,
+        source=str(path),
+        kind=cfg.kind,
+        base_model=cfg.base_model,
+        max_length=cfg.hyper.max_length,
+        batch_size=cfg.hyper.batch_size,
+        rows_are_conversations=True,
+        renderer=cfg.renderer,
+    )
+    validate.refuse_blocking(report)
 
 
 def check_service(p: Plan) -> preflight.ServiceInfo:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from machine_git.errors import SERVICE
 from machine_git.errors import USAGE
+from machine_git.store import Store
 from machine_git.train import rendering
 from machine_git.train import service
 from tests.conftest import Run
@@ -59,7 +61,7 @@ def traces(project: Path, run: Run) -> Path:
     return support.store_path(project)
 
 
-def _json(text: str) -> Any:
+def _json(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
@@ -148,6 +150,32 @@ def test_validate_renders_every_row_offline(traces: Path, run: Run) -> None:
         "batches  16 sequences / batch size 8 = 2 steps per epoch\n"
         f"warning  1 duplicate prompts: {_branch_turns(traces)}\n"
     )
+
+
+def test_validate_dump_writes_what_trains(
+    traces: Path, run: Run, tmp_path: Path
+) -> None:
+    dump = tmp_path / "examples.jsonl"
+    result = run("train", "validate", "--kind", "traces", "--dump", str(dump))
+    assert result.exit_code == 0, result.stderr
+    examples = [_json(line) for line in dump.read_bytes().splitlines()]
+    assert len(examples) == 16  # one per rendered sequence
+    tok = rendering.tokenizer(MODEL)
+    for example in examples:
+        ids, weights = example["tokens"], example["weights"]
+        assert len(ids) == len(weights) and set(weights) <= {0, 1}
+        trained = tok.decode([t for t, w in zip(ids, weights, strict=True) if w])
+        marked = re.findall("\u27e6(.*?)\u27e7", example["text"], re.S)
+        assert "".join(marked) == trained
+        assert example["text"].replace("\u27e6", "").replace("\u27e7", "") == (
+            tok.decode(ids)
+        )
+        assert trained.endswith("<|im_end|>") and ids[-1] == tok.eos_token_id
+    store = Store.open(traces)
+    traces_ids = {
+        _json(data)["id"] for _, data in store.iter_row_blobs() if b"traces" in data
+    }
+    assert {e["row"] for e in examples} == traces_ids
 
 
 def _branch_turns(store: Path) -> str:
@@ -313,13 +341,43 @@ def test_sft_refuses_a_run_with_zero_steps(traces: Path, run: Run) -> None:
     result = run("train", "sft", "--kind", "traces", "--batch-size", "9")
     assert result.exit_code == 1
     assert result.stderr == (
-        "Error: 8 rows to train: fewer than one batch of 9 (tag more rows or lower "
-        "--batch-size)\n"
+        "Error: refused, nothing was spent: 8 rows to train: fewer than one batch "
+        "of 9 (tag more rows or lower --batch-size); see 'machine train validate'\n"
     )
     assert git(traces, "rev-parse", "HEAD").strip() == head
     assert not (traces / "machine" / "runs").exists() or not any(
         (traces / "machine" / "runs").iterdir()
     )
+
+
+def test_sft_refuses_examples_with_nothing_to_learn(traces: Path, run: Run) -> None:
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run("train", "sft", "--kind", "traces", "--max-length", "8")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: refused, nothing was spent: nothing to learn (no trained token "
+        "within --max-length): "
+    )
+    assert result.stderr.endswith(", ...; see 'machine train validate'\n")
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+
+
+def test_smoke_refuses_a_run_whose_export_validate_blocks(
+    traces: Path, run: Run, fake: FakeTinker
+) -> None:
+    record = _sft(run)
+    folder = traces / "machine" / "runs" / record["id"]
+    yaml = (folder / "tinker.yaml").read_text()
+    (folder / "tinker.yaml").write_text(
+        yaml.replace("max_length: 32768", "max_length: 8")
+    )
+    result = run("train", "smoke", "--yes")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: refused, nothing was spent: nothing to learn (no trained token "
+        "within --max-length): data.jsonl:1"
+    )
+    assert fake.calls == []
 
 
 @pytest.mark.slow
