@@ -97,6 +97,8 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
     try:
         target = revs.resolve(store, what)
     except BadRevisionError:
+        if revs.is_date(what):
+            raise  # a date is no row id: its own error, as every command says it
         raise BadRevisionError(f"{what!r} is neither a row id nor a revision") from None
     entry = history.entry(target)
     touched = history.touched(store, target)
