@@ -176,17 +176,45 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
 @project_option
 @json_option
 def undo(project: Path | None, as_json: bool) -> None:
-    """Revert the last commit, as a new commit.
+    """Take back the last change, as a new commit; again: the one before it.
+
+    Each undo takes back one more step (a tag, a rewrite, a move, a removal,
+    an import, a pull's merge, a setting); 'machine redo' makes them again.
 
     \b
     Example usage:
         machine undo
+        machine undo && machine undo      # the last two changes
     """
     store = open_store(project)
-    undone, commit = edits.undo(store)
+    done = edits.undo(store)
     footer.refresh(store)
-    summary = undone.message.splitlines()[0] if undone.message else ""
+    _report_step("undid", "undone", done, as_json)
+
+
+@click.command()
+@project_option
+@json_option
+def redo(project: Path | None, as_json: bool) -> None:
+    """Make the most recently undone change again, as a new commit.
+
+    Redo works back through the undos in the order they were made, until any
+    other change is made after them.
+
+    \b
+    Example usage:
+        machine undo
+        machine redo
+    """
+    store = open_store(project)
+    done = edits.redo(store)
+    footer.refresh(store)
+    _report_step("redid", "redone", done, as_json)
+
+
+def _report_step(verb: str, key: str, done: edits.Undone, as_json: bool) -> None:
+    summary = done.step.message.splitlines()[0] if done.step.message else ""
     if as_json:
-        emit_json({"undone": str(undone.id), "commit": commit, "summary": summary})
+        emit_json({key: str(done.step.id), "commit": done.commit, "summary": summary})
     else:
-        click.echo(f"undid {str(undone.id)[:12]} {summary}")
+        click.echo(f"{verb} {str(done.step.id)[:12]} {summary}")

@@ -471,3 +471,41 @@ def test_three_machines_share_rows_versions_runs_and_history(
             ]
             == "b1b1b1b1b1b1"
         )
+
+
+def test_undo_steps_back_through_a_merge_and_redo_brings_it_again(
+    project: Path, run: Run, hub: Path, on: Any
+) -> None:
+    on("a")
+    install_session(project, "basic")
+    theirs = orjson.loads(run("good", "--json").stdout)["id"]
+    run("remote", "add", "origin", str(hub))
+    run("push")
+    on("b")
+    install_session(project, "multi-turn")
+    ours = orjson.loads(run("good", "--json").stdout)["id"]
+    run("remote", "add", "origin", str(hub))
+    store = paths.store_path(project)
+    before_pull = git(store, "rev-parse", "HEAD").strip()
+    run("pull")
+    merge = git(store, "rev-parse", "HEAD").strip()
+    assert len(git(store, "rev-list", "--parents", "-1", "HEAD").split()) == 3
+
+    def ids() -> set[str]:
+        listed = git(store, "ls-tree", "-r", "--name-only", "HEAD").split()
+        return {i for p in listed if (i := rows.id_of_path(p)) is not None}
+
+    first = run("undo")  # the rows the merge brought
+    assert first.stdout.startswith(f"undid {merge[:12]} ")
+    assert ids() == {ours}
+    second = run("undo")  # then our own tag, before the pull
+    assert second.stdout.startswith(f"undid {before_pull[:12]} good {ours}: ")
+    assert ids() == set()
+    run("redo")
+    assert ids() == {ours}
+    run("redo")
+    assert ids() == {ours, theirs}
+    assert f"Machine-Redoes: {merge}\n" in git(
+        store, "log", "-1", "--format=%(trailers)"
+    )
+    assert run("pull").stdout == "already up to date with origin\n"
