@@ -171,7 +171,7 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
         value = observing.auto_on(paths.store_path(root))
     else:
         value = state == "on"
-        store = open_store(root, create=True)
+        store = open_store(project, create=True)
         commit = settings.write(store, "auto", value)
         footer.refresh(store)
     if as_json:
@@ -255,7 +255,7 @@ def observe(
     if (line := report.warning()) is not None:
         warn(line)
     row = observing.build(turn, parent=parent, reasoning=reasoning)
-    store = open_store(root, create=True)
+    store = open_store(project, create=True)
     result = observing.observe(store, row, redact=not no_redact)
     if result.commit is not None:
         footer.refresh(store)

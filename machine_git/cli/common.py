@@ -55,10 +55,20 @@ def project_of(project: Path | None) -> Path:
 
 
 def open_store(project: Path | None, create: bool = False) -> Store:
-    """The project's store; created only by commands that write."""
+    """The project's store; created only by commands that write.
+
+    ``project`` is the ``--project`` option as given (None: found from the
+    cwd), so that a store created outside git can say which folder it took.
+    """
     root = project_of(project)
     location = paths.store_path(root)
-    return Store.create(location, root) if create else Store.open(location)
+    if not create:
+        return Store.open(location)
+    store = Store.create(location, root)
+    notice = paths.new_store_notice(root, project is not None, store.created)
+    if notice is not None:
+        click.echo(notice, err=True)
+    return store
 
 
 def emit_json(value: Any) -> None:

@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from machine_git import paths
 from machine_git import rows
@@ -344,3 +345,61 @@ def test_project_option_uses_that_projects_store(
     assert result.exit_code == 0
     assert store_of(other).exists() and not store_of(project).exists()
     assert store_of(other).name.startswith("other-")
+
+
+# -- outside a git repository --------------------------------------------------------
+
+
+@pytest.fixture
+def plain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder in no git repository (nor above it), as the current folder."""
+    folder = tmp_path / "notes" / "sub"
+    folder.mkdir(parents=True)
+    assert not any((p / ".git").exists() for p in (folder, *folder.parents))
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def notice(folder: Path) -> str:
+    return (
+        f"note: no git repository here, so {folder} is the project; its store was "
+        f"created at {store_of(folder)} (pass --project DIR to choose another "
+        "folder)\n"
+    )
+
+
+def test_outside_git_the_first_store_says_which_folder_is_the_project(
+    plain: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_session(plain, "basic")
+    first = run("good")
+    assert first.exit_code == 0
+    assert first.stderr == notice(plain)
+    assert git(store_of(plain), "config", "machine.project").strip() == str(plain)
+    # Only the first time: later commands, writing or not, say nothing more.
+    for args in (("bad",), ("good", "--trace"), ("tagged",), ("data",)):
+        assert run(*args).stderr == "", args
+    # A folder beside it is another project, with its own store: said again.
+    sibling = plain.parent / "other"
+    sibling.mkdir()
+    monkeypatch.chdir(sibling)
+    rows_file = tmp_path / "rows.jsonl"
+    rows_file.write_bytes(
+        b'{"messages": [{"role": "user", "content": "hi"}, '
+        b'{"role": "assistant", "content": "hello"}]}\n'
+    )
+    imported = run("import", str(rows_file))
+    assert imported.stderr == notice(sibling)
+    assert store_of(sibling) != store_of(plain)
+    # Chosen with --project, a folder outside git is what the user asked for.
+    chosen = plain.parent / "chosen"
+    chosen.mkdir()
+    quiet = run("import", str(rows_file), "--project", str(chosen))
+    assert (quiet.exit_code, quiet.stderr) == (0, "")
+    assert (store_of(chosen) / "HEAD").exists()
+
+
+def test_inside_git_a_new_store_says_nothing(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    assert run("good").stderr == ""
+    assert run("auto", "on", "--project", str(project)).stderr == ""
