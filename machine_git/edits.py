@@ -17,6 +17,7 @@ from machine_git import rows
 from machine_git import schemas
 from machine_git.errors import NotFoundError
 from machine_git.errors import RowNotFoundError
+from machine_git.errors import TurnError
 from machine_git.errors import UsageError
 from machine_git.store import Change
 from machine_git.store import Snapshot
@@ -110,6 +111,15 @@ def move(store: Store, prefix: str, label: str) -> EditResult:
         raise UsageError(f"--to must be good or bad, not {label!r}")
 
     def change(row: dict[str, Any]) -> dict[str, Any]:
+        failure = row.get("failure")
+        if label == "good" and isinstance(failure, dict):
+            how = "was aborted" if failure.get("stop_reason") == "aborted" else (
+                "ended with an error"
+            )
+            raise TurnError(
+                f"row {row['id']} is a turn that {how}; only bad keeps it "
+                "(nothing moved)"
+            )
         answer_kind, trace_kind = rows.LABELS[label]
         row["kind"] = trace_kind if "trajectory" in row else answer_kind
         row["tag"] = rows.TAG_OF_KIND[row["kind"]]

@@ -165,6 +165,16 @@ def to_openai(row: dict[str, Any]) -> dict[str, Any]:
     return {"messages": [_openai_message(m) for m in _openai_conversation(row)]}
 
 
+def answers(messages: list[Message]) -> bool:
+    """True if an assistant message says something: what a chat line (and
+    machine import) needs to be learned from."""
+    return any(
+        m.get("role") == "assistant" and isinstance(m.get("content"), str)
+        and bool(m["content"])
+        for m in messages
+    )
+
+
 def _openai_conversation(row: dict[str, Any]) -> list[Message]:
     return conversation(row, null_content=True)
 
@@ -238,10 +248,14 @@ def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
 
 
 def render(row: dict[str, Any], fmt: str, redact: bool = True) -> dict[str, Any] | None:
-    """The output object of ``row`` in ``fmt``, or None if it has none."""
+    """The output object of ``row`` in ``fmt``, or None if it has none: a dpo
+    pair needs a rewrite, a chat line an answer."""
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
-    return _RENDER[fmt](_prepare(row, redact))
+    out = _RENDER[fmt](_prepare(row, redact))
+    if out is not None and "messages" in out and not answers(out["messages"]):
+        return None  # a turn that failed before it said anything (machine bad)
+    return out
 
 
 # -- writing ---------------------------------------------------------------------

@@ -114,7 +114,7 @@ def export(
             )
         except BrokenPipeError:
             _reader_went_away()
-        _skipped(tally.skipped, label)
+        _skipped(tally.skipped, label, fmt)
         if tally.rows == 0:
             warn(f"no {label} rows to export at {str(commit.id)[:12]}")
         if meta is not None:
@@ -145,7 +145,7 @@ def export(
         )
     finally:
         progress.clear()
-    _skipped(manifest.skipped, label)
+    _skipped(manifest.skipped, label, fmt)
     if as_json:
         emit_json(manifest.as_dict())
         return
@@ -172,9 +172,12 @@ def _reader_went_away() -> NoReturn:
     raise click.exceptions.Exit(141)
 
 
-def _skipped(count: int, label: str) -> None:
+def _skipped(count: int, label: str, fmt: str) -> None:
+    # dpo pairs need an --as rewrite; chat lines need an answer, which a turn
+    # that failed before saying anything (kept by machine bad) does not have
+    without = "a rewrite" if fmt == "dpo" else "an answer"
     if count:
-        click.echo(f"skipped {_rows(count, label)} without a rewrite", err=True)
+        click.echo(f"skipped {_rows(count, label)} without {without}", err=True)
 
 
 def _rows(count: int, label: str) -> str:
