@@ -113,9 +113,8 @@ def move(store: Store, prefix: str, label: str) -> EditResult:
     def change(row: dict[str, Any]) -> dict[str, Any]:
         failure = row.get("failure")
         if label == "good" and isinstance(failure, dict):
-            how = "was aborted" if failure.get("stop_reason") == "aborted" else (
-                "ended with an error"
-            )
+            aborted = failure.get("stop_reason") == "aborted"
+            how = "was aborted" if aborted else "ended with an error"
             raise TurnError(
                 f"row {row['id']} is a turn that {how}; only bad keeps it "
                 "(nothing moved)"

@@ -169,7 +169,8 @@ def answers(messages: list[Message]) -> bool:
     """True if an assistant message says something: what a chat line (and
     machine import) needs to be learned from."""
     return any(
-        m.get("role") == "assistant" and isinstance(m.get("content"), str)
+        m.get("role") == "assistant"
+        and isinstance(m.get("content"), str)
         and bool(m["content"])
         for m in messages
     )
@@ -474,9 +475,7 @@ def write_file(
                     progress(tally.rows)
             _sync(out)
         tally.sha256 = digest.hexdigest()
-        manifest = manifest_of(
-            tally, commit, revision, fmt, kinds, target.name, redact
-        )
+        manifest = manifest_of(tally, commit, revision, fmt, kinds, target.name, redact)
         meta_tmp = _temp_file(meta_target, temps)
         with open(meta_tmp, "wb") as meta:
             meta.write(jsonio.canonical(manifest.as_dict()))

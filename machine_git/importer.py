@@ -109,10 +109,11 @@ def load(
     first_line: dict[str, int] = {}
     # Where each generated row came from: the file (by name and absolute
     # path), or standard input, which has neither.
-    origin = (path.name, str(path.resolve())) if path is not None else ("stdin", None)
+    file_name = path.name if path is not None else "stdin"
+    absolute = str(path.resolve()) if path is not None else None
     for number, text in inputs.numbered_lines(data):
         found: list[tuple[str, str]] = []
-        row = _row_of_line(text, number, *origin, kind, loaded, found)
+        row = _row_of_line(text, number, file_name, absolute, kind, loaded, found)
         if row is not None and not found:
             found = [(p.path, p.message) for p in schemas.row_problems(row)]
         if row is not None and not found:

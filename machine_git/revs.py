@@ -36,7 +36,10 @@ from machine_git.store import Store
 
 RUN_REFS = "refs/runs/"
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?")
+_ISO_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?"
+)
+_EXPIRY = ("--type=expiry-date", "--get", "machine.when")
 _GIT_NOW = 2**64 - 1  # what git's expiry-date parser gives for "now"
 _FORMS = (
     "expected YYYY-MM-DD, an ISO 8601 time or a date git understands "
@@ -136,8 +139,7 @@ def _git_date(text: str, shown: str) -> float:
     )
     try:
         done = subprocess.run(
-            ["git", "-c", f"machine.when={text}", "config"]
-            + ["--type=expiry-date", "--get", "machine.when"],
+            [*("git", "-c", f"machine.when={text}", "config"), *_EXPIRY],
             capture_output=True,
             text=True,
             env=environment,

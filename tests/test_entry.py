@@ -150,7 +150,7 @@ def test_the_fast_path_says_which_folder_it_took_outside_git(
     folder.mkdir()
     monkeypatch.chdir(folder)
     install_session(folder, "basic")
-    code, out, err = main(["good"], monkeypatch, capsys)
+    code, _, err = main(["good"], monkeypatch, capsys)
     store = paths.store_path(folder)
     assert (code, err) == (
         0,

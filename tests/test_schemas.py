@@ -10,7 +10,6 @@ from machine_git import bundled
 from machine_git import schemas
 from tests import helpers
 
-
 LINE_FORMATS = ("tinker", "openai", "dpo", "trajectory")
 
 

@@ -54,23 +54,38 @@ def test_every_exported_line_is_valid_in_both_implementations(fmt: str) -> None:
 
 TINKER = export.to_tinker(helpers.valid_rows()[5])  # a system prompt, a tool call
 OPENAI = export.to_openai(helpers.valid_rows()[5])
-DPO = export.to_dpo(helpers.valid_rows()[6])
+PAIR = export.to_dpo(helpers.valid_rows()[6])
+assert PAIR is not None
+DPO: dict[str, Any] = PAIR
+SAID = [{"role": "assistant", "content": "a"}]
 INVALID = [
-    ("tinker", "null content", helpers.mutate(TINKER, ["messages", 2, "content"], None)),
+    (
+        "tinker",
+        "null content",
+        helpers.mutate(TINKER, ["messages", 2, "content"], None),
+    ),
     ("tinker", "no answer", helpers.mutate(TINKER, ["messages", 4, "content"], "")),
     ("tinker", "one message", {"messages": TINKER["messages"][:1]}),
     ("tinker", "bad role", helpers.mutate(TINKER, ["messages", 0, "role"], "robot")),
     ("tinker", "no messages", {"conversation": TINKER["messages"]}),
-    ("openai", "null without calls", helpers.mutate(OPENAI, ["messages", 4, "content"], None)),
-    ("openai", "message extra key", helpers.mutate(OPENAI, ["messages", 0, "x"], 1)),
+    ("openai", "null alone", helpers.mutate(OPENAI, ["messages", 4, "content"], None)),
+    ("openai", "extra key", helpers.mutate(OPENAI, ["messages", 0, "x"], 1)),
     ("dpo", "no preferred", helpers.mutate(DPO, ["preferred_output"], helpers.DELETE)),
-    ("dpo", "two outputs", helpers.mutate(DPO, ["preferred_output"], [{"role": "assistant", "content": "a"}] * 2)),
-    ("dpo", "user output", helpers.mutate(DPO, ["non_preferred_output", 0, "role"], "user")),
-    ("dpo", "empty output", helpers.mutate(DPO, ["non_preferred_output", 0, "content"], "")),
+    ("dpo", "two outputs", helpers.mutate(DPO, ["preferred_output"], SAID * 2)),
+    (
+        "dpo",
+        "user output",
+        helpers.mutate(DPO, ["non_preferred_output", 0, "role"], "user"),
+    ),
+    (
+        "dpo",
+        "empty output",
+        helpers.mutate(DPO, ["non_preferred_output", 0, "content"], ""),
+    ),
     ("dpo", "extra key", helpers.mutate(DPO, ["chosen"], "x")),
     ("trajectory", "empty", {"trajectory": []}),
     ("trajectory", "no user", {"trajectory": helpers.trajectory()[:1]}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -139,7 +154,8 @@ def test_a_json_file_is_one_row_or_line(tmp_path: Path) -> None:
     path.write_bytes(jsonio.canonical(DPO))  # indented: many lines, one value
     tally = validate.Tally()
     assert list(validate.check_file(path, tally)) == []
-    assert (tally.rows, tally.lines, tally.formats) == (1, {"dpo": 1}, {str(path): "dpo"})
+    assert (tally.rows, tally.lines) == (1, {"dpo": 1})
+    assert tally.formats == {str(path): "dpo"}
 
 
 def test_a_stream_is_read_as_jsonl_named_stdin() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import TypeVar
 
@@ -11,7 +12,11 @@ import click
 
 from machine_git import jsonio
 from machine_git import paths
+from machine_git.errors import MachineError
 from machine_git.store import Store
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,6 +74,50 @@ def open_store(project: Path | None, create: bool = False) -> Store:
     if notice is not None:
         click.echo(notice, err=True)
     return store
+
+
+# -- shell completion (click's shell_complete callbacks) -------------------------
+
+
+def complete_row_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Row ids of the project's store (recent rows for an empty word)."""
+    return _complete(ctx, incomplete, rows=True)
+
+
+def complete_revision(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Version names and run ids of the project's store."""
+    return _complete(ctx, incomplete, revisions=True)
+
+
+def complete_row_or_revision(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Row ids, then version names and run ids (``machine show``)."""
+    return _complete(ctx, incomplete, rows=True, revisions=True)
+
+
+def _complete(
+    ctx: click.Context, incomplete: str, rows: bool = False, revisions: bool = False
+) -> list[CompletionItem]:
+    # Loaded only when the shell asks: no command's start-up pays for them.
+    from click.shell_completion import CompletionItem
+
+    from machine_git import completion
+
+    project = ctx.params.get("project")  # --project given earlier on the line
+    try:
+        where = paths.store_path(
+            project_of(project if isinstance(project, Path) else None)
+        )
+    except (click.BadParameter, MachineError):
+        return []
+    found = completion.row_ids(where, incomplete) if rows else []
+    found += completion.revisions(where, incomplete) if revisions else []
+    return [CompletionItem(c.value, help=c.help or None) for c in found]
 
 
 def emit_json(value: Any) -> None:

@@ -147,9 +147,7 @@ def validate(
     tally = checks.Tally()
     findings: list[checks.Finding] = []
     for name in files:
-        source = (
-            sys.stdin.buffer if name == inputs.STDIN else Path(name)
-        )
+        source = sys.stdin.buffer if name == inputs.STDIN else Path(name)
         findings.extend(checks.check_file(source, tally))
     if whole_store:
         findings.extend(checks.check_store(open_store(project), tally))

@@ -12,6 +12,7 @@ from machine_git import edits
 from machine_git import jsonio
 from machine_git import lookup
 from machine_git.agents import footer
+from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -37,7 +38,7 @@ def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--as", "--rewrite", "text", required=True, help="The new final answer.")
 @project_option
 @json_option
@@ -55,7 +56,7 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option(
     "--from",
     "source",
@@ -132,7 +133,7 @@ def _replace_from(store: Store, row_id: str, text: str, edited: str) -> None:
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--why", help="Why the row is removed (kept in the commit).")
 @project_option
 @json_option
@@ -150,7 +151,7 @@ def rm(row_id: str, why: str | None, project: Path | None, as_json: bool) -> Non
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--to", "label", type=click.Choice(["good", "bad"]), required=True)
 @project_option
 @json_option

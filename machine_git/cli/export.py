@@ -13,6 +13,7 @@ import click
 
 from machine_git import inputs
 from machine_git import paths
+from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -29,7 +30,7 @@ _PROGRESS_EVERY = 1000
 
 
 @click.command()
-@click.argument("revision", required=False)
+@click.argument("revision", required=False, shell_complete=complete_revision)
 @click.option(
     "--kind",
     "kinds",

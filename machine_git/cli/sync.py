@@ -234,7 +234,11 @@ def clone(folder: Path, project: Path | None, as_json: bool) -> None:
     target = cloned.path
     if as_json:
         emit_json(
-            {"clone": str(target), "store": str(store.path), "identity": cloned.identity}
+            {
+                "clone": str(target),
+                "store": str(store.path),
+                "identity": cloned.identity,
+            }
         )
         return
     click.echo(f"cloned {store.path} into {target}")

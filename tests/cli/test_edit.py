@@ -137,9 +137,7 @@ def test_undo_walks_back_one_step_at_a_time_and_redo_forward(
         result = run("undo")
         assert result.stdout == f"undid {commit[:12]} {summary}\n"
         assert tree(project) == trees[len(steps) - 1 - n]
-        assert f"Machine-Action: undo\nMachine-Reverts: {commit}\n" in trailers(
-            project
-        )
+        assert f"Machine-Action: undo\nMachine-Reverts: {commit}\n" in trailers(project)
         subject = git(store, "log", "-1", "--format=%s").strip()
         assert subject.startswith(f"undo: {summary[:40]}")  # never "undo: undo:"
     assert tree(project) == trees[0]
@@ -206,6 +204,8 @@ def test_an_undo_of_an_undo_made_before_redo_counts_as_a_redo(
     before_rm = git(paths.store_path(project), "rev-parse", "HEAD~3^{tree}").strip()
     run("undo")  # takes back the rm (the old pair is a redo), not the old undo
     assert tree(project) == before_rm
+
+
 def test_move_between_good_and_bad(project: Path, run: Run) -> None:
     row_id = tagged(project, run, "--trace")
     result = run("move", row_id, "--to", "bad")

@@ -721,9 +721,7 @@ def test_import_dash_reads_stdin(project: Path, run: Run) -> None:
 ANSWER = {"role": "assistant", "content": "hello"}
 
 
-def test_a_file_named_dash_is_read_as_dot_slash_dash(
-    project: Path, run: Run
-) -> None:
+def test_a_file_named_dash_is_read_as_dot_slash_dash(project: Path, run: Run) -> None:
     write_jsonl(project / "-", {"messages": [{"role": "user", "content": "x"}, ANSWER]})
     result = run("import", "./-", input="")
     assert result.stdout.startswith("imported 1 row (train 1) from ./- (commit ")

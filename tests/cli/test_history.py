@@ -200,9 +200,7 @@ def dated_history(project: Path, run: Run, ages: list[int]) -> list[str]:
     return made
 
 
-def test_git_relative_dates_pick_the_dataset_as_it_was(
-    project: Path, run: Run
-) -> None:
+def test_git_relative_dates_pick_the_dataset_as_it_was(project: Path, run: Run) -> None:
     init, first, second, third = dated_history(
         project, run, [10 * DAY, 3 * DAY, 30 * HOUR, HOUR]
     )

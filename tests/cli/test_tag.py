@@ -295,7 +295,9 @@ def test_no_session_is_one_line(project: Path, run: Run) -> None:
 
 ABORTED_USER = "abort-me: write a very long essay."
 ERRORED_USER = "provider-error: this request will fail."
-PROVIDER_ERROR = "fake provider: invalid_request_error: scripted failure for this fixture"
+PROVIDER_ERROR = (
+    "fake provider: invalid_request_error: scripted failure for this fixture"
+)
 
 
 @pytest.mark.parametrize("args", [(), ("--as", "A short essay."), ("--trace",)])
