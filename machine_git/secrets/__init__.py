@@ -60,6 +60,7 @@ KINDS: frozenset[str] = frozenset(
     | {d[0] for d in rules.DOTTED}
     | {lit[4] for lit in rules.LITERALS}
     | {rules.MAXMIND[0], rules.GITLAB_SESSION[0], rules.TERRAFORM[0]}
+    | {rules.BRAINTREE[0]}
     | set(rules.SHAPES)
 )
 

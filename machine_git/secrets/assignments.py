@@ -21,10 +21,13 @@ from __future__ import annotations
 import re
 
 from machine_git.secrets import names
+from machine_git.secrets import rules
 from machine_git.secrets.blocks import scan_putty
 from machine_git.secrets.blocks import try_pem
+from machine_git.secrets.commands import flag_value
 from machine_git.secrets.found import ASSIGNED
 from machine_git.secrets.found import HEADER
+from machine_git.secrets.found import PROVIDER
 from machine_git.secrets.found import Cand
 from machine_git.secrets.heuristics import WORDCH
 from machine_git.secrets.heuristics import LazyPattern
@@ -62,8 +65,9 @@ _XML_ATTR_RE = LazyPattern(
 )
 _XML_TEXT_RE = LazyPattern(r">(?P<val>[^<>\s]{4,256})</")
 _HEADER_NAME_RE = LazyPattern(r"[A-Za-z]+(?:-[A-Za-z]+)+")
-_OPENSSL_PASS_RE = LazyPattern(r"[^\s\"'`;&|)\\]{1,512}")
+_BRAINTREE_RE = LazyPattern(rules.BRAINTREE[1])
 _AFTER_NAME = frozenset("\"'\\:=] \t>")
+_ENV_VALUE_END = frozenset(" \t\r\n\"'`\\")
 
 
 def _value(m: re.Match[str], text: str, ns: int) -> tuple[str, int, int, bool] | None:
@@ -116,6 +120,12 @@ def _try_env(text: str, ns: int, ke: int, cls: str, out: list[Cand]) -> None:
         and not m.group("sp2")
         and (raw_name.isupper() or raw_name.startswith("-"))
     )
+    if env_style and not quoted:
+        # NAME=value in .env and shell runs to the blank: commas and brackets
+        # are part of a password there
+        while ve < len(text) and text[ve] not in _ENV_VALUE_END:
+            ve += 1
+        val = text[vs:ve]
     if names.value_ok(cls, val, quoted, env_style, nxt):
         kind = _kind(raw_name, val, m.group("sep"))
         out.append((vs, ve, HEADER if kind != "env-secret" else ASSIGNED, kind))
@@ -140,9 +150,9 @@ def _try_xml(text: str, ke: int, cls: str, out: list[Cand]) -> None:
 
 
 def _try_openssl(text: str, vs: int, out: list[Cand]) -> None:
-    m = _OPENSSL_PASS_RE.match(text, vs)
-    if m is not None and not is_placeholder(m.group()) and m.group()[0] not in "$%{":
-        out.append((m.start(), m.end(), HEADER, "cli-secret"))
+    got = flag_value(text, vs)
+    if got is not None and not is_placeholder(got[0]) and got[0][0] not in "$%{":
+        out.append((got[1], got[2], HEADER, "cli-secret"))
 
 
 def _try_auth_header(text: str, ks: int, out: list[Cand]) -> None:
@@ -171,6 +181,10 @@ def _at_keyword(
         try_pem(text, i, out)
     elif kw == "key" and text.startswith("PuTTY-User-", i - 11):
         scan_putty(text, i - 11, out)
+    elif kw == "token" and nxt == "$" and text.startswith("access_token$", i - 7):
+        m = _BRAINTREE_RE.match(text, i - 7)  # access_token$production$<16>
+        if m is not None:
+            out.append((m.start(), m.end(), PROVIDER, rules.BRAINTREE[0]))
     elif kw == "pass" and nxt == ":" and ke == i + 4:
         if i > 0 and text[i - 1] in " \t=\"'":  # openssl -passin pass:<pw>
             _try_openssl(text, ke + 1, out)
@@ -235,7 +249,7 @@ def _suffixed(text: str, i: int, ke: int, out: list[Cand]) -> None:
         _try_env(text, ns, j, "strong" if cls == "password" else cls, out)
 
 
-_FOLLOW = _AFTER_NAME | {"_", ".", "-"}
+_FOLLOW = _AFTER_NAME | {"_", ".", "-", "$"}
 
 
 def scan_keywords(text: str, lower: str, out: list[Cand]) -> None:
@@ -269,6 +283,14 @@ _SEP_VALUE_RES = (
     re.compile(rf"\":\"{_VALUE}"),
 )
 _NOT_BEFORE_SEP = frozenset("=!<>:")
+_VALUE_END = frozenset(" \t\r\n\"'`,;<>(){}[]|\\")
+_NOT_SECRET_NAMES = frozenset(
+    {
+        "content", "nonce", "integrity", "id", "class", "style", "href", "src",
+        "data", "hash", "digest", "checksum", "sha", "etag", "signature", "version",
+        "ref", "commit", "uid", "uuid", "state", "model", "image", "name", "title",
+    }
+)  # fmt: skip
 
 
 def scan_values(text: str, out: list[Cand]) -> None:
@@ -283,5 +305,14 @@ def scan_values(text: str, out: list[Cand]) -> None:
                 j -= 1
             if j == 0 or text[j - 1] not in names.NAME_CH:
                 continue  # no name before the separator
-            if credential_like(m.group(1)):
-                out.append((m.start(1), m.end(1), ASSIGNED, "env-secret"))
+            val, ve = m.group(1), m.end(1)
+            if ve < len(text) and text[ve] not in _VALUE_END:
+                continue  # longer than any key: a blob (images, bundles)
+            ns = names.name_start(text, j - 1)
+            if text[ns:j].strip("\"'").lower() in _NOT_SECRET_NAMES:
+                continue  # content="...", "data": "...", integrity="..."
+            if ns > 0 and text[ns - 1] in "?&" and "&" in val:
+                val = val[: val.index("&")]  # a query string: ?v=...&t=42s
+                ve = m.start(1) + len(val)
+            if credential_like(val):
+                out.append((m.start(1), ve, ASSIGNED, "env-secret"))

@@ -44,7 +44,7 @@ _MONGO = frozenset(
     }
 )  # fmt: skip
 _SEPARATORS = '\n;|&(`"{'
-_STOP = frozenset(" \t\r\n\"'`;&|)<>\\")
+_STOP = frozenset(" \t\r\n\"'`;|)<>\\")
 
 
 def _segment_words(text: str, pos: int) -> set[str]:
@@ -55,7 +55,7 @@ def _segment_words(text: str, pos: int) -> set[str]:
     return {w.rsplit("/", 1)[-1] for w in text[start:pos].split()}
 
 
-def _flag_value(text: str, vs: int) -> tuple[str, int, int] | None:
+def flag_value(text: str, vs: int) -> tuple[str, int, int] | None:
     """The value starting at ``vs``: quoted ('x', "x", \\"x\\") or bare."""
     n = len(text)
     quote = ""
@@ -70,6 +70,10 @@ def _flag_value(text: str, vs: int) -> tuple[str, int, int] | None:
         return text[vs:ve], vs, ve
     ve = vs
     while ve < n and ve - vs < 512 and text[ve] not in _STOP:
+        # a lone & is part of the word (agents write passwords unquoted);
+        # "&&" or "& " ends the command
+        if text[ve] == "&" and (ve + 1 >= n or text[ve + 1] in "& \t\r\n"):
+            break
         ve += 1
     return (text[vs:ve], vs, ve) if ve > vs else None
 
@@ -95,7 +99,7 @@ def _flag_p(text: str, i: int, out: list[Cand]) -> None:
     vs = i + 3
     c = text[vs : vs + 1]
     if c and c not in " \t\r\n-=":
-        got = _flag_value(text, vs)
+        got = flag_value(text, vs)
         if got is not None and _ok(got[0]):
             words = _segment_words(text, i)
             if (
@@ -111,14 +115,14 @@ def _flag_p(text: str, i: int, out: list[Cand]) -> None:
             or words & _MONGO
             or ("login" in words and words & _REGISTRIES)
         ):
-            _emit(out, _flag_value(text, _spaced(text, vs)))
+            _emit(out, flag_value(text, _spaced(text, vs)))
 
 
 def _flag_user(text: str, vs: int, sep: str, out: list[Cand]) -> None:
     """``-u user:password``, ``--user[= ]user:password``, ``-U user%password``."""
     if text.startswith("=", vs):
         vs += 1
-    got = _flag_value(text, _spaced(text, vs))
+    got = flag_value(text, _spaced(text, vs))
     if got is not None and sep in got[0]:
         user, pw = got[0].split(sep, 1)
         numeric = user.isdigit() and pw.isdigit()  # -u 1000:1000 (uid:gid)
@@ -138,7 +142,7 @@ def scan_commands(text: str, out: list[Cand]) -> None:
             _flag_p(text, i, out)
         elif flag in "aP":
             if _segment_words(text, i) & _TOOLS[flag]:
-                _emit(out, _flag_value(text, _spaced(text, m.end())))
+                _emit(out, flag_value(text, _spaced(text, m.end())))
         elif flag == "U":
             _flag_user(text, m.end(), "%", out)
         else:  # -u, --user

@@ -44,8 +44,8 @@ PROVIDERS: tuple[Provider, ...] = (
         "any",
     ),
     ("tavily-api-key", ("tvly-",), r"tvly-(?:dev-|prod-)?[A-Za-z0-9]{24,}", "any"),
-    ("huggingface-token", ("hf_",), r"hf_[A-Za-z0-9]{30,}", "mixed"),
-    ("huggingface-token", ("api_org_",), r"api_org_[A-Za-z0-9]{30,}", "mixed"),
+    ("huggingface-token", ("hf_",), r"hf_[A-Za-z0-9]{30,}", "cased"),
+    ("huggingface-token", ("api_org_",), r"api_org_[A-Za-z0-9]{30,}", "cased"),
     # -- code hosts, registries, CI ---------------------------------------------
     (
         "github-token",
@@ -90,6 +90,12 @@ PROVIDERS: tuple[Provider, ...] = (
     ("readme-api-token", ("rdme_",), r"rdme_[a-z0-9]{70}", "any"),
     ("prefect-api-token", ("pnu_",), r"pnu_[A-Za-z0-9]{36}", "any"),
     ("infracost-api-token", ("ico-",), r"ico-[A-Za-z0-9]{32}", "random"),
+    (
+        "chieftools-token",
+        ("ctp_", "cto_", "ctr_"),
+        r"ct[por]_[A-Za-z0-9]{30,248}",
+        "random",
+    ),
     # -- clouds and hosting ----------------------------------------------------------
     (
         "aws-access-key",
@@ -127,8 +133,13 @@ PROVIDERS: tuple[Provider, ...] = (
     ("scalingo-api-token", ("tk-us-",), r"tk-us-[\w-]{48}", "any"),
     ("databricks-token", ("dapi",), r"dapi[a-f0-9]{32}(?:-[0-9])?", "any"),
     ("clickhouse-api-key", ("4b1d",), r"4b1d[A-Za-z0-9]{38}", "random"),
+    (
+        "castai-api-key",
+        ("castai_v1_",),
+        r"castai_v1_[A-Za-z0-9]{64}_[A-Za-z0-9]{8}",
+        "any",
+    ),
     ("yandex-api-key", ("AQVN",), r"AQVN[\w-]{35,38}", "random"),
-    ("yandex-api-key", ("YC",), r"YC[\w-]{38}", "random"),
     # -- identity, secrets managers --------------------------------------------------
     (
         "onepassword-token",
@@ -157,12 +168,6 @@ PROVIDERS: tuple[Provider, ...] = (
         "aws-bedrock-key",
         ("bedrock-api-key-",),
         r"bedrock-api-key-[A-Za-z0-9+/=]{40,}",
-        "any",
-    ),
-    (
-        "django-secret-key",
-        ("django-insecure-",),
-        r"django-insecure-[^\s\"'`]{4,250}",
         "any",
     ),
     # -- payments, commerce ----------------------------------------------------------
@@ -204,7 +209,20 @@ PROVIDERS: tuple[Provider, ...] = (
         r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
         "any",
     ),
-    ("lob-api-key", ("live_", "test_"), r"(?:live|test)_[a-f0-9]{35}", "random"),
+    # Lob, Adyen client keys, Chargebee: test_/live_ and a random body
+    ("payment-api-key", ("live_", "test_"), r"(?:live|test)_[a-f0-9]{35}", "any"),
+    (
+        "payment-api-key",
+        ("live_", "test_"),
+        r"(?:live|test)_[A-Za-z0-9]{30,40}",
+        "random",
+    ),
+    (
+        "braintree-key",
+        ("sandbox_", "production_"),
+        r"(?:sandbox|production)_[a-z0-9]{8}_[a-z0-9]{16}",
+        "any",
+    ),
     (
         "duffel-api-token",
         ("duffel_test_", "duffel_live_"),
@@ -252,7 +270,7 @@ PROVIDERS: tuple[Provider, ...] = (
         "any",
     ),
     ("octopus-api-key", ("API-",), r"API-[A-Z0-9]{26}", "digits"),
-    ("adobe-client-secret", ("p8e-",), r"p8e-[A-Za-z0-9]{32}", "random"),
+    ("adobe-client-secret", ("p8e-",), r"p8e-[A-Za-z0-9]{32}", "any"),
     (
         "intra42-client-secret",
         ("s-s4t2ud-", "s-s4t2af-"),
@@ -263,7 +281,7 @@ PROVIDERS: tuple[Provider, ...] = (
         "settlemint-token",
         ("sm_aat_", "sm_pat_", "sm_sat_"),
         r"sm_[aps]at_[A-Za-z0-9]{16}",
-        "random",
+        "any",
     ),
     ("defined-networking-token", ("dnkey-",), r"dnkey-[\w=-]{26}-[\w=-]{52}", "any"),
 )
@@ -273,6 +291,7 @@ PROVIDERS: tuple[Provider, ...] = (
 DOTTED: tuple[tuple[str, str, str], ...] = (
     ("google-oauth-token", "ya29.", r"ya29\.[\w-]{20,}"),
     ("sendgrid-api-key", "SG.", r"SG\.[\w-]{16,32}\.[\w-]{16,64}"),
+    ("slack-token", "xoxe.", r"xoxe\.xox[bp]-[0-9]-[A-Z0-9]{120,}"),
     ("vault-token", "hvs.", r"hvs\.[\w-]{24,}"),
     ("vault-token", "hvb.", r"hvb\.[\w-]{24,}"),
     ("vault-token", "hvr.", r"hvr\.[\w-]{24,}"),
@@ -300,6 +319,7 @@ DOTTED: tuple[tuple[str, str, str], ...] = (
     ("dropbox-token", "sl.", r"sl\.(?:u\.)?[\w=-]{130,}"),
     ("yandex-api-key", "t1.", r"t1\.[\w-]+={0,2}\.[\w-]{86}={0,2}"),
     ("cloudflare-origin-ca-key", "v1.0-", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}"),
+    ("adyen-api-key", "AQE", r"AQE[a-z0-9]{5,}\.[\w=-]{50,80}"),
     (
         "authress-key",
         "sc_",
@@ -309,9 +329,18 @@ DOTTED: tuple[tuple[str, str, str], ...] = (
 )
 
 # Shapes found by a literal inside them, in text that holds ``gate`` (one
-# fast search): (gate, literal, how many characters of the match may come
+# fast search; "" = always): (gate, literal, how many characters of the match may come
 # before the literal, regex, kind, group redacted (0 = the whole match)).
 LITERALS: tuple[tuple[str, str, int, str, str, int], ...] = (
+    # a Django key is cut into short runs by its symbols: searched for itself
+    (
+        "",
+        "django-insecure-",
+        0,
+        r"django-insecure-[^\s\"'`]{4,250}",
+        "django-secret-key",
+        0,
+    ),
     (
         "~",
         "Q~",
@@ -367,6 +396,7 @@ LITERALS: tuple[tuple[str, str, int, str, str, int], ...] = (
 # Tokens found from the run of token characters next to them, in
 # tokens.py: (kind, regex).
 MAXMIND = ("maxmind-license-key", r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk")
+BRAINTREE = ("braintree-key", r"access_token\$(?:production|sandbox)\$[a-z0-9]{16}")
 GITLAB_SESSION = ("gitlab-token", r"[0-9a-z]{32}")  # after _gitlab_session=
 TERRAFORM = ("terraform-token", r"[A-Za-z0-9]{14}\.atlasv1\.[\w=-]{60,70}")
 

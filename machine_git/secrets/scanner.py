@@ -49,9 +49,8 @@ def _collect(text: str, out: list[Cand], depth: int) -> None:
     assignments.scan_keywords(text, lower, out)
     assignments.scan_values(text, out)
     commands.scan_commands(text, out)
-    gates = frozenset(g for g in ("~", "://") if g in text)
-    if gates:
-        blocks.scan_literals(text, gates, out)
+    gates = frozenset(g for g in ("", "~", "://") if g in text)
+    blocks.scan_literals(text, gates, out)
     if "://" in gates:
         blocks.scan_urls(text, out)
     if depth < MAX_DEPTH and "\\" in text:

@@ -22,6 +22,8 @@ from machine_git.secrets.found import PROVIDER
 from machine_git.secrets.found import STRUCT
 from machine_git.secrets.found import Cand
 from machine_git.secrets.heuristics import ALNUM
+from machine_git.secrets.heuristics import BLOB_PREFIXES
+from machine_git.secrets.heuristics import DIGEST_PREFIXES
 from machine_git.secrets.heuristics import DIGITS
 from machine_git.secrets.heuristics import HAS_DIGIT_RE
 from machine_git.secrets.heuristics import HEXISH_RE
@@ -73,7 +75,12 @@ def _v_mixed(body: str) -> bool:
     )
 
 
+def _v_cased(body: str) -> bool:
+    return distinct_enough(body) and not body.islower() and not body.isupper()
+
+
 _CHECKS: dict[str, Callable[[str], bool]] = {
+    "cased": _v_cased,
     "any": _v_any,
     "random": _v_random,
     "digits": _v_digits,
@@ -156,8 +163,11 @@ def _try_dotted(text: str, s: int, e: int, out: list[Cand]) -> bool:
             out.append((s - 23, m.end(), PROVIDER, rules.TERRAFORM[0]))
             return True
     found = False
-    for h in _DOTTED_HEAD_RE.finditer(text, max(0, s - 256), s):
+    # a head may run past the dot before this run: "v1.0-" ends 2 into it
+    for h in _DOTTED_HEAD_RE.finditer(text, max(0, s - 256), min(len(text), s + 8)):
         p = h.start()
+        if p >= s:
+            break
         if p > 0 and text[p - 1] in _DOTCHAIN:
             continue
         if _CHAIN_RE.fullmatch(text, p, s) is None:
@@ -234,13 +244,7 @@ def _try_shapes(text: str, tok: str, s: int, e: int, out: list[Cand]) -> bool:
 
 # -- random strings --------------------------------------------------------------------
 
-# base64 magic of png, jpeg, gif, webp/riff, pdf, svg, xml, zip, gzip, woff,
-# zero runs, wasm, bmp, tiff, ico; SRI / nix integrity prefixes
-_SKIP_PREFIXES = (
-    "iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "JVBERi0", "PHN2Zy", "PD94bWw",
-    "UEsDB", "H4sI", "d09GR", "d09GMg", "AAAA", "AGFzbQ", "Qk0", "SUkq", "TU0A",
-    "AAABAA", "sha1-", "sha256-", "sha384-", "sha512-", "md5-",
-)  # fmt: skip
+_SKIP_PREFIXES = (*BLOB_PREFIXES, *DIGEST_PREFIXES)
 _SKIP_AFTER = (
     "base64,", "h1:", "sha1:", "sha256:", "sha384:", "sha512:", "md5:", "sha1-",
     "sha256-", "sha384-", "sha512-",
@@ -387,6 +391,8 @@ def _scan_run(text: str, s: int, e: int, n: int, out: list[Cand]) -> None:
         end = _provider_in_run(text, s, tok, out)
         if end < 0:
             break
+        if s > 0 and text[s - 1] == ".":
+            _try_dotted(text, s, end, out)  # xoxe.xoxp-...: a head before the dot
         # whatever follows a provider token in the same run is judged on its own
         s = end
         while s < e and text[s] in "+/=_-":
