@@ -33,7 +33,11 @@ def create(
     ref = f"{TAGS}{name}"
     if not pygit2.reference_is_valid_name(ref):
         raise UsageError(f"version name {name!r} is not a valid git tag name")
-    text = message or f"version {name}"
+    text = f"version {name}"
+    if message:  # a note the user typed: redacted like every text machine writes
+        from machine_git.redaction import redact_message
+
+        text = redact_message(message)
     with store.locked():
         if ref in store.repo.references:
             existing = store.repo.references[ref].peel(Commit)

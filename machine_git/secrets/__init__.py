@@ -46,6 +46,7 @@ __all__ = [
     "JSON",
     "KINDS",
     "Finding",
+    "found_texts",
     "placeholder",
     "redact",
     "redact_text",
@@ -143,3 +144,35 @@ def redact(value: JSON) -> tuple[JSON, dict[str, int]]:
     except Exception as exc:  # fail closed
         raise SecretScanError(f"secret redaction failed: {exc!r}") from exc
     return result, counts
+
+
+def found_texts(value: JSON) -> set[tuple[str, str]]:
+    """Every secret in a JSON value as ``(kind, text)``, the way :func:`redact` sees it.
+
+    For comparing two versions of a row: a secret the older one already held
+    was let in before (with ``--no-redact``) and is not new.
+    """
+    out: set[tuple[str, str]] = set()
+    try:
+        _collect_texts(value, out, 0)
+    except SecretScanError:
+        raise
+    except Exception as exc:  # fail closed
+        raise SecretScanError(f"secret scan failed: {exc!r}") from exc
+    return out
+
+
+def _collect_texts(value: JSON, out: set[tuple[str, str]], depth: int) -> None:
+    if isinstance(value, str):
+        out.update((f.kind, value[f.start : f.end]) for f in scan_text(value))
+    elif depth >= 512:
+        raise SecretScanError("JSON value nested too deeply to scan")
+    elif isinstance(value, list):
+        for v in value:
+            _collect_texts(v, out, depth + 1)
+    elif isinstance(value, dict):
+        for key, v in value.items():
+            if isinstance(v, str) and names.named_secret(key, v):
+                out.add(("env-secret", v))
+            else:
+                _collect_texts(v, out, depth + 1)
