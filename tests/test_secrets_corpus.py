@@ -29,6 +29,7 @@ import random
 import re
 import string
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -724,7 +725,7 @@ _NAMED: tuple[tuple[str, str, str, str, int], ...] = (
 
 
 def _named_value(g: _Gen, alphabet: str, n: int) -> str:
-    special = {
+    special: dict[str, Callable[[], str]] = {
         "uuid": g.uuid,
         "UUID": lambda: g.uuid().upper(),
         "mailgun": lambda: f"{g.s('abcdefgh0123456789', 32)}-{g.hex(8)}-{g.hex(8)}",
