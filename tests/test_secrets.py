@@ -378,7 +378,7 @@ def test_an_internal_error_is_raised_as_secret_scan_error(
     with pytest.raises(SecretScanError):
         redact_text("anything at all")
     with pytest.raises(SecretScanError):
-        redact({"a": ["nested", {"b": "value"}]})
+        redact({"a": ["nested 1", {"b": "value 2"}]})
 
 
 def test_a_broken_pattern_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:

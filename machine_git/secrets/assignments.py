@@ -297,6 +297,9 @@ def scan_values(text: str, out: list[Cand]) -> None:
     """Assignments of credential-looking values to names that say nothing."""
     for rx in _SEP_VALUE_RES:
         for m in rx.finditer(text):
+            val = m.group(1)
+            if "/" in val or val.islower() or val.isupper():
+                continue  # paths and urls, hex, names: credential_like() says no
             sep = m.start()
             if sep == 0 or text[sep - 1] in _NOT_BEFORE_SEP:
                 continue  # ==, !=, <=, ::
@@ -305,7 +308,7 @@ def scan_values(text: str, out: list[Cand]) -> None:
                 j -= 1
             if j == 0 or text[j - 1] not in names.NAME_CH:
                 continue  # no name before the separator
-            val, ve = m.group(1), m.end(1)
+            ve = m.end(1)
             if ve < len(text) and text[ve] not in _VALUE_END:
                 continue  # longer than any key: a blob (images, bundles)
             ns = names.name_start(text, j - 1)

@@ -89,13 +89,22 @@ _CHECKS: dict[str, Callable[[str], bool]] = {
 _Entry = tuple[str, tuple[str, ...], LazyPattern, Callable[[str], bool]]
 
 
-def _by_head() -> dict[str, tuple[_Entry, ...]]:
-    table: dict[str, list[_Entry]] = {}
+def _by_head() -> dict[str, tuple[LazyPattern, tuple[_Entry, ...]]]:
+    # per head: one pattern for "does any of these start here" (one regex
+    # call turns away the many runs that share a head with a provider, such
+    # as test_... and live_...), then the entries in order
+    table: dict[str, list[tuple[_Entry, str]]] = {}
     for kind, prefixes, rx, check in rules.PROVIDERS:
         entry = (kind, prefixes, LazyPattern(rx, re.ASCII), _CHECKS[check])
         for head in sorted({p[:2] for p in prefixes}):
-            table.setdefault(head, []).append(entry)
-    return {head: tuple(entries) for head, entries in table.items()}
+            table.setdefault(head, []).append((entry, rx))
+    return {
+        head: (
+            LazyPattern("|".join(f"(?:{rx})" for _, rx in pairs), re.ASCII),
+            tuple(entry for entry, _ in pairs),
+        )
+        for head, pairs in table.items()
+    }
 
 
 BY_HEAD = _by_head()
@@ -122,10 +131,10 @@ def _end_ok(text: str, e: int) -> bool:
 
 def _try_providers(text: str, pos: int, out: list[Cand]) -> int:
     """Match a provider token at ``pos``; return where it ends, or -1."""
-    entries = BY_HEAD.get(text[pos : pos + 2])
-    if entries is None:
+    gate = _gate(BY_HEAD, text[pos : pos + 2])
+    if gate is None or gate.match(text, pos) is None:
         return -1
-    for kind, prefixes, rx, check in entries:
+    for kind, prefixes, rx, check in BY_HEAD[text[pos : pos + 2]][1]:
         if not text.startswith(prefixes, pos):
             continue
         m = rx.match(text, pos)
@@ -259,7 +268,9 @@ _UUID_IN_RE = re.compile(
 )
 _SAMPLE = 512
 _SHAPE_PREV = frozenset(".:|=")
-_KEEP_AFTER = _SHAPE_PREV | {"\\"}  # "\ndop_v1_...": an escaped newline
+# what may come before a run of lower case that still needs a look: dotted
+# tokens, an app id's "|", "_gitlab_session=", an escaped newline ("\ndop_v1_")
+_KEEP_AFTER = frozenset(".|=\\")
 _PEM_B64_PREFIX = "LS0tLS1CRUdJT"  # base64 of "-----BEGI"
 
 
@@ -356,18 +367,53 @@ def scan_tokens(text: str, out: list[Cand]) -> None:
     """Add the candidates of every run of token characters in ``text``."""
     n = len(text)
     by_head = BY_HEAD
-    for s, e in runs(text):
+    keep_after = _KEEP_AFTER
+    mask = text.encode("ascii", "replace").translate(_MASK)
+    p = mask.find(_NEEDLE)
+    while p != -1:  # runs(), inlined: this loop is the scanner's hottest
+        s = p
+        e = mask.find(b" ", p + 20)
+        if e == -1:
+            e = n
+        p = mask.find(_NEEDLE, e)
+        stop = e
+        while e < n and e - stop < 3 and text[e] == "=":
+            e += 1
         tok = text[s:e]
         if (
             tok.islower()  # no upper-case letter: hex, paths, snake_case names
-            and tok[:2] not in by_head
-            and "/" not in tok
-            and (s == 0 or text[s - 1] not in _KEEP_AFTER)
-            and (e == n or text[e] != ".")
+            and (s == 0 or text[s - 1] not in keep_after)
             and "-us" not in tok
         ):
-            continue  # classify() would say no, and no provider starts so
+            gate = _gate(by_head, tok[:2])
+            if (gate is None or gate.match(text, s) is None) and (
+                tok[0] != "/" or not _provider_after_slash(text, s, tok)
+            ):
+                continue  # classify() would say no, and no provider starts there
         _scan_run(text, s, e, n, out)
+
+
+_GATES: dict[str, re.Pattern[str]] = {}
+
+
+def _gate(
+    by_head: dict[str, tuple[LazyPattern, tuple[_Entry, ...]]], head: str
+) -> re.Pattern[str] | None:
+    """The compiled "any provider of this head" pattern, or None."""
+    gate = _GATES.get(head)
+    if gate is None:
+        got = by_head.get(head)
+        if got is None:
+            return None
+        gate = _GATES[head] = got[0].get()
+    return gate
+
+
+def _provider_after_slash(text: str, s: int, tok: str) -> bool:
+    """Does a provider token follow the run's leading slashes (``//ghp_...@``)?"""
+    i = len(tok) - len(tok.lstrip("/"))
+    gate = _gate(BY_HEAD, tok[i : i + 2]) if 0 < i < len(tok) else None
+    return gate is not None and gate.match(text, s + i) is not None
 
 
 def _provider_in_run(text: str, s: int, tok: str, out: list[Cand]) -> int:
