@@ -251,7 +251,7 @@ def test_a_failing_scanner_writes_nothing(
     store = paths.store_path(project)
     before = (git(store, "rev-parse", "HEAD"), all_object_bytes(store))
 
-    def broken(value: Any) -> Any:
+    def broken(value: Any, skip: Any = None) -> Any:
         raise SecretScanError("secret scanner failed: boom; nothing was written")
 
     monkeypatch.setattr(secrets, "redact", broken)

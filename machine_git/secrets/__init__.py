@@ -100,7 +100,9 @@ def _add(counts: dict[str, int], found: dict[str, int]) -> None:
         counts[kind] = counts.get(kind, 0) + num
 
 
-def _redact_value(value: JSON, counts: dict[str, int], depth: int) -> JSON:
+def _redact_value(
+    value: JSON, counts: dict[str, int], depth: int, skip: frozenset[str]
+) -> JSON:
     if isinstance(value, str):
         red, found = redact_text(value)
         _add(counts, found)
@@ -110,7 +112,7 @@ def _redact_value(value: JSON, counts: dict[str, int], depth: int) -> JSON:
     if depth >= 512:
         raise SecretScanError("JSON value nested too deeply to scan")
     if isinstance(value, list):
-        return [_redact_value(v, counts, depth + 1) for v in value]
+        return [_redact_value(v, counts, depth + 1, skip) for v in value]
     if isinstance(value, dict):
         new: dict[str, JSON] = {}
         for key, v in value.items():
@@ -119,26 +121,32 @@ def _redact_value(value: JSON, counts: dict[str, int], depth: int) -> JSON:
                 raise SecretScanError(
                     f"JSON key must be str, not {type(key_obj).__name__}"
                 )
-            if isinstance(v, str) and names.named_secret(key, v):
+            if key in skip and isinstance(v, str):
+                new[key] = v
+            elif isinstance(v, str) and names.named_secret(key, v):
                 # {"password": "hunter22"}: the name says what the value is
                 new[key] = placeholder("env-secret")
                 _add(counts, {"env-secret": 1})
             else:
-                new[key] = _redact_value(v, counts, depth + 1)
+                new[key] = _redact_value(v, counts, depth + 1, skip)
         return new
     raise SecretScanError(f"cannot scan a value of type {type(value).__name__}")
 
 
-def redact(value: JSON) -> tuple[JSON, dict[str, int]]:
+def redact(
+    value: JSON, skip: frozenset[str] = frozenset()
+) -> tuple[JSON, dict[str, int]]:
     """Redact a JSON value: every string in it, JSON inside strings included.
 
     Walks dicts and lists; object keys are kept, and a string whose key names
-    a secret (``{"password": "..."}``) is replaced whole. Returns a new value
+    a secret (``{"password": "..."}``) is replaced whole. String values of
+    the keys in ``skip`` are left as they are (a row's timestamps and roles,
+    which its schema pins to a pattern or a few words). Returns a new value
     and the number of secrets replaced, per kind.
     """
     counts: dict[str, int] = {}
     try:
-        result = _redact_value(value, counts, 0)
+        result = _redact_value(value, counts, 0, skip)
     except SecretScanError:
         raise
     except Exception as exc:  # fail closed
@@ -146,7 +154,9 @@ def redact(value: JSON) -> tuple[JSON, dict[str, int]]:
     return result, counts
 
 
-def found_texts(value: JSON) -> set[tuple[str, str]]:
+def found_texts(
+    value: JSON, skip: frozenset[str] = frozenset()
+) -> set[tuple[str, str]]:
     """Every secret in a JSON value as ``(kind, text)``, the way :func:`redact` sees it.
 
     For comparing two versions of a row: a secret the older one already held
@@ -154,7 +164,7 @@ def found_texts(value: JSON) -> set[tuple[str, str]]:
     """
     out: set[tuple[str, str]] = set()
     try:
-        _collect_texts(value, out, 0)
+        _collect_texts(value, out, 0, skip)
     except SecretScanError:
         raise
     except Exception as exc:  # fail closed
@@ -162,17 +172,21 @@ def found_texts(value: JSON) -> set[tuple[str, str]]:
     return out
 
 
-def _collect_texts(value: JSON, out: set[tuple[str, str]], depth: int) -> None:
+def _collect_texts(
+    value: JSON, out: set[tuple[str, str]], depth: int, skip: frozenset[str]
+) -> None:
     if isinstance(value, str):
         out.update((f.kind, value[f.start : f.end]) for f in scan_text(value))
     elif depth >= 512:
         raise SecretScanError("JSON value nested too deeply to scan")
     elif isinstance(value, list):
         for v in value:
-            _collect_texts(v, out, depth + 1)
+            _collect_texts(v, out, depth + 1, skip)
     elif isinstance(value, dict):
         for key, v in value.items():
+            if key in skip and isinstance(v, str):
+                continue
             if isinstance(v, str) and names.named_secret(key, v):
                 out.add(("env-secret", v))
             else:
-                _collect_texts(v, out, depth + 1)
+                _collect_texts(v, out, depth + 1, skip)

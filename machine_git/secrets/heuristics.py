@@ -16,8 +16,6 @@ ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 WORDCH = ALNUM | {"_"}
 DIGITS = frozenset("0123456789")
 HAS_DIGIT_RE = re.compile(r"[0-9]")
-HEXISH_RE = re.compile(r"[0-9a-fA-F-]+")
-_WORD_PIECE_RE = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
 
 
 class LazyPattern:
@@ -75,6 +73,8 @@ class LazyPattern:
         return self.get().sub(repl, text)
 
 
+HEXISH_RE = LazyPattern(r"[0-9a-fA-F-]+")
+_WORD_PIECE_RE = LazyPattern(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
 PLACEHOLDER_RE = LazyPattern(r"\[REDACTED:[a-z0-9-]{1,40}\]")
 _SAME_CHAR_RE = LazyPattern(r"(.)\1*", re.DOTALL)
 
@@ -122,7 +122,7 @@ def entropy(s: str) -> float:
 
 
 _VOWELS = frozenset("aeiouyAEIOUY")
-_CONSONANTS4_RE = re.compile(r"[^aeiouyAEIOUY]{4}")
+_CONSONANTS4_RE = LazyPattern(r"[^aeiouyAEIOUY]{4}")
 
 
 def wordy_fraction(s: str) -> float:
@@ -184,9 +184,9 @@ _SHAPED_RE = LazyPattern(
 )
 
 
-_DOTTED_NUMBER_RE = re.compile(r"[0-9]\.[0-9]")
+_DOTTED_NUMBER_RE = LazyPattern(r"[0-9]\.[0-9]")
 _EMAIL_RE = LazyPattern(r"[^@]+@[\w-]+(?:\.[\w-]+)+")
-_ID_PREFIX_RE = re.compile(r"([a-z]{2,12})[_-](?=[A-Za-z0-9]{12})")
+_ID_PREFIX_RE = LazyPattern(r"([a-z]{2,12})[_-](?=[A-Za-z0-9]{12})")
 SECRETY_PREFIXES = frozenset(
     {
         "sk", "rk", "key", "keys", "secret", "token", "tok", "pat", "api",

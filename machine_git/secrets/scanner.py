@@ -23,21 +23,25 @@ from machine_git.secrets import tokens
 from machine_git.secrets.found import Cand
 from machine_git.secrets.found import Finding
 from machine_git.secrets.found import merge
+from machine_git.secrets.heuristics import LazyPattern
 
 MAX_DEPTH = 4
+_NO_SEPARATOR_RE = re.compile(r"[^=:\s\"'>$\\~|]*")
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _ASCII_LOWER = str.maketrans(_UPPER, _UPPER.lower())
 # A string literal holding at least one escape. On JSON text the literals
 # are found in step: between two literals there is never a quote.
 _ESCAPED_LITERAL_RE = re.compile(r'"([^"\\\r\n]*(?:\\.[^"\\\r\n]*)+)"')
-_ESCAPE_RE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_ESCAPE_RE = LazyPattern(r"\\(?:u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}  # else: the char
 
 
 def scan(text: str) -> list[Finding]:
     """Sorted, disjoint findings of every detector in ``text``."""
-    if len(text) < 6 or text.isalpha():
-        return []  # "tool", "assistant": no detector can find a secret in a word
+    if len(text) < 20 and (len(text) < 6 or _NO_SEPARATOR_RE.fullmatch(text)):
+        # "assistant", "call_5df30a0a_0_0": every detector needs a name and a
+        # separator, or a run of 20 token characters
+        return []
     cands: list[Cand] = []
     _collect(text, cands, 0)
     return merge(cands, text)

@@ -46,7 +46,7 @@ _RUN_CHARS = frozenset(
 # every position of every word.
 _MASK = bytes(ord("a") if chr(i) in _RUN_CHARS else ord(" ") for i in range(256))
 _NEEDLE = b"a" * 20
-TOKEN_RE = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,3}")  # what runs() finds
+TOKEN_RE = LazyPattern(r"[A-Za-z0-9+/_-]{20,}={0,3}")  # what runs() finds
 
 
 def _v_any(body: str) -> bool:
@@ -262,8 +262,8 @@ _HASH_CONTEXT_RE = LazyPattern(
     r"(?i)(?:sha-?(?:1|224|256|384|512)|hash|digest|checksum|md5|integrity|etag"
     r"|fingerprint|crc32c?|thumbprint)[\w-]{0,20}[\"']?[ \t]*[:=][ \t]*[\"']?$"
 )
-_PLAIN_PIECE_RE = re.compile(r"[a-z_.-]*")
-_UUID_IN_RE = re.compile(
+_PLAIN_PIECE_RE = LazyPattern(r"[a-z_.-]*")
+_UUID_IN_RE = LazyPattern(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
 _SAMPLE = 512
