@@ -191,24 +191,30 @@ def _at_keyword(
     elif nxt in "_.-" and ke < n - 1:
         _suffixed(text, i, ke, out)  # TOKEN_1=, API_KEY_PROD:, secret.value =
     elif nxt in _AFTER_NAME:
-        cli = nxt in " \t" and i > 0 and text[i - 1] == "-"
-        if nxt in " \t" and not cli:
-            j = ke + 1
-            while j < n and text[j] in " \t":
-                j += 1
-            if j >= n or text[j] not in ":=":
-                return  # a word in prose, not a name = value
-        ns = names.name_start(text, i)
-        cls = names.classify_name(text, ns, i, ke)
-        if cls is None:
-            return
-        if cli and text.startswith("-", ns):
-            _try_cli(text, ke, cls, out)
-        elif nxt == ">":
-            if ns > 0 and text[ns - 1] == "<":
-                _try_xml(text, ke, cls, out)
-        else:
-            _try_env(text, ns, ke, cls, out)
+        _named(text, i, ke, nxt, out)
+
+
+def _named(text: str, i: int, ke: int, nxt: str, out: list[Cand]) -> None:
+    """The name ends at ``ke``, before ``nxt``: its value, in the shape it has."""
+    n = len(text)
+    cli = nxt in " \t" and i > 0 and text[i - 1] == "-"
+    if nxt in " \t" and not cli:
+        j = ke + 1
+        while j < n and text[j] in " \t":
+            j += 1
+        if j >= n or text[j] not in ":=":
+            return  # a word in prose, not a name = value
+    ns = names.name_start(text, i)
+    cls = names.classify_name(text, ns, i, ke)
+    if cls is None:
+        return
+    if cli and text.startswith("-", ns):
+        _try_cli(text, ke, cls, out)
+    elif nxt == ">":
+        if ns > 0 and text[ns - 1] == "<":
+            _try_xml(text, ke, cls, out)
+    else:
+        _try_env(text, ns, ke, cls, out)
 
 
 _NOT_SECRET_SUFFIXES = frozenset(
