@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from machine_git.secrets import names
-from machine_git.secrets import rules
+from machine_git.secrets import shapes
 from machine_git.secrets.blocks import scan_putty
 from machine_git.secrets.blocks import try_pem
 from machine_git.secrets.commands import flag_value
@@ -65,7 +65,7 @@ _XML_ATTR_RE = LazyPattern(
 )
 _XML_TEXT_RE = LazyPattern(r">(?P<val>[^<>\s]{4,256})</")
 _HEADER_NAME_RE = LazyPattern(r"[A-Za-z]+(?:-[A-Za-z]+)+")
-_BRAINTREE_RE = LazyPattern(rules.BRAINTREE[1])
+_BRAINTREE_RE = LazyPattern(shapes.BRAINTREE[1])
 _AFTER_NAME = frozenset("\"'\\:=] \t>")
 _ENV_VALUE_END = frozenset(" \t\r\n\"'`\\")
 
@@ -184,7 +184,7 @@ def _at_keyword(
     elif kw == "token" and nxt == "$" and text.startswith("access_token$", i - 7):
         m = _BRAINTREE_RE.match(text, i - 7)  # access_token$production$<16>
         if m is not None:
-            out.append((m.start(), m.end(), PROVIDER, rules.BRAINTREE[0]))
+            out.append((m.start(), m.end(), PROVIDER, shapes.BRAINTREE[0]))
     elif kw == "pass" and nxt == ":" and ke == i + 4:
         if i > 0 and text[i - 1] in " \t=\"'":  # openssl -passin pass:<pw>
             _try_openssl(text, ke + 1, out)

@@ -7,7 +7,7 @@ host...) found with ``str.find``, so text without it costs one fast search.
 from __future__ import annotations
 
 from machine_git.errors import SecretScanError
-from machine_git.secrets import rules
+from machine_git.secrets import shapes
 from machine_git.secrets.found import HEADER
 from machine_git.secrets.found import PROVIDER
 from machine_git.secrets.found import STRUCT
@@ -89,12 +89,12 @@ def scan_urls(text: str, out: list[Cand]) -> None:
 
 _LITERALS = tuple(
     (gate, lit, back, LazyPattern(rx), kind, group)
-    for gate, lit, back, rx, kind, group in rules.LITERALS
+    for gate, lit, back, rx, kind, group in shapes.LITERALS
 )
 
 
 def scan_literals(text: str, gates: frozenset[str], out: list[Cand]) -> None:
-    """The shapes of ``rules.LITERALS`` whose gate is in ``gates``."""
+    """The shapes of ``shapes.LITERALS`` whose gate is in ``gates``."""
     n = len(text)
     for gate, lit, back, rx, kind, group in _LITERALS:
         if gate not in gates:

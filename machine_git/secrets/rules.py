@@ -1,8 +1,9 @@
 """The provider rules: token shapes with a documented prefix or a fixed place.
 
-Each table is data; the scanners that use it are in ``tokens.py`` (runs of
-token characters, dispatched on their first two characters) and
-``blocks.py`` (shapes found by a literal, such as ``Q~`` or a webhook host).
+The table is data; ``tokens.py`` dispatches each run of token characters
+to the rules that start with its first two characters. Tokens that are not
+one run (dotted ones, ``<id>|<secret>``, shapes found by a literal such as
+``Q~`` or a webhook host) are in ``shapes.py``.
 The rules are written for this scanner from the providers' documented
 formats, measured against gitleaks' default configuration and
 detect-secrets' plugins; ``tests/secretgen.py`` maps every gitleaks rule id
@@ -285,120 +286,6 @@ PROVIDERS: tuple[Provider, ...] = (
     ),
     ("defined-networking-token", ("dnkey-",), r"dnkey-[\w=-]{26}-[\w=-]{52}", "any"),
 )
-
-# Tokens with dots: the token run the scanner meets is the part after the
-# last dot, and the head is found behind it. (kind, head, regex)
-DOTTED: tuple[tuple[str, str, str], ...] = (
-    ("google-oauth-token", "ya29.", r"ya29\.[\w-]{20,}"),
-    ("sendgrid-api-key", "SG.", r"SG\.[\w-]{16,32}\.[\w-]{16,64}"),
-    ("slack-token", "xoxe.", r"xoxe\.xox[bp]-[0-9]-[A-Z0-9]{120,}"),
-    ("vault-token", "hvs.", r"hvs\.[\w-]{24,}"),
-    ("vault-token", "hvb.", r"hvb\.[\w-]{24,}"),
-    ("vault-token", "hvr.", r"hvr\.[\w-]{24,}"),
-    *(
-        (
-            "doppler-token",
-            f"dp.{sub}.",
-            rf"dp\.{sub}\.(?:[\w-]{{1,40}}\.)?[A-Za-z0-9]{{40,44}}",
-        )
-        for sub in ("pt", "st", "sa", "ct", "scim", "audit")
-    ),
-    ("dynatrace-token", "dt0c01.", r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
-    (
-        "harness-token",
-        "pat.",
-        r"pat\.[\w-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}",
-    ),
-    (
-        "harness-token",
-        "sat.",
-        r"sat\.[\w-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}",
-    ),
-    ("airtable-token", "pat", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
-    ("mapbox-token", "sk.eyJ", r"sk\.eyJ[\w-]{20,}\.[\w-]{20,}"),
-    ("dropbox-token", "sl.", r"sl\.(?:u\.)?[\w=-]{130,}"),
-    ("yandex-api-key", "t1.", r"t1\.[\w-]+={0,2}\.[\w-]{86}={0,2}"),
-    ("cloudflare-origin-ca-key", "v1.0-", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}"),
-    ("adyen-api-key", "AQE", r"AQE[a-z0-9]{5,}\.[\w=-]{50,80}"),
-    (
-        "authress-key",
-        "sc_",
-        r"(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-]"
-        r"[a-z0-9-]{10,32}\.[\w+/=-]{30,120}",
-    ),
-)
-
-# Shapes found by a literal inside them, in text that holds ``gate`` (one
-# fast search; "" = always): (gate, literal, how many characters of the match may come
-# before the literal, regex, kind, group redacted (0 = the whole match)).
-LITERALS: tuple[tuple[str, str, int, str, str, int], ...] = (
-    # a Django key is cut into short runs by its symbols: searched for itself
-    (
-        "",
-        "django-insecure-",
-        0,
-        r"django-insecure-[^\s\"'`]{4,250}",
-        "django-secret-key",
-        0,
-    ),
-    (
-        "~",
-        "Q~",
-        4,
-        r"(?<![\w~.])[\w~.]{3}[0-9]Q~[\w~.-]{31,34}(?![\w~.-])",
-        "azure-ad-client-secret",
-        0,
-    ),
-    ("~", "sha256~", 0, r"sha256~[\w-]{43}(?![\w-])", "openshift-token", 0),
-    (
-        "://",
-        "hooks.slack.com/",
-        13,
-        r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[\w/+-]{20,}",
-        "slack-webhook",
-        0,
-    ),
-    (
-        "://",
-        "/api/webhooks/",
-        40,
-        r"https://(?:(?:canary|ptb)\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[\w-]{20,}",
-        "discord-webhook",
-        0,
-    ),
-    (
-        "://",
-        ".webhook.office.com/",
-        40,
-        r"https://[\w-]+\.webhook\.office\.com/webhookb2/[\w@-]+/IncomingWebhook"
-        r"/[a-z0-9]{32}/[\w-]+",
-        "teams-webhook",
-        0,
-    ),
-    (
-        "://",
-        "claude.ai/code/session_",
-        8,
-        r"(?i:https?://)claude\.ai/code/session_[A-Za-z0-9]{16,}",
-        "claude-session-url",
-        0,
-    ),
-    (
-        "://",
-        "api.softlayer.com/soap/",
-        8,
-        r"api\.softlayer\.com/soap/v3(?:\.1)?/([a-z0-9]{64})",
-        "softlayer-api-key",
-        1,
-    ),
-)
-
-# Tokens found from the run of token characters next to them, in
-# tokens.py: (kind, regex).
-MAXMIND = ("maxmind-license-key", r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk")
-BRAINTREE = ("braintree-key", r"access_token\$(?:production|sandbox)\$[a-z0-9]{16}")
-GITLAB_SESSION = ("gitlab-token", r"[0-9a-z]{32}")  # after _gitlab_session=
-TERRAFORM = ("terraform-token", r"[A-Za-z0-9]{14}\.atlasv1\.[\w=-]{60,70}")
 
 # The kinds that are not one provider's tokens.
 SHAPES = (
