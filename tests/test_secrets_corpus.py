@@ -1125,6 +1125,14 @@ def _lookalikes() -> list[tuple[str, str]]:
         "ssh -p 2222 deploy@host",
         "docker run -p 8080:80 -u 1000:1000 nginx",
         "git push -u origin feature/login-form",
+        "docker run -u app:staff -v $PWD:/src node:20 npm test",
+        "docker exec --user www-data:www-data web php artisan migrate",
+        "python -m pytest -p no:cacheprovider -q tests/",
+        "tar -pczf backup-2026-11-29.tgz ./data",
+        "kubectl logs -p web-7d9c8f6b5-x2x9q --tail 50",
+        "pip install -U pip setuptools wheel",
+        "psql -U postgres -d app -c 'select count(*) from users'",
+        "scp -P 2222 build.tgz deploy@10.0.0.5:/srv/app/",
         "mkdir -p build/dist/assets2024",
     )
     add(

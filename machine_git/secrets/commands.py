@@ -43,6 +43,9 @@ _MONGO = frozenset(
         "mongoimport", "mongostat", "mongotop", "mongofiles",
     }
 )  # fmt: skip
+_CONTAINERS = frozenset(
+    {"docker", "podman", "nerdctl", "kubectl", "buildah", "crictl", "runc", "ctr"}
+)
 _SEPARATORS = '\n;|&(`"{'
 _STOP = frozenset(" \t\r\n\"'`;|)<>\\")
 
@@ -118,16 +121,19 @@ def _flag_p(text: str, i: int, out: list[Cand]) -> None:
             _emit(out, flag_value(text, _spaced(text, vs)))
 
 
-def _flag_user(text: str, vs: int, sep: str, out: list[Cand]) -> None:
+def _flag_user(text: str, i: int, vs: int, sep: str, out: list[Cand]) -> None:
     """``-u user:password``, ``--user[= ]user:password``, ``-U user%password``."""
     if text.startswith("=", vs):
         vs += 1
     got = flag_value(text, _spaced(text, vs))
-    if got is not None and sep in got[0]:
-        user, pw = got[0].split(sep, 1)
-        numeric = user.isdigit() and pw.isdigit()  # -u 1000:1000 (uid:gid)
-        if pw and not numeric and _ok(pw):
-            out.append((got[1] + len(user) + 1, got[2], HEADER, "cli-secret"))
+    if got is None or sep not in got[0]:
+        return
+    user, pw = got[0].split(sep, 1)
+    if not pw or pw == user or (user.isdigit() and pw.isdigit()) or not _ok(pw):
+        return  # -u 1000:1000, -u app:app: a user and its group
+    if sep == ":" and _segment_words(text, i) & _CONTAINERS:
+        return  # docker run -u app:staff: user:group again
+    out.append((got[1] + len(user) + 1, got[2], HEADER, "cli-secret"))
 
 
 _TOOLS = {"a": frozenset({"redis-cli"}), "P": frozenset({"sqlcmd", "bcp", "osql"})}
@@ -144,6 +150,6 @@ def scan_commands(text: str, out: list[Cand]) -> None:
             if _segment_words(text, i) & _TOOLS[flag]:
                 _emit(out, flag_value(text, _spaced(text, m.end())))
         elif flag == "U":
-            _flag_user(text, m.end(), "%", out)
+            _flag_user(text, i, m.end(), "%", out)
         else:  # -u, --user
-            _flag_user(text, m.end(), ":", out)
+            _flag_user(text, i, m.end(), ":", out)
