@@ -30,10 +30,10 @@ again (a tool call's arguments are JSON in a string).
 Speed: under 2 ms of one core for a 48 KB trace row (bench/RESULTS.md):
 every pass over the text is a C-speed search (``bytes.find`` for token runs,
 ``str.find`` per keyword, regexes that start with a literal), and Python
-looks only at what those find; the rarer patterns compile on first use. The scanner fails closed:
-any internal error is raised as :class:`~machine_git.errors.SecretScanError`,
-never swallowed. Redaction is idempotent: a placeholder is never flagged
-again.
+looks only at what those find; the rarer patterns compile on first use.
+The scanner fails closed: any internal error is raised as
+:class:`~machine_git.errors.SecretScanError`, never swallowed. Redaction is
+idempotent: a placeholder is never flagged again.
 """
 
 from __future__ import annotations

@@ -93,11 +93,11 @@ _LITERALS = tuple(
 )
 
 
-def scan_literals(text: str, gates: frozenset[str], out: list[Cand]) -> None:
-    """The shapes of ``shapes.LITERALS`` whose gate is in ``gates``."""
+def scan_literals(text: str, tilde: bool, url: bool, out: list[Cand]) -> None:
+    """The shapes of ``shapes.LITERALS`` whose gate ("~", "://") the text has."""
     n = len(text)
     for gate, lit, back, rx, kind, group in _LITERALS:
-        if gate not in gates:
+        if (gate == "~" and not tilde) or (gate == "://" and not url):
             continue
         i = text.find(lit)
         while i != -1:

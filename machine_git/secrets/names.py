@@ -11,6 +11,8 @@ machine-made.
 
 from __future__ import annotations
 
+import functools
+
 from machine_git.secrets.heuristics import HAS_DIGIT_RE
 from machine_git.secrets.heuristics import PLACEHOLDER_RE
 from machine_git.secrets.heuristics import LazyPattern
@@ -173,10 +175,16 @@ def named_secret(name: str, value: str) -> bool:
     The keyword must end the key (``api_key``, ``password``; not
     ``token_count``) and the value must pass the same test as ``name: value``.
     """
+    cls = _key_class(name)
+    return cls is not None and value_ok(cls, value, True, True, "\n")
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_class(name: str) -> str | None:
+    # a row has a handful of distinct keys, each met hundreds of times
     lower = name.lower()
     for kw in KEYWORDS:
         i = lower.rfind(kw)
         if i != -1 and kw_end(lower, kw, i) == len(name):
-            cls = classify_name(name, 0, i, len(name))
-            return cls is not None and value_ok(cls, value, True, True, "\n")
-    return False
+            return classify_name(name, 0, i, len(name))
+    return None

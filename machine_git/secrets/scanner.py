@@ -55,9 +55,9 @@ def _collect(text: str, out: list[Cand], depth: int) -> None:
     assignments.scan_keywords(text, lower, out)
     assignments.scan_values(text, out)
     commands.scan_commands(text, out)
-    gates = frozenset(g for g in ("", "~", "://") if g in text)
-    blocks.scan_literals(text, gates, out)
-    if "://" in gates:
+    url = "://" in text
+    blocks.scan_literals(text, "~" in text, url, out)
+    if url:
         blocks.scan_urls(text, out)
     if depth < MAX_DEPTH and "\\" in text:
         for m in _ESCAPED_LITERAL_RE.finditer(text):

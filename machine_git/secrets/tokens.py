@@ -163,6 +163,7 @@ def scan_tokens(text: str, out: list[Cand]) -> None:
     """Add the candidates of every run of token characters in ``text``."""
     n = len(text)
     by_head = BY_HEAD
+    gates = _GATES
     keep_after = _KEEP_AFTER
     mask = text.encode("ascii", "replace").translate(_MASK)
     p = mask.find(_NEEDLE)
@@ -181,7 +182,9 @@ def scan_tokens(text: str, out: list[Cand]) -> None:
             and (s == 0 or text[s - 1] not in keep_after)
             and "-us" not in tok
         ):
-            gate = _gate(by_head, tok[:2])
+            gate = gates.get(tok[:2])  # most heads start no provider: None
+            if gate is not None and not isinstance(gate, re.Pattern):
+                gate = _gate(by_head, tok[:2])  # compiled on first use
             if (gate is None or gate.match(text, s) is None) and (
                 tok[0] != "/" or not _provider_after_slash(text, s, tok)
             ):
@@ -189,7 +192,11 @@ def scan_tokens(text: str, out: list[Cand]) -> None:
         _scan_run(text, s, e, n, out)
 
 
-_GATES: dict[str, re.Pattern[str]] = {}
+# head -> its compiled gate; a head no provider starts with is absent, and a
+# head whose gate is not compiled yet maps to its LazyPattern
+_GATES: dict[str, re.Pattern[str] | LazyPattern] = {
+    h: g for h, (g, _) in BY_HEAD.items()
+}
 
 
 def _gate(
@@ -197,11 +204,8 @@ def _gate(
 ) -> re.Pattern[str] | None:
     """The compiled "any provider of this head" pattern, or None."""
     gate = _GATES.get(head)
-    if gate is None:
-        got = by_head.get(head)
-        if got is None:
-            return None
-        gate = _GATES[head] = got[0].get()
+    if isinstance(gate, LazyPattern):
+        gate = _GATES[head] = gate.get()
     return gate
 
 
