@@ -2,7 +2,6 @@
 
     python bench/run.py                 # sizes 1,000, 10,000 and 100,000
     python bench/run.py --sizes 1000,10000 --repeat 5
-    python bench/run.py --only secrets  # the secret scanner alone, into RESULTS.md
 
 It builds its stores in a scratch folder (``--work``, about 3 GB at the
 default sizes) and takes about ten minutes. It is not part of the test

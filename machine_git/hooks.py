@@ -186,7 +186,7 @@ def invalid_rows(bad: list[BadCommit]) -> int:
     )
 
 
-def _rejected(bad: list[BadCommit]) -> str:
+def rejected(bad: list[BadCommit]) -> str:
     """``1 invalid row`` / ``1 commit message with a secret`` / both."""
     parts = []
     if rows_ := invalid_rows(bad):
@@ -219,7 +219,7 @@ def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
     for line in report(bad):
         print(line, file=sys.stderr)
     print(
-        f"machine: push rejected: {_rejected(bad)} in "
+        f"machine: push rejected: {rejected(bad)} in "
         f"{count(len(bad), 'commit')}; nothing was stored",
         file=sys.stderr,
     )
