@@ -97,6 +97,10 @@ def export(
             "--json needs -o FILE (without it the rows go to stdout)"
         )
     target = None if to_stdout else paths.check_out_path(str(output))
+    if manifest_to == "-":
+        raise click.UsageError(
+            "--manifest needs a file name ('-o FILE --json' prints the manifest)"
+        )
     meta = paths.check_out_path(manifest_to) if manifest_to is not None else None
     store = open_store(project)
     commit = revs.resolve(store, revision)

@@ -812,4 +812,10 @@ def test_a_manifest_goes_where_manifest_says(
     run("export", "-o", str(out), "--manifest", str(elsewhere))
     assert orjson.loads(elsewhere.read_bytes()) == {**expected, "file": "data.jsonl"}
     assert not (tmp_path / "data.jsonl.manifest.json").exists()
+    refused = run("export", "-o", "-", "--manifest", "-")
+    assert (refused.exit_code, refused.stdout) == (USAGE, "")
+    assert refused.stderr == (
+        "Error: --manifest needs a file name ('-o FILE --json' prints the manifest)"
+        " (see 'cli export --help')\n"
+    )
     assert sorted(os.listdir(project)) == [".git"]
