@@ -549,6 +549,7 @@ def student(
     students.choose(store, parsed, work_model, str(session) if session else None)
     footer.refresh(store)
     offered = students.offer_in_pi(parsed)
+    students.offer_in_letta(parsed)  # Letta Code's catalog, when installed
     message = f"student {parsed.describe()}"
     if session is None:  # from a shell: how to chat with it
         message += (

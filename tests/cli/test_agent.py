@@ -101,13 +101,16 @@ def test_letta_mods_are_global_only(project: Path, run: Run) -> None:
     done = run("install", "letta")
     target = Path.home() / ".letta" / "mods" / "machine.ts"
     skills = [Path.home() / ".letta" / "skills" / n / "SKILL.md" for n in SKILLS]
+    provider = target.with_name("machine-tinker.ts")
     assert done.stdout == (
         f"installed {target}\n"
+        f"installed {provider}\n"
         + "".join(f"installed {path}\n" for path in skills)
         + "run /reload in Letta Code (mods need Letta Code 0.30 or newer)\n"
     )
     assert run("uninstall", "letta").stdout == (
-        f"removed {target}\n" + "".join(f"removed {path}\n" for path in skills)
+        f"removed {target}\nremoved {provider}\n"
+        + "".join(f"removed {path}\n" for path in skills)
     )
 
 
