@@ -410,6 +410,20 @@ def test_student_set_show_and_back_to_work(
     }
 
 
+def test_a_student_chosen_in_a_shell_is_offered_in_letta_code(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    run("install", "letta")
+    handle = "tinker://run-7/sampler_weights/final"
+    assert run("student", handle).stdout == (
+        f"student {handle} (checkpoint); machine install pi offers it in Pi; "
+        f"in Letta Code: /machine student {handle} switches one conversation to it\n"
+    )
+    # the catalog Letta Code's Tinker provider mod lists from
+    assert json.loads(install.letta_offered_path().read_text()) == [handle]
+
+
 def test_work_puts_pi_s_default_back_when_it_is_on_tinker(
     project: Path, run: Run
 ) -> None:

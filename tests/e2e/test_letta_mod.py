@@ -239,9 +239,12 @@ def test_the_installed_mod_runs_this_machine(pi_bin: Path, project: Path) -> Non
             {"command": "machine", "args": "observe"},
             {"command": "machine", "args": "auto status"},
             {"command": "machine", "args": "label nope good"},
+            {"command": "machine", "args": ""},
         ],
     )
-    tagged, good, observed, status, failed = (s["result"] for s in driven["steps"])
+    tagged, good, observed, status, failed, bare = (
+        s["result"] for s in driven["steps"]
+    )
     assert tagged == output("nothing tagged yet")
     # the history file the mod writes is read by machine's Letta API reader
     assert good["success"] is True
@@ -259,6 +262,10 @@ def test_the_installed_mod_runs_this_machine(pi_bin: Path, project: Path) -> Non
     assert failed == output(
         "Error: bad row id 'nope': expected 1 to 12 hex characters", False
     )
+    # a bare /machine: machine's help, then what differs inside Letta Code
+    help_text, letta_help = bare["output"].split("\n\nIn Letta Code:\n")
+    assert help_text.startswith("Usage: machine [OPTIONS] COMMAND [ARGS]...")
+    assert "/machine edit ID         not here (the mod API has no editor)" in letta_help
 
 
 # -- the Tinker provider ---------------------------------------------------------------
@@ -372,7 +379,9 @@ def test_machine_student_switches_this_conversation_and_work_switches_back(
     # the catalog the provider mod publishes now offers it
     offered = install.letta_offered_path()
     assert json.loads(offered.read_text()) == [CHECKPOINT]
-    assert shown["result"] == output(f"student {CHECKPOINT}")
+    assert shown["result"] == output(
+        f"student {CHECKPOINT}\nthis conversation: the student (tinker/{CHECKPOINT})"
+    )
     assert back["spawns"] == [[*MACHINE, "work", "--work-model", WORK, "--json"]]
     assert back["conversation"] == [
         {"updateLlmConfig": {"model": WORK, "scope": "conversation"}}
