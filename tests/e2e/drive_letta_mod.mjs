@@ -29,7 +29,8 @@
 //   node drive_letta_mod.mjs JITI_DIR PLAN.json CWD
 //
 // PLAN: {"mods": [FILE...], "history": FILE, "model": {...}, "capabilities":
-// {...}, "steps": [...]} with steps
+// {...}, "steps": [...]} ("historyError": MESSAGE makes getHistory throw;
+// "refuseModels": [HANDLE...] makes updateLlmConfig throw for those) with steps
 //   {"command": ID, "args": TEXT}      a slash command (its result is kept)
 //   {"event": NAME, "data": {...}}     an event to every handler of NAME
 //   {"listModels": {CONNECTION}}       the registered provider's listModels
@@ -189,6 +190,7 @@ function conversation(id) {
 		id,
 		getHistory: async (options) => {
 			conversations.push({ getHistory: options });
+			if (plan.historyError) throw new Error(plan.historyError);
 			return JSON.parse(readFileSync(plan.history, "utf8"));
 		},
 		updateLlmConfig: async (options) => {

@@ -268,6 +268,30 @@ def test_the_installed_mod_runs_this_machine(pi_bin: Path, project: Path) -> Non
     assert "/machine edit ID         not here (the mod API has no editor)" in letta_help
 
 
+def test_a_history_the_backend_cannot_give_is_one_line(
+    pi_bin: Path, project: Path, run: Run
+) -> None:
+    run("auto", "on")
+    end = {
+        "event": "turn_end",
+        "data": {"conversationId": "conv-e2e", "stopReason": "end_turn"},
+    }
+    driven = drive(
+        pi_bin,
+        project,
+        [{"command": "good", "args": ""}, end],
+        historyError="Conversation conv-e2e not found",
+    )
+    good, turn = driven["steps"]
+    assert good["result"] == output("Error: Conversation conv-e2e not found", False)
+    assert good["spawns"] == []
+    # a failed observation never fails the turn: a diagnostic, and the footer
+    assert turn["result"] == [None]
+    message = "Error: cannot read the conversation: Conversation conv-e2e not found"
+    assert turn["diagnostics"] == [{"message": message, "severity": "warning"}]
+    assert panel(turn) == [NUDGE + counts(), message]
+
+
 # -- the Tinker provider ---------------------------------------------------------------
 
 
