@@ -15,8 +15,11 @@
 //                     "/"), listModels a function; returns a disposer
 //   events.on         the ten supported names only; an event whose capability
 //                     is off is not registered; returns a disposer
-//   ui.openPanel      needs render(); returns { close, update }
-//   diagnostics.report, signal (aborted when the driver unloads the mods)
+//   ui.openPanel      needs render(); returns { close, update }; setStatus,
+//                     clearStatus and setStatuslineRenderer were removed from
+//                     the API: a call records a migration diagnostic
+//   diagnostics.report, signal (aborted when the driver unloads the mods),
+//   and the unregister / off / closePanel counterparts
 //
 // Command ctx: ModContext fields (cwd, agent, model, ...), rawInput, command,
 // args, argv, and a conversation handle { id, getHistory, updateLlmConfig,
@@ -130,6 +133,10 @@ function validateProvider(name, config) {
 	}
 }
 
+function removed(api) {
+	diagnostics.push({ message: `${api} is no longer available. Use letta.ui.openPanel({ id, order, render }) instead`, severity: "warning" });
+}
+
 const letta = {
 	capabilities,
 	signal: abort.signal,
@@ -143,6 +150,7 @@ const letta = {
 			commands.set(spec.id, spec);
 			return () => commands.delete(spec.id);
 		},
+		unregister: (id) => commands.delete(id),
 	},
 	providers: {
 		register(name, config) {
@@ -151,13 +159,17 @@ const letta = {
 			providers.set(name, config);
 			return () => providers.delete(name);
 		},
+		unregister: (name) => providers.delete(name),
 	},
 	events: {
 		on(name, handler) {
 			if (!(name in EVENT_CAPABILITY)) throw new Error(`Unsupported mod event '${name}'`);
 			if (!capabilities.events[EVENT_CAPABILITY[name]]) return () => undefined;
 			handlers.set(name, [...(handlers.get(name) ?? []), handler]);
-			return () => handlers.set(name, (handlers.get(name) ?? []).filter((h) => h !== handler));
+			return () => letta.events.off(name, handler);
+		},
+		off(name, handler) {
+			handlers.set(name, (handlers.get(name) ?? []).filter((h) => h !== handler));
 		},
 	},
 	ui: {
@@ -173,6 +185,11 @@ const letta = {
 				},
 			};
 		},
+		closePanel: (id) => panels.delete(id),
+		// removed from the API: a call only records a migration diagnostic
+		setStatus: () => removed("letta.ui.setStatus"),
+		clearStatus: () => removed("letta.ui.clearStatus"),
+		setStatuslineRenderer: () => removed("letta.ui.setStatuslineRenderer"),
 	},
 	diagnostics: {
 		report(diagnostic) {
@@ -204,6 +221,12 @@ function conversation(id) {
 		},
 		sendMessageStream: async () => {
 			throw new Error("sendMessageStream is not part of this stand-in");
+		},
+		new: async () => {
+			throw new Error("new is not part of this stand-in");
+		},
+		updateTitle: async () => {
+			throw new Error("updateTitle is not part of this stand-in");
 		},
 	};
 }
@@ -247,6 +270,7 @@ const registered = {
 	),
 	events: [...handlers.keys()],
 	panels: [...panels.entries()].map(([id, p]) => ({ id, order: p.order })),
+	diagnostics: [...diagnostics],
 };
 
 function panelText() {

@@ -305,6 +305,15 @@ def test_the_provider_publishes_its_catalog_from_list_models(
         install.add_letta_model(CHECKPOINT)  # what machine student does
         driven = drive(pi_bin, project, [{"listModels": {}}], mods=mods)
         requests = list(stub.requests)
+    # activation used nothing the API removed (setStatus and the like)
+    assert driven["registered"]["diagnostics"] == []
+    assert driven["registered"]["events"] == [
+        "conversation_open",
+        "turn_start",
+        "turn_end",
+        "compact_start",
+    ]
+    assert driven["registered"]["panels"] == [{"id": "machine", "order": -1}]
     config = driven["registered"]["providers"]["tinker"]
     assert config == {
         "name": "Tinker (machine)",
