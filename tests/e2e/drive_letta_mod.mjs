@@ -305,7 +305,7 @@ for (const step of plan.steps) {
 	} else if (step.listModels) {
 		const [name, config] = [...providers.entries()][0];
 		try {
-			result = { name, models: await config.listModels({ id: name, providerName: name, ...step.listModels }) };
+			result = { name, models: await config.listModels({ id: name, providerName: name, ...step.listModels }, abort.signal) };
 		} catch (err) {
 			result = { name, error: err.message };
 		}
