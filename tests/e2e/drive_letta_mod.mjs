@@ -38,6 +38,7 @@
 //   {"event": NAME, "data": {...}}     an event to every handler of NAME
 //   {"listModels": {CONNECTION}}       the registered provider's listModels
 //   {"run": [ARGS], "limit": S}        the machine mod's runMachine, directly
+//                                      ("reloadAfter": S aborts letta.signal then)
 //   {"exec": [ARGV]}                   a process of the test's own
 //   {"model": {...}}                   the user's own /model
 import childProcess from "node:child_process";
@@ -310,7 +311,9 @@ for (const step of plan.steps) {
 			result = { name, error: err.message };
 		}
 	} else if (step.run) {
-		result = await modules[0].runMachine(step.run, cwd, { limitS: step.limit });
+		// "reloadAfter": S aborts the activation's signal meanwhile, as /reload does
+		if (step.reloadAfter) setTimeout(() => abort.abort("reload"), step.reloadAfter * 1000);
+		result = await modules[0].runMachine(step.run, cwd, step.limit ? { limitS: step.limit } : {});
 	} else if (step.exec) {
 		childProcess.execFileSync(step.exec[0], step.exec.slice(1), { cwd, stdio: ["ignore", "ignore", "inherit"] });
 	} else if (step.model) {

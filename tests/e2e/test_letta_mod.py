@@ -63,7 +63,8 @@ print("recorded", " ".join(args))
 NEVER = """\
 import os, pathlib, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-pathlib.Path(sys.argv[0]).with_suffix(".pids").write_text(f"{os.getpid()} {child.pid}")
+with pathlib.Path(sys.argv[0]).with_suffix(".pids").open("a") as pids:
+    pids.write(f"{os.getpid()} {child.pid} ")
 time.sleep(600)
 """
 
@@ -506,21 +507,40 @@ def test_a_machine_that_never_exits_is_stopped(
     never = tmp_path / "never.py"
     never.write_text(NEVER)
     mod = with_machine([sys.executable, str(never)], tmp_path)
-    driven = drive(pi_bin, project, [{"run": ["data"], "limit": 1}], mods=[mod])
-    (step,) = driven["steps"]
+    driven = drive(
+        pi_bin,
+        project,
+        [
+            {"run": ["data"], "limit": 1},
+            {"run": ["tagged"], "reloadAfter": 0.5},  # /reload while it runs
+            {"run": ["tagged"]},  # after: nothing starts
+        ],
+        mods=[mod],
+    )
+    step, reloaded, after = driven["steps"]
+    assert reloaded["result"]["code"] == 124
+    assert reloaded["result"]["stderr"] == (
+        "machine tagged was stopped: Letta Code reloaded or quit"
+    )
+    assert reloaded["seconds"] < 10
+    assert (after["spawns"], after["result"]["stderr"]) == (
+        [],
+        "machine tagged was not started: Letta Code reloaded or quit",
+    )
     assert step["result"]["code"] == 124
     assert step["result"]["stderr"] == (
         "machine data took longer than 1 s and was stopped; run it in a shell"
     )
     assert step["seconds"] < 10  # stopped, not waited out (it sleeps 600 s)
-    # it and the child it started are gone: the whole process group was stopped
+    # each and the child it started are gone: the whole process group was stopped
     pids = [int(p) for p in never.with_suffix(".pids").read_text().split()]
+    assert len(pids) == 4
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in pids)
     # a session of its own (no terminal), stdin not a TTY, no pager, no editor
-    assert driven["spawnOptions"] == [
+    assert driven["spawnOptions"] == 2 * [
         {
             "stdin": "ignore",
             "detached": True,
