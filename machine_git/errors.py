@@ -246,6 +246,14 @@ class ReleaseError(MachineError):
     """A behavior release cannot be preregistered, checked, tried or activated."""
 
 
+# -- machine review --------------------------------------------------------------
+
+
+class ReviewStackMissingError(MachineError):
+    """The optional web stack of ``machine review`` (starlette, jinja2, uvicorn)
+    is not installed."""
+
+
 # Every class above, for the README's table and tests/test_errors.py.
 def exit_codes() -> dict[str, int]:
     """Each error class's name and exit code, base classes first."""

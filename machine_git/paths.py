@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
+import stat
 from pathlib import Path
 
+from machine_git.errors import FileWriteError
+from machine_git.errors import MachineError
 from machine_git.errors import UsageError
 
 DATA_DIR_ENV = "MACHINE_DATA_DIR"
@@ -29,6 +33,22 @@ def project_root(start: Path | None = None) -> Path:
         if (candidate / ".git").exists():
             return candidate
     return here
+
+
+def new_store_notice(root: Path, chosen: bool, created: bool) -> str | None:
+    """The line to show when a store was just created for a folder outside git.
+
+    Outside a git repository the project is the current folder, so each
+    subfolder would silently get a store of its own: say which folder was
+    taken, once, when its store is created (never when ``--project`` chose
+    it, nor on later commands).
+    """
+    if not created or chosen or (root / ".git").exists():
+        return None
+    return (
+        f"note: no git repository here, so {root} is the project; its store was "
+        f"created at {store_path(root)} (pass --project DIR to choose another folder)"
+    )
 
 
 def data_dir() -> Path:
@@ -76,11 +96,46 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def check_out_path(value: str) -> Path:
-    """An output file named by the user: no NUL, not a directory."""
+def check_out_path(value: str, *, devices: bool = False) -> Path:
+    """An output file named by the user: no NUL, not a folder, a FIFO or a socket.
+
+    A write into a FIFO waits for a reader that may never come. ``devices``
+    also allows a character device (``/dev/null``, ``/dev/stdout`` on a
+    terminal), where appending a line makes sense; a whole-file write that
+    renames a temporary file over it (``export -o``) must not replace one.
+    """
     if not value or "\x00" in value:
         raise UsageError("output path is empty or contains a NUL byte")
     path = Path(value).expanduser()
-    if path.is_dir():
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return path  # a new file (or one the write will say why it cannot make)
+    if stat.S_ISDIR(mode):
         raise UsageError(f"output path {value!r} is a directory")
-    return path
+    if stat.S_ISREG(mode) or (devices and stat.S_ISCHR(mode)):
+        return path
+    from machine_git import inputs
+
+    raise UsageError(
+        f"output path {value!r} is not a regular file ({inputs.kind_of(mode)})"
+    )
+
+
+def write_error(path: Path, e: OSError) -> MachineError:
+    """The one line for a failed write of a file outside the store.
+
+    A path that does not lead anywhere is the user's to fix (usage); a full
+    disk, a size limit or permissions are I/O (FileWriteError).
+    """
+    if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENXIO):
+        return UsageError(f"cannot write {path}: {e.strerror}")
+    why = _WHY.get(e.errno or 0, e.strerror or str(e))
+    return FileWriteError(f"cannot write {path}: {why}; nothing was written")
+
+
+_WHY = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file size limit reached",
+}

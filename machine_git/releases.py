@@ -20,6 +20,7 @@ from pygit2 import Commit
 
 from machine_git import bundled
 from machine_git import history
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import rows
 from machine_git import settings
@@ -132,9 +133,9 @@ def load_gates(
     if path is None:
         return {"gates": DEFAULT_GATES}, None
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read gates file {path}: {e.strerror}") from None
+        data = inputs.read(path, inputs.JSONL_LIMIT)
+    except inputs.Unreadable as e:
+        raise UsageError(f"cannot read gates file {path}: {e}") from None
     value = _object(data, str(path))
     return (
         {"gates": value["gates"]} if "gates" in value else {"gates": value}
@@ -157,9 +158,10 @@ def _holdouts(
             data = bundled.read_bytes("templates", f"releases/{name}")
         else:
             assert folder is not None
-            data = (folder / name).read_bytes()
-    except OSError as e:
-        raise ReleaseError(f"cannot read holdouts {name}: {e.strerror or e}") from None
+            data = inputs.read(folder / name, inputs.JSONL_LIMIT)
+    except (OSError, inputs.Unreadable) as e:
+        why = e.strerror if isinstance(e, OSError) else str(e)
+        raise ReleaseError(f"cannot read holdouts {name}: {why or e}") from None
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue

@@ -88,9 +88,14 @@ class Change(Plain):
 
     def message(self) -> str:
         """The commit message: summary, body, then the machine trailers."""
-        text = self.summary.strip().replace("\n", " ") + "\n"
-        if self.body.strip():
-            text += "\n" + self.body.strip() + "\n"
+        summary, body = self.summary, self.body
+        if self.redaction != "off":  # notes, --why and first words are user text
+            from machine_git.redaction import redact_message
+
+            summary, body = redact_message(summary), redact_message(body)
+        text = summary.strip().replace("\n", " ") + "\n"
+        if body.strip():
+            text += "\n" + body.strip() + "\n"
         trailers = dict(self.trailers)
         if self.redaction == "off":
             trailers["Redaction"] = "off"
@@ -153,6 +158,7 @@ class Store:
         self.path = path
         # Every object read goes through the loose-object guard (objects.py).
         self.repo = guard(repo) if repo is not None else repo
+        self.created = False  # made by this process (Store.create), not found
 
     # -- opening ---------------------------------------------------------------
 
@@ -192,6 +198,7 @@ class Store:
             if not (path / "HEAD").exists() or _unborn(path):
                 repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
                 configure(repo, project)
+                store.created = True
                 # libgit2's template sample is an executable nobody runs.
                 with contextlib.suppress(FileNotFoundError):
                     (path / "hooks" / "README.sample").unlink()

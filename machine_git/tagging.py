@@ -42,8 +42,12 @@ def tag(
     no_redact: bool,
     root: Path,
     as_json: bool,
+    chosen: bool = False,
 ) -> None:
-    """Tag the turn the options name, in the store of the project at ``root``."""
+    """Tag the turn the options name, in the store of the project at ``root``.
+
+    ``chosen``: ``root`` was given with ``--project`` (not found from the cwd).
+    """
     text = " ".join([*([note] if note else []), *note_words]).strip() or None
     found = detect.locate(root, host, session)
     if found.announce:
@@ -59,7 +63,7 @@ def tag(
         if found_secrets:
             echo(f"redacted {redaction.describe(found_secrets)}", err=True)
     if out is not None:
-        target = paths.check_out_path(out)
+        target = paths.check_out_path(out, devices=True)
         capture.write_out(target, row)
         if as_json:
             _emit_json({"action": "out", "path": str(target), "row": row})
@@ -67,26 +71,41 @@ def tag(
             echo(f"{label} {row['id']} -> {target} ({row['kind']})")
         return
     store = Store.create(paths.store_path(root), root)
+    if (notice := paths.new_store_notice(root, chosen, store.created)) is not None:
+        echo(notice, err=True)
     result = capture.tag(store, row, redaction="off" if no_redact else "on")
     if as_json:
         _emit_json(
             {
                 "action": result.action,
-                "id": row["id"],
+                "id": result.row["id"],
                 "kind": result.row["kind"],
                 "from": result.previous_kind,
                 "commit": result.commit,
                 "store": str(store.path),
+                "also": [
+                    {"id": i, "from": old, "kind": new} for i, old, new in result.also
+                ],
             }
         )
         return
+    _report(label, result)
+
+
+def _report(label: str, result: capture.TagResult) -> None:
+    """The lines a tag prints: what happened to the turn's row, then its others."""
+    row = result.row
     words = rows.first_words(row)
     if result.action == "tag":
         echo(f"{label} {row['id']} -> {row['kind']}: {words}")
-    elif result.action == "move":
+    elif result.action == "label":
+        echo(f"labeled {row['id']} {label}: observed -> {row['kind']}: {words}")
+    elif result.action == "move" and result.previous_kind != row["kind"]:
         echo(f"moved {row['id']} {result.previous_kind} -> {row['kind']}: {words}")
-    else:
-        echo(f"already tagged {row['id']} as {result.row['kind']}; nothing changed")
+    elif result.action == "duplicate":
+        echo(f"already tagged {row['id']} as {row['kind']}; nothing changed")
+    for other, old, new in result.also:
+        echo(f"moved {other} {old} -> {new} (the same turn)")
 
 
 def _emit_json(value: Any) -> None:

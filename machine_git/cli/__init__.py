@@ -147,6 +147,7 @@ def _register() -> None:
     from machine_git.cli import hooks
     from machine_git.cli import recover
     from machine_git.cli import releases
+    from machine_git.cli import review
     from machine_git.cli import sync
     from machine_git.cli import tag
     from machine_git.cli import train
@@ -166,6 +167,7 @@ def _register() -> None:
         edit.rm,
         edit.move,
         edit.undo,
+        edit.redo,
         versions.version,
         versions.versions,
         export.export,
@@ -193,5 +195,6 @@ def _register() -> None:
         train.runs_command,
         releases.release,
         releases.lineage,
+        review.review,
     ):
         cli.add_command(command)

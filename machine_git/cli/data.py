@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC
 from datetime import datetime
 from pathlib import Path
@@ -9,7 +10,8 @@ from typing import Any
 
 import click
 
-from machine_git import capture
+from machine_git import history
+from machine_git import inputs
 from machine_git import paths
 from machine_git import rows
 from machine_git import settings
@@ -103,7 +105,7 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
     found = (
         []
         if not store_exists(location)
-        else capture.recent(Store.open(location), limit, kind)
+        else history.recent(Store.open(location), limit, kind)
     )
     if as_json:
         emit_json(found)
@@ -120,33 +122,37 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
 
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--store", "whole_store", is_flag=True, help="Validate every row in the store."
 )
 @project_option
 @json_option
 def validate(
-    files: tuple[Path, ...], whole_store: bool, project: Path | None, as_json: bool
+    files: tuple[str, ...], whole_store: bool, project: Path | None, as_json: bool
 ) -> None:
-    """Check rows against the schemas: JSONL files, or the whole store.
+    """Check rows against the schemas: JSONL files (- reads stdin), or the store.
 
-    Prints ``file:line: json-path: problem`` for each problem and exits 4 if
-    there is any. With --store, also checks the store itself (refs, every
-    loose object, the history): if it is damaged, names the newest intact
-    commit and the rows going back to it loses, and exits 6.
+    A file of export lines (tinker, openai, dpo) or trajectory lines is
+    checked as what it is, by its first line. Prints 'file:line: json-path:
+    problem' for each problem and exits 4 if there is any. With --store, also
+    checks the store itself (refs, every loose object and pack, the history):
+    if it is damaged, names the newest intact commit and the rows going back
+    to it loses, and exits 6.
 
     \b
     Example usage:
         machine validate rows.jsonl
+        machine export --format dpo | machine validate -
         machine validate --store
     """
     if not files and not whole_store:
         raise click.UsageError("name JSONL files to validate, or pass --store")
     tally = checks.Tally()
     findings: list[checks.Finding] = []
-    for path in files:
-        findings.extend(checks.check_file(path, tally))
+    for name in files:
+        source = sys.stdin.buffer if name == inputs.STDIN else Path(name)
+        findings.extend(checks.check_file(source, tally))
     report = None
     if whole_store:
         report = checks.check_whole_store(paths.store_path(project_of(project)))
@@ -157,6 +163,7 @@ def validate(
         out: dict[str, Any] = {
             "rows": tally.rows,
             "invalid": checks.invalid_count(findings),
+            "formats": tally.formats,
             "problems": [f.to_json() for f in findings],
         }
         if report is not None:
@@ -177,11 +184,21 @@ def validate(
         if damaged:
             verdict += "; the store is damaged"
         failed = bool(findings) or damaged
-        click.echo(f"checked {tally.rows} rows: {verdict}", err=failed)
+        click.echo(f"checked {_checked(tally)}: {verdict}", err=failed)
     if damaged:
         raise click.exceptions.Exit(DAMAGED)
     if findings:
         raise click.exceptions.Exit(INVALID)
+
+
+def _checked(tally: checks.Tally) -> str:
+    """``2 rows``, ``3 dpo pairs``, ``2 rows and 3 tinker/openai chat lines``."""
+    rows = tally.rows - sum(tally.lines.values())
+    parts = [(rows, checks.ROWS)] if rows or not tally.lines else []
+    parts += [(n, fmt) for fmt, n in tally.lines.items()]
+    return " and ".join(
+        f"{n} {checks.FORMATS[fmt]}{'' if n == 1 else 's'}" for n, fmt in parts
+    )
 
 
 def _when(timestamp: int) -> str:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+from typing import TextIO
 
 import click
 
 from machine_git import edits
 from machine_git import jsonio
 from machine_git import lookup
+from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.errors import RowValidationError
+from machine_git.store import Store
 
 
 def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
@@ -32,7 +37,7 @@ def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--as", "--rewrite", "text", required=True, help="The new final answer.")
 @project_option
 @json_option
@@ -49,32 +54,40 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
+@click.option(
+    "--from",
+    "source",
+    type=click.File("r"),
+    help="Replace the row by this file's JSON ('-': stdin) instead of opening "
+    "$EDITOR (what Pi's /machine edit runs).",
+)
 @project_option
-def edit(row_id: str, project: Path | None) -> None:
+def edit(row_id: str, source: TextIO | None, project: Path | None) -> None:
     """Open a row in $EDITOR; it is validated on save and committed if valid.
 
     An invalid edit is shown with its problems and can be fixed or abandoned;
-    it is never committed.
+    it is never committed. With --from, no editor opens: the file's row is
+    validated and committed, or refused in one line.
 
     \b
     Example usage:
         EDITOR=vim machine edit 1a2b3c
+        machine edit 1a2b3c --from row.json
     """
     store = open_store(project)
     full_id = lookup.resolve_id(store, row_id)
     text = jsonio.canonical(store.read_row(full_id)).decode()
+    if source is not None:
+        _replace_from(store, full_id, text, source.read())
+        return
     while True:
         edited = click.edit(text, extension=".json", require_save=True)
         if edited is None:
             click.echo("edit abandoned: the row was not saved; nothing changed")
             return
         text = edited
-        try:
-            value = jsonio.loads(edited)
-            problems = edits.problems_of(value)
-        except jsonio.JSONDecodeError as e:
-            value, problems = None, [f"$: not valid JSON ({e})"]
+        value, problems = _parse_edit(edited)
         if not problems and isinstance(value, dict):
             result = edits.replace(store, full_id, value)
             _report("edited", result, False)
@@ -92,8 +105,31 @@ def edit(row_id: str, project: Path | None) -> None:
             return
 
 
+def _parse_edit(edited: str) -> tuple[Any, list[str]]:
+    """The edited row and its problems (one line each)."""
+    try:
+        value = jsonio.loads(edited)
+        return value, edits.problems_of(value)
+    except jsonio.JSONDecodeError as e:
+        return None, [f"$: not valid JSON ({e})"]
+
+
+def _replace_from(store: Store, row_id: str, text: str, edited: str) -> None:
+    """``machine edit --from``: commit the given row, or refuse it in one line."""
+    if edited.strip() == text.strip():
+        click.echo(f"{row_id}: nothing changed")
+        return
+    value, problems = _parse_edit(edited)
+    if problems or not isinstance(value, dict):
+        problems = problems or ["$: expected a JSON object"]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RowValidationError(f"the edited row is invalid: {problems[0]}{more}")
+    result = edits.replace(store, row_id, value)
+    _report("edited", result, False)
+
+
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--why", help="Why the row is removed (kept in the commit).")
 @project_option
 @json_option
@@ -110,7 +146,7 @@ def rm(row_id: str, why: str | None, project: Path | None, as_json: bool) -> Non
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--to", "label", type=click.Choice(["good", "bad"]), required=True)
 @project_option
 @json_option
@@ -135,16 +171,43 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
 @project_option
 @json_option
 def undo(project: Path | None, as_json: bool) -> None:
-    """Revert the last commit, as a new commit.
+    """Take back the last change, as a new commit; again: the one before it.
+
+    Each undo takes back one more step (a tag, a rewrite, a move, a removal,
+    an import, a pull's merge, a setting); 'machine redo' makes them again.
 
     \b
     Example usage:
         machine undo
+        machine undo && machine undo      # the last two changes
     """
     store = open_store(project)
-    undone, commit = edits.undo(store)
-    summary = undone.message.splitlines()[0] if undone.message else ""
+    done = edits.undo(store)
+    _report_step("undid", "undone", done, as_json)
+
+
+@click.command()
+@project_option
+@json_option
+def redo(project: Path | None, as_json: bool) -> None:
+    """Make the most recently undone change again, as a new commit.
+
+    Redo works back through the undos in the order they were made, until any
+    other change is made after them.
+
+    \b
+    Example usage:
+        machine undo
+        machine redo
+    """
+    store = open_store(project)
+    done = edits.redo(store)
+    _report_step("redid", "redone", done, as_json)
+
+
+def _report_step(verb: str, key: str, done: edits.Undone, as_json: bool) -> None:
+    summary = done.step.message.splitlines()[0] if done.step.message else ""
     if as_json:
-        emit_json({"undone": str(undone.id), "commit": commit, "summary": summary})
+        emit_json({key: str(done.step.id), "commit": done.commit, "summary": summary})
     else:
-        click.echo(f"undid {str(undone.id)[:12]} {summary}")
+        click.echo(f"{verb} {str(done.step.id)[:12]} {summary}")

@@ -1,20 +1,27 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import resource
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
 from machine_git.errors import CONFLICT
 from machine_git.errors import INVALID
+from machine_git.errors import IO
 from machine_git.errors import NOT_FOUND
+from machine_git.errors import USAGE
 from machine_git.sessions import pi
 from tests import helpers
 from tests.conftest import PI_SESSIONS
@@ -363,6 +370,13 @@ def test_kind_filters_and_observed_only_when_named(
         "Turn three: write-file summary.txt with a short summary."
     ]
     assert users("--kind", "observed") == ["fix it"]
+    # said once on stderr: these rows are no one's verdict
+    observed_export = run("export", "--kind", "observed", "--kind", "train")
+    assert observed_export.stderr == (
+        "warning: observed rows are unlabeled (neither good nor bad); "
+        "machine label ID good|bad judges them\n"
+    )
+    assert run("export", "--kind", "traces").stderr == ""
     everything = users(
         *(a for k in ("train", "traces", "rejected") for a in ("--kind", k))
     )
@@ -521,7 +535,7 @@ def test_a_bad_line_imports_nothing(project: Path, run: Run, tmp_path: Path) -> 
         f"{seed}:3: $: not valid JSON (unexpected character, expected a "
         "string key: line 1 column 2 (char 1))\n"
         f"{seed}:4: $.messages[0].role: "
-        '"robot" is not one of "system", "user" or 2 other candidates\n'
+        '"robot" is not one of "system", "user", "assistant", "tool"\n'
         f"{seed}:5: $: unknown line shape: no messages or trajectory (expected a "
         "machine row with kind and id, a messages line or a trajectory line)\n"
         f"{seed}:6: $.id: duplicate id {good_id} (also line 1)\n"
@@ -631,3 +645,177 @@ def test_a_reader_that_stops_early_is_not_an_error(
     )
     assert done.stdout == b'{"messages'
     assert done.stderr == b"exit 141\n"  # as if killed by SIGPIPE, no traceback
+
+
+def test_export_to_a_device_or_a_fifo_is_one_line(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    for target, kind in (("/dev/full", "a character device"), (str(fifo), "a FIFO")):
+        result = run("export", "-o", target)
+        assert result.exit_code == USAGE
+        assert result.stderr == (
+            f"Error: output path '{target}' is not a regular file ({kind})\n"
+        )
+    # Never replaced by a file renamed over it, and no temporary file left.
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert not [p for p in os.listdir("/dev") if p.startswith(".full.")]
+
+
+def test_export_on_a_full_disk_is_one_line_and_leaves_nothing(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    target = tmp_path / "out" / "data.jsonl"
+    target.parent.mkdir()
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10, 10))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "machine_git", "export", "-o", str(target)],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=limit,
+    )
+    assert done.returncode == IO
+    assert done.stderr == (
+        f"Error: cannot write {target}: file size limit reached; nothing was written\n"
+    )
+    assert os.listdir(target.parent) == []
+
+
+# -- streams: `-` ------------------------------------------------------------------
+
+
+def test_import_dash_reads_stdin(project: Path, run: Run) -> None:
+    lines = line({"messages": [{"role": "user", "content": "hi"}, ANSWER]}) + line(
+        {"messages": [{"role": "user", "content": "2+2"}, ANSWER]}
+    )
+    result = run("import", "-", input=lines.decode())
+    commit = head(project)
+    assert result.exit_code == 0
+    assert result.stdout == (
+        f"imported 2 rows (train 2) from <stdin> (commit {commit[:12]})\n"
+    )
+    assert not Path("-").exists()
+    assert git(store_of(project), "log", "-1", "--format=%s%n%(trailers)") == (
+        "import 2 rows from <stdin>\n"
+        "Machine-Action: import\nMachine-Rows: 2\nMachine-Source: <stdin>\n\n"
+    )
+    listed = git(store_of(project), "ls-tree", "-r", "--name-only", "HEAD").split()
+    ids = [rid for path in listed if (rid := rows.id_of_path(path)) is not None]
+    stored = [row_at_head(project, rid) for rid in ids]
+    assert sorted(r["source"]["session_id"] for r in stored) == ["stdin:1", "stdin:2"]
+    assert [r["source"]["session_file"] for r in stored] == [None, None]
+
+
+ANSWER = {"role": "assistant", "content": "hello"}
+
+
+def test_a_file_named_dash_is_read_as_dot_slash_dash(project: Path, run: Run) -> None:
+    write_jsonl(project / "-", {"messages": [{"role": "user", "content": "x"}, ANSWER]})
+    result = run("import", "./-", input="")
+    assert result.stdout.startswith("imported 1 row (train 1) from ./- (commit ")
+
+
+def test_stdin_over_the_limit_is_one_line_and_writes_nothing(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inputs, "JSONL_LIMIT", 100)
+    data = line({"messages": [{"role": "user", "content": "x" * 200}, ANSWER]})
+    for command in ("import", "validate"):
+        result = run(command, "-", input=data.decode())
+        assert result.exit_code == (USAGE if command == "import" else INVALID)
+        expected = "more than the 100 bytes machine reads from one input"
+        if command == "import":
+            assert result.stderr == f"Error: cannot read <stdin>: {expected}\n"
+        else:
+            assert result.stdout == f"<stdin>:0: $: cannot read: {expected}\n"
+    assert not store_of(project).exists()
+
+
+def test_a_terminal_as_stdin_is_refused_at_once(project: Path) -> None:
+    main, terminal = os.openpty()
+    try:
+        for command in ("import", "validate"):
+            done = subprocess.run(
+                [sys.executable, "-m", "machine_git", command, "-"],
+                stdin=terminal,
+                capture_output=True,
+                text=True,
+                cwd=project,
+                timeout=60,
+                check=False,
+            )
+            why = "standard input is a terminal; pipe the rows in (... - < FILE)"
+            if command == "import":
+                assert done.returncode == USAGE
+                assert done.stderr == f"Error: cannot read <stdin>: {why}\n"
+            else:
+                assert done.returncode == INVALID
+                assert done.stdout == f"<stdin>:0: $: cannot read: {why}\n"
+    finally:
+        os.close(main)
+        os.close(terminal)
+
+
+def test_export_dash_prints_the_rows_and_writes_no_file(
+    project: Path, run: Run
+) -> None:
+    tag(run, project, "basic", "good")
+    plain = run("export")
+    dashed = run("export", "-o", "-")
+    assert dashed.exit_code == 0
+    assert dashed.stdout_bytes == plain.stdout_bytes != b""
+    assert dashed.stderr == ""
+    assert sorted(os.listdir(project)) == [".git"]
+
+
+def test_a_manifest_goes_where_manifest_says(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    tag(run, project, "basic", "good")
+    commit = head(project)
+    meta = tmp_path / "train.manifest.json"
+    result = run("export", "-o", "-", "--manifest", str(meta))
+    sha = hashlib.sha256(result.stdout_bytes).hexdigest()
+    assert result.stderr == (
+        f"exported 1 train row in tinker format from {commit[:12]} to stdout "
+        f"(sha256 {sha[:12]}…; manifest {meta})\n"
+    )
+    expected = {
+        "file": "<stdout>",
+        "revision": "HEAD",
+        "commit": commit,
+        "format": "tinker",
+        "kinds": ["train"],
+        "rows": 1,
+        "skipped": 0,
+        "redacted": True,
+        "sha256": sha,
+        "machine_version": "0.1.0",
+    }
+    assert meta.read_bytes() == jsonio.canonical(expected)
+    assert oct(meta.stat().st_mode & 0o777) == "0o600"
+    # With -o FILE, --manifest moves the manifest from beside the file.
+    out = tmp_path / "data.jsonl"
+    elsewhere = tmp_path / "elsewhere.json"
+    run("export", "-o", str(out), "--manifest", str(elsewhere))
+    assert orjson.loads(elsewhere.read_bytes()) == {**expected, "file": "data.jsonl"}
+    assert not (tmp_path / "data.jsonl.manifest.json").exists()
+    refused = run("export", "-o", "-", "--manifest", "-")
+    assert (refused.exit_code, refused.stdout) == (USAGE, "")
+    assert refused.stderr == (
+        "Error: --manifest needs a file name ('-o FILE --json' prints the manifest)"
+        " (see 'cli export --help')\n"
+    )
+    assert sorted(os.listdir(project)) == [".git"]
