@@ -76,11 +76,15 @@ _URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
 
 @dataclass
 class Step:
-    """A commit the branch has been at: its id, first line and time (UTC)."""
+    """A commit the branch has been at: its id, first line and time.
+
+    ``time`` is ISO 8601 with offset (:func:`jsonio.timestamp`), None when the
+    commit cannot be read.
+    """
 
     commit: str
     summary: str
-    time: str
+    time: str | None
 
 
 @dataclass
@@ -334,10 +338,10 @@ def _step(checker: _Checker, commit: str, entries: list[_Entry]) -> Step:
     try:
         obj = checker.objects.commit(Oid(hex=commit))
         summary = (obj.message or "").splitlines()[:1] or [""]
-        return Step(commit, summary[0], _when(obj.commit_time))
+        return Step(commit, summary[0], jsonio.timestamp(obj.commit_time))
     except _READ_ERRORS:
         message = next((e.message for e in entries if e.new == commit), "")
-        return Step(commit, message, "")
+        return Step(commit, message, None)
 
 
 def _undone(entries: list[_Entry], intact: str | None) -> list[Step]:
@@ -347,7 +351,7 @@ def _undone(entries: list[_Entry], intact: str | None) -> list[Step]:
         if entry.new == intact:
             break
         after.append(entry)
-    return [Step(e.new, _summary(e.message), _when(e.when)) for e in after]
+    return [Step(e.new, _summary(e.message), jsonio.timestamp(e.when)) for e in after]
 
 
 def _summary(message: str) -> str:
@@ -514,7 +518,8 @@ def describe(found: Diagnosis, limit: int = 20) -> list[str]:
     source = (
         f"{found.remote}'s newest commit" if found.remote else "newest intact commit"
     )
-    lines.append(f"{source}: {step.commit[:12]} {step.summary} ({step.time})".rstrip())
+    when = f"({_shown(step.time)})" if step.time else ""
+    lines.append(f"{source}: {step.commit[:12]} {step.summary} {when}".rstrip())
     lost = ", ".join(found.lost[:limit]) + (", ..." if len(found.lost) > limit else "")
     lines.append(
         f"going back to it loses {_count(len(found.lost), 'row')}"
@@ -523,7 +528,7 @@ def describe(found: Diagnosis, limit: int = 20) -> list[str]:
     lines += [f"  and what {what} holds" for what in found.unlisted[:limit]]
     if found.undone:
         lines.append(f"it undoes {_count(len(found.undone), 'step')} of the branch:")
-        lines += [f"  {s.time}  {s.summary}" for s in found.undone[:limit]]
+        lines += [f"  {_shown(s.time)}  {s.summary}" for s in found.undone[:limit]]
     return lines
 
 
@@ -758,7 +763,7 @@ def _commit(
 
 
 def _record(record: Path, found: Diagnosis, commit: str) -> None:
-    value = {**found.to_json(), "commit": commit, "time": _when(int(time.time()))}
+    value = {**found.to_json(), "commit": commit, "time": jsonio.timestamp(time.time())}
     _write(record / "record.json", jsonio.line(value))
 
 
@@ -784,7 +789,7 @@ def restore(path: Path, name: str, confirm: bool = False) -> Recovery:
         if current is not None and current != head:
             found.lost, found.unlisted = _lost(checker.objects, head, current)
         found.undone = [
-            Step(e.new, _summary(e.message), _when(e.when))
+            Step(e.new, _summary(e.message), jsonio.timestamp(e.when))
             for e in reversed(reflog(path))
             if Oid(hex=e.new) not in checker.whole_history
         ]
@@ -911,8 +916,11 @@ def _damage(e: BaseException) -> str:
     return "missing" if isinstance(e, KeyError) else f"damaged ({reason(e)})"
 
 
-def _when(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+def _shown(moment: str | None) -> str:
+    """``2026-12-01 04:09 UTC`` for the terminal; ``?`` for an unread time."""
+    if moment is None:
+        return "?"
+    return datetime.fromisoformat(moment).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _count(n: int, noun: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import click
 
 from machine_git import history
 from machine_git import inputs
+from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
 from machine_git import settings
@@ -65,7 +65,7 @@ def data(project: Path | None, as_json: bool) -> None:
             else {
                 "commit": str(head.id),
                 "summary": head.message.splitlines()[0] if head.message else "",
-                "time": _when(head.commit_time),
+                "time": jsonio.timestamp(head.commit_time),
             },
         }
     if as_json:
@@ -84,7 +84,7 @@ def data(project: Path | None, as_json: bool) -> None:
         head_info = info["head"]
         click.echo(
             f"head     {head_info['commit'][:12]} {head_info['summary']} "
-            f"({head_info['time']})"
+            f"({_shown(head_info['time'])})"
         )
 
 
@@ -201,5 +201,6 @@ def _checked(tally: checks.Tally) -> str:
     )
 
 
-def _when(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+def _shown(moment: str) -> str:
+    """``2026-12-01 04:09 UTC`` for the terminal, from the JSON's ISO time."""
+    return datetime.fromisoformat(moment).strftime("%Y-%m-%d %H:%M UTC")
