@@ -168,7 +168,8 @@ def release_check(
 @release.command(name="trial")
 @click.argument("release_id")
 @project_option
-def release_trial(release_id: str, project: Path | None) -> None:
+@json_option
+def release_trial(release_id: str, project: Path | None, as_json: bool) -> None:
     """Record an explicit trial: the candidate becomes this project's student, as trial.
 
     \b
@@ -178,6 +179,9 @@ def release_trial(release_id: str, project: Path | None) -> None:
     from machine_git import releases
 
     commit = releases.trial(open_store(project), releases.check_id(release_id))
+    if as_json:
+        emit_json({"release": release_id, "status": "trial", "commit": commit})
+        return
     click.echo(
         f"trial {release_id}: the student is its candidate, marked trial "
         f"({commit[:12]})"
@@ -187,7 +191,8 @@ def release_trial(release_id: str, project: Path | None) -> None:
 @release.command(name="activate")
 @click.argument("release_id")
 @project_option
-def release_activate(release_id: str, project: Path | None) -> None:
+@json_option
+def release_activate(release_id: str, project: Path | None, as_json: bool) -> None:
     """Make the candidate the default student: only if every gate passed after a trial.
 
     \b
@@ -197,6 +202,9 @@ def release_activate(release_id: str, project: Path | None) -> None:
     from machine_git import releases
 
     commit = releases.activate(open_store(project), releases.check_id(release_id))
+    if as_json:
+        emit_json({"release": release_id, "status": "active", "commit": commit})
+        return
     click.echo(f"activated {release_id}: the default student ({commit[:12]})")
 
 

@@ -385,32 +385,38 @@ def _refuse_what_validate_blocks(
 @click.argument("run_id", metavar="[RUN]", required=False)
 @_yes
 @project_option
-def smoke(run_id: str | None, yes: bool, project: Path | None) -> None:
+@json_option
+def smoke(run_id: str | None, yes: bool, project: Path | None, as_json: bool) -> None:
     """Take two training steps on Tinker to prove the run works (default: newest run).
 
     \b
     Example usage:
         machine train smoke --yes
     """
-    _train(run_id, yes, project, smoke=True)
+    _train(run_id, yes, project, smoke=True, as_json=as_json)
 
 
 @train.command(name="run")
 @click.argument("run_id", metavar="[RUN]", required=False)
 @_yes
 @project_option
-def run_command(run_id: str | None, yes: bool, project: Path | None) -> None:
+@json_option
+def run_command(
+    run_id: str | None, yes: bool, project: Path | None, as_json: bool
+) -> None:
     """Train the whole run on Tinker, committing every step and checkpoint.
 
     \b
     Example usage:
         machine train run --yes
-        machine train run traces-1a2b3c4d-0f9e8d --yes
+        machine train run traces-1a2b3c4d-0f9e8d --yes --json
     """
-    _train(run_id, yes, project, smoke=False)
+    _train(run_id, yes, project, smoke=False, as_json=as_json)
 
 
-def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> None:
+def _train(
+    run_id: str | None, yes: bool, project: Path | None, smoke: bool, as_json: bool
+) -> None:
     what = "machine train smoke" if smoke else "machine train run"
     _confirm(yes, what)
     _stack()
@@ -433,26 +439,53 @@ def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> 
 
     if smoke:
         record = trainer.execute(store, plan, report=retried)
-        result = record["smoke"]
-        click.echo(
-            f"smoke passed: {len(result['steps'])} steps, loss "
-            f"{_loss(result.get('final_loss'))}, checkpoint {result['checkpoint']}"
-        )
-        click.echo("next: machine train run --yes")
+        _smoke_done(record, as_json)
         return
-    with click.progressbar(
-        length=plan.steps, label="training", file=sys.stderr, show_pos=True
-    ) as bar:
-        record = trainer.execute(
-            store, plan, progress=lambda step: bar.update(1), report=retried
-        )
+    if as_json:  # no progress with --json
+        record = trainer.execute(store, plan, report=retried)
+    else:
+        with click.progressbar(
+            length=plan.steps, label="training", file=sys.stderr, show_pos=True
+        ) as bar:
+            record = trainer.execute(
+                store, plan, progress=lambda step: bar.update(1), report=retried
+            )
     final = record["checkpoints"][-1] if record["checkpoints"] else {}
+    if as_json:
+        emit_json(
+            {
+                **_summary(record),
+                "final_state": final.get("state_path"),
+                "final_sampler": final.get("sampler_path"),
+            }
+        )
+        return
     click.echo(
         f"done: {len(record['steps'])} steps, final loss "
         f"{_loss(record.get('final_loss'))}"
     )
     click.echo(f"sampler {final.get('sampler_path')}")
     click.echo(f"state   {final.get('state_path')}")
+
+
+def _smoke_done(record: dict[str, Any], as_json: bool) -> None:
+    result = record["smoke"]
+    if as_json:
+        emit_json(
+            {
+                "run": record["id"],
+                "status": result["status"],
+                "steps": len(result["steps"]),
+                "final_loss": result.get("final_loss"),
+                "checkpoint": result["checkpoint"],
+            }
+        )
+        return
+    click.echo(
+        f"smoke passed: {len(result['steps'])} steps, loss "
+        f"{_loss(result.get('final_loss'))}, checkpoint {result['checkpoint']}"
+    )
+    click.echo("next: machine train run --yes")
 
 
 def _loss(value: Any) -> str:

@@ -579,6 +579,42 @@ def test_run_trains_every_batch_and_records_checkpoints(
     )
 
 
+def test_smoke_and_run_json_print_one_document_and_no_progress(
+    traces: Path, run: Run, fake: FakeTinker
+) -> None:
+    record = _sft(run, "--save-every", "4")
+    run_id, data = record["id"], record["dataset"]
+    prefix = "tinker://fake-run:train:0"
+    smoke = run("train", "smoke", "--yes", "--json")
+    assert smoke.exit_code == 0, smoke.stderr
+    assert smoke.stdout == (
+        f'{{"checkpoint":"{prefix}/sampler_weights/smoke","final_loss":0.25,'
+        f'"run":"{run_id}","status":"passed","steps":2}}\n'
+    )
+    done = run("train", "run", "--yes", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert _json(done.stdout) == {
+        "id": run_id,
+        "status": "done",
+        "dataset_commit": data["commit"],
+        "export_sha256": data["sha256"],
+        "kind": "traces",
+        "base_model": MODEL,
+        "steps": 8,
+        "steps_planned": 8,
+        "final_loss": 0.0625,
+        "checkpoints": 2,
+        "final_sampler": f"{prefix}/sampler_weights/final",
+        "final_state": f"{prefix}/weights/final",
+        "smoke": "passed",
+        "epochs": _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))["trained"][
+            "epochs"
+        ],
+    }
+    assert done.stdout.count("\n") == 1
+    assert "training" not in done.stderr  # no progress bar with --json
+
+
 def test_a_run_id_is_a_revision(project: Path, run: Run) -> None:
     support.tag(run, project, support.SESSIONS[:4], "--trace")
     first = _sft(run)["id"]
