@@ -56,6 +56,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
         monkeypatch.setenv(name, "test@example.com")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    # Listings fit the terminal (machine_git/table.py): without COLUMNS and
+    # with output that is no terminal, every test sees 80 columns.
+    monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 

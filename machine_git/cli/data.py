@@ -16,6 +16,7 @@ from machine_git import paths
 from machine_git import rows
 from machine_git import settings
 from machine_git import stats
+from machine_git import table
 from machine_git import validate as checks
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
@@ -82,10 +83,10 @@ def data(project: Path | None, as_json: bool) -> None:
     click.echo(f"auto     {'on' if info['auto'] else 'off'}")
     if info["head"] is not None:
         head_info = info["head"]
-        click.echo(
-            f"head     {head_info['commit'][:12]} {head_info['summary']} "
-            f"({_shown(head_info['time'])})"
-        )
+        start = f"head     {head_info['commit'][:12]} "
+        end = f" ({_shown(head_info['time'])})"
+        room = table.width() - len(start) - len(end)
+        click.echo(start + table.clip(head_info["summary"], room) + end)
 
 
 @click.command()
@@ -113,12 +114,18 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
     if not found:
         click.echo("nothing tagged yet")
         return
-    for row in found:
-        note = f"  ({row['note']})" if row.get("note") else ""
-        stamp = str(row.get("created_at", ""))[:16].replace("T", " ")
-        click.echo(
-            f"{row['id']}  {row['kind']:<8}  {stamp}  {rows.first_words(row, 50)}{note}"
+    listing = [
+        (
+            row["id"],
+            row["kind"],
+            str(row.get("created_at", ""))[:16].replace("T", " "),
+            rows.first_words(row, sys.maxsize)
+            + (f"  ({row['note']})" if row.get("note") else ""),
         )
+        for row in found
+    ]
+    for line in table.rows(listing, free=3, columns=table.width()):
+        click.echo(line)
 
 
 @click.command()

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from machine_git import table
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -678,12 +679,12 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
     if not records:
         click.echo("no training runs yet (prepare one with 'machine train sft')")
         return
-    table = [
-        ("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CHECKPOINTS", "SMOKE", "TRAINED")
-    ]
+    # CKPT, not CHECKPOINTS: the fixed columns fit 80 characters and TRAINED,
+    # the free text, gets what is left.
+    listing = [("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CKPT", "SMOKE", "TRAINED")]
     for r in records:
         s = _summary(r)
-        table.append(
+        listing.append(
             (
                 s["id"],
                 str(s["status"]),
@@ -695,10 +696,8 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
                 _epochs(s["epochs"]),
             )
         )
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row in table:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-        click.echo("  ".join(cells).rstrip())
+    for line in table.rows(listing, free=7, columns=table.width()):
+        click.echo(line)
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -769,8 +768,10 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         click.echo(f"last     {record['last_checkpoint']}")
     click.echo(f"folder   {runs.folder(store, record['id'])}")
     click.echo("")
-    head = store.head
-    for commit in history.walk(store, head):
-        entry = history.entry(commit)
-        if entry.trailers.get("Run") == record["id"]:
-            click.echo(f"{entry.short}  {entry.when}  {entry.summary}")
+    found = [
+        (e.short, e.when, e.summary)
+        for e in map(history.entry, history.walk(store, store.head))
+        if e.trailers.get("Run") == record["id"]
+    ]
+    for line in table.rows(found, free=2, columns=table.width()):
+        click.echo(line)
