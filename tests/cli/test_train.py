@@ -580,7 +580,7 @@ def test_run_trains_every_batch_and_records_checkpoints(
 
 
 def test_smoke_and_run_json_print_one_document_and_no_progress(
-    traces: Path, run: Run, fake: FakeTinker
+    traces: Path, run: Run, fake: FakeTinker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     record = _sft(run, "--save-every", "4")
     run_id, data = record["id"], record["dataset"]
@@ -613,6 +613,30 @@ def test_smoke_and_run_json_print_one_document_and_no_progress(
     }
     assert done.stdout.count("\n") == 1
     assert "training" not in done.stderr  # no progress bar with --json
+    # The listing fits the terminal: only TRAINED, the free text, is cut.
+    epochs = _json(done.stdout)["epochs"]
+    trained = ", ".join(
+        f"e{e['epoch']} {e['rows']} rows {e['tokens']} tok" for e in epochs
+    )
+    for columns in (80, 200):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        lines = run("runs").stdout.splitlines()
+        fixed = [
+            ("RUN".ljust(len(run_id)), run_id),
+            ("STATUS", "done  "),
+            ("DATA        ", data["commit"][:12]),
+            ("STEPS", "8/8  "),
+            ("LOSS  ", "0.0625"),
+            ("CKPT", "2   "),
+            ("SMOKE ", "passed"),
+        ]
+        start = ["".join(f"{c[i]}  " for c in fixed) for i in (0, 1)]
+        room = columns - len(start[1])
+        assert lines == [
+            start[0] + ("TRAINED" if room >= 7 else "TRAINED"[: room - 1] + "…"),
+            start[1] + (trained if len(trained) <= room else trained[: room - 1] + "…"),
+        ]
+        assert max(map(len, lines)) == min(columns, len(start[1]) + len(trained))
 
 
 def test_a_run_id_is_a_revision(project: Path, run: Run) -> None:
