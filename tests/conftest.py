@@ -19,6 +19,7 @@ from pygit2.enums import ConfigLevel
 from machine_git import paths
 from machine_git.cli import cli
 from machine_git.sessions import pi
+from tests import helpers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PI_SESSIONS = FIXTURES / "pi" / "sessions"
@@ -112,7 +113,12 @@ def run() -> Run:
     runner = CliRunner()
 
     def invoke(*args: str, input: str | None = None) -> Result:
-        return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+        result = runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+        if "--json" in args and result.stdout.strip():
+            # Every --json run of the suite: one time format (tests/cli/test_json.py).
+            for document in helpers.json_output(result.stdout):
+                assert helpers.odd_times(document) == [], args
+        return result
 
     return invoke
 
