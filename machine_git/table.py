@@ -41,12 +41,19 @@ def clip(text: str, room: int) -> str:
     return text[: room - 1] + ELLIPSIS
 
 
-def rows(table: Sequence[Sequence[str]], free: int, columns: int) -> list[str]:
+def rows(
+    table: Sequence[Sequence[str]],
+    free: int,
+    columns: int,
+    ends: Sequence[str] = (),
+) -> list[str]:
     """Lay out ``table``: every column padded, column ``free`` cut to fit.
 
     The free column gets the width the others leave (at least one
     character); the others keep their whole values even on a terminal too
-    narrow for them.
+    narrow for them. ``ends[k]``, the end of row k's free cell (the user's
+    note after a prompt), stays whole while it takes at most half the room:
+    the text before it is cut instead.
     """
     if not table:
         return []
@@ -56,13 +63,20 @@ def rows(table: Sequence[Sequence[str]], free: int, columns: int) -> list[str]:
     room = max(columns - fixed, 1)
     widths[free] = min(widths[free], room)
     lines = []
-    for row in table:
+    for k, row in enumerate(table):
+        end = ends[k] if k < len(ends) else ""
         cells = [
-            (clip(cell, room) if i == free else cell).ljust(widths[i])
+            (_fit(cell, end, room) if i == free else cell).ljust(widths[i])
             for i, cell in enumerate(row)
         ]
         lines.append(GAP.join(cells).rstrip())
     return lines
+
+
+def _fit(cell: str, end: str, room: int) -> str:
+    if len(cell) <= room or not end or len(end) > room // 2 or not cell.endswith(end):
+        return clip(cell, room)
+    return clip(cell[: len(cell) - len(end)], room - len(end)) + end
 
 
 def pair(head: str, old: str, new: str, columns: int, arrow: str = " -> ") -> str:

@@ -42,6 +42,18 @@ def test_rows_pad_every_column_and_cut_only_the_free_one() -> None:
     ]
 
 
+def test_an_end_such_as_a_note_stays_whole_while_it_fits_half() -> None:
+    listing = [
+        ("a1", "a long prompt here  (note)"),
+        ("b2", "prompt  (a much longer note)"),
+    ]
+    ends = ["  (note)", "  (a much longer note)"]
+    assert table.rows(listing, free=1, columns=22, ends=ends) == [
+        "a1  a long pr…  (note)",
+        "b2  prompt  (a much l…",
+    ]
+
+
 def test_pair_shares_the_width_between_old_and_new() -> None:
     assert table.pair("  p: ", "old", "new", 80) == "  p: old -> new"
     assert table.pair("  p: ", "o" * 30, "new", 20) == "  p: ooooooo… -> new"
@@ -89,10 +101,15 @@ def test_tagged_fits(
     found = _tag_three(project, run)
     monkeypatch.setenv("COLUMNS", str(columns))
     lines = run("tagged").stdout.splitlines()
+    if columns == 80:
+        assert lines[0].endswith("…  (too terse)")  # the prompt is cut, not the note
     room = columns - (12 + 2 + 8 + 2 + 16 + 2)  # id, kind, time: never cut
     expected = []
     for row in found:
-        text = _prompt(row) + (f"  ({row['note']})" if row["note"] else "")
+        note = f"  ({row['note']})" if row["note"] else ""
+        text = _prompt(row) + note
+        if len(text) > room and note and len(note) <= room // 2:
+            text = _cut(_prompt(row), room - len(note)) + note  # the note stays
         stamp = row["created_at"][:16].replace("T", " ")
         expected.append(f"{row['id']}  {row['kind']:<8}  {stamp}  {_cut(text, room)}")
     assert lines == expected

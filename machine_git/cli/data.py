@@ -114,17 +114,17 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
     if not found:
         click.echo("nothing tagged yet")
         return
+    notes = [f"  ({row['note']})" if row.get("note") else "" for row in found]
     listing = [
         (
             row["id"],
             row["kind"],
             str(row.get("created_at", ""))[:16].replace("T", " "),
-            rows.first_words(row, sys.maxsize)
-            + (f"  ({row['note']})" if row.get("note") else ""),
+            rows.first_words(row, sys.maxsize) + note,
         )
-        for row in found
+        for row, note in zip(found, notes, strict=True)
     ]
-    for line in table.rows(listing, free=3, columns=table.width()):
+    for line in table.rows(listing, free=3, columns=table.width(), ends=notes):
         click.echo(line)
 
 
