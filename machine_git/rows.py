@@ -95,8 +95,14 @@ def build(
     rewrite: str | None = None,
     reasoning: bool = False,
     created_at: str | None = None,
+    context: bool = True,
 ) -> dict[str, Any]:
-    """The row for tagging ``turn`` as ``label`` (good or bad)."""
+    """The row for tagging ``turn`` as ``label`` (good or bad).
+
+    The row carries the turn's context (system prompt and tools) inline, or
+    ``None`` when the host does not record it or ``context`` is False; the
+    store keeps it once, by hash (machine_git/context.py).
+    """
     if turn.stop_reason in {"error", "aborted"}:
         why = f": {turn.error}" if turn.error else ""
         raise TurnError(
@@ -119,6 +125,7 @@ def build(
         "created_at": created_at or now(),
         "note": note or None,
         "source": turn.source(),
+        "context": turn.context if context else None,
     }
     if trace:
         row["trajectory"] = _trajectory(turn.records, rewrite, reasoning)

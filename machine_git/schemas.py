@@ -19,7 +19,7 @@ from machine_git import jsonio
 from machine_git.errors import SchemaError
 
 KINDS = ("train", "traces", "rejected", "observed")
-_SHARED = ("trajectory-v1", "common")
+_SHARED = ("trajectory-v1", "common", "context")
 
 
 class Problem(NamedTuple):
@@ -60,7 +60,7 @@ def _registry() -> jsonschema_rs.Registry:
 
 @functools.cache
 def validator(name: str) -> jsonschema_rs.Draft202012Validator:
-    """A validator for one schema (a row kind, or ``trajectory-v1``)."""
+    """A validator for one schema (a row kind, ``context`` or ``trajectory-v1``)."""
     try:
         return jsonschema_rs.Draft202012Validator(
             load_schema(name), registry=_registry(), validate_formats=False

@@ -13,7 +13,7 @@ from tests import helpers
 
 def reference_validator(kind: str) -> jsonschema.Draft202012Validator:
     """The same schemas through the reference implementation (a cross-check)."""
-    shared = [schemas.load_schema(n) for n in ("trajectory-v1", "common")]
+    shared = [schemas.load_schema(n) for n in ("trajectory-v1", "common", "context")]
     registry: referencing.Registry[Any] = referencing.Registry().with_resources(
         (s["$id"], referencing.Resource.from_contents(s)) for s in shared
     )
@@ -24,6 +24,7 @@ def test_every_schema_ships_as_package_data() -> None:
     names = sorted(p.name for p in bundled.folder("schemas").iterdir())
     assert [n for n in names if n.endswith(".json")] == [
         "common.schema.json",
+        "context.schema.json",
         "observed.schema.json",
         "rejected.schema.json",
         "traces.schema.json",

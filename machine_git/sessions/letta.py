@@ -26,7 +26,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git import jsonio
+from machine_git.context import Context
+from machine_git.errors import MachineError
 from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
@@ -286,6 +289,24 @@ def _last_user(flags: list[bool], path: Path) -> int:
 # -- local backend (pi-ai messages.jsonl) ----------------------------------------------
 
 
+def _local_context(path: Path) -> Context | None:
+    """The compiled system prompt beside a local-backend ``messages.jsonl``.
+
+    Letta Code keeps it in ``system-prompt.json`` (``{"content": ...,
+    "compiledAt", "rawSystemHash", "memfsRevision"}``, as 0.25.9 writes it)
+    and recompiles it when memory changes, so it is the newest one, not
+    necessarily the one an older turn ran with. The tools are not stored.
+    """
+    try:
+        data = files.read_bytes(path.with_name("system-prompt.json"))
+        value = jsonio.loads(data)
+    except (MachineError, OSError, ValueError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    return context.make(value.get("content"), None)
+
+
 def read_local(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
     """The last turn of a Letta Code local-backend ``messages.jsonl``."""
     report = ReadReport(str(path))
@@ -341,6 +362,7 @@ def read_local(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
     session = session or path.resolve().parent.name or path.stem
     return (
         Turn(
+            context=_local_context(path),
             host=HOST,
             session_id=session,
             session_file=str(path),
