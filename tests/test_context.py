@@ -7,6 +7,7 @@ run's context), and read back through git.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +152,10 @@ def test_a_secret_in_the_system_prompt_is_redacted_with_the_row(
 # -- the store's gate -----------------------------------------------------------
 
 
-def write(store: Store, files: dict[str, bytes | None], redaction: str = "on") -> None:
-    store.write(lambda snap: Change("test", files, redaction=redaction))
+def write(
+    store: Store, files: Mapping[str, bytes | None], redaction: str | None = "on"
+) -> None:
+    store.write(lambda snap: Change("test", dict(files), redaction=redaction))
 
 
 def test_the_store_refuses_a_context_it_cannot_resolve_or_trust(
@@ -178,7 +181,7 @@ def test_the_store_refuses_a_context_it_cannot_resolve_or_trust(
         write(store, {context.path_of(context.digest(bad)): bad})
     secret = context.canonical({"system": f"key {AKID}", "tools": None})
     with pytest.raises(SecretFoundError, match="unredacted secret"):
-        write(store, {context.path_of(context.digest(secret)): secret}, None)  # type: ignore[arg-type]
+        write(store, {context.path_of(context.digest(secret)): secret}, None)
     assert store.head is not None and store.head.parents == []  # nothing written
     # the row with its context, in one commit or after it: both are fine
     write(store, {**row_file, context.path_of(sha): data})
