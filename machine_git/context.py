@@ -206,22 +206,22 @@ def file_problems(path: str, data: bytes) -> list[str]:
 
     sha = sha_of_path(path)
     if sha is None:
-        return [f"{path}: not a context path (context/ab/<64 hex>.json)"]
+        return ["not a context path (context/ab/<64 hex>.json)"]
     try:
         value = jsonio.loads(data)
     except ValueError as e:
-        return [f"{path}: not valid JSON ({e})"]
+        return [f"not valid JSON ({e})"]
     problems = schemas.check(schemas.validator("context"), value)
     if problems:
-        return [f"{path}: {p}" for p in problems]
+        return [str(p) for p in problems]
     if jsonio.canonical(value) != data:
-        return [f"{path}: not canonical JSON (sorted keys, indent 2)"]
+        return ["not canonical JSON (sorted keys, indent 2)"]
     if digest(data) != sha:
-        return [f"{path}: its content hashes to {digest(data)[:12]}, not its name"]
+        return [f"its content hashes to {digest(data)[:12]}, not its name"]
     return []
 
 
-def reference_problem(path: str, row: Any, exists: Callable[[str], bool]) -> str | None:
+def reference_problem(row: Any, exists: Callable[[str], bool]) -> str | None:
     """Why a stored row's context reference is wrong, or None.
 
     A row in the store names its context by hash (never inline, which is
@@ -231,9 +231,9 @@ def reference_problem(path: str, row: Any, exists: Callable[[str], bool]) -> str
         return None
     value = row.get(FIELD)
     if isinstance(value, dict):
-        return f"{path}: a stored row names its context by sha256, not inline"
+        return "a stored row names its context by sha256, not inline"
     if isinstance(value, str) and _SHA.match(value) and not exists(path_of(value)):
-        return f"{path}: its context {value[:12]} is not in the store"
+        return f"its context {value[:12]} is not in the store"
     return None
 
 
@@ -270,7 +270,7 @@ def check_change(files: Mapping[str, bytes | None], tree: Any, scan: bool) -> No
         if is_context_path(path):
             problems = file_problems(path, data)
             if problems:
-                raise RowValidationError(problems[0])
+                raise RowValidationError(f"{path}: {problems[0]}")
             if scan:
                 _refuse_secrets(path, data)
         elif rows.id_of_path(path) is not None:
@@ -278,9 +278,9 @@ def check_change(files: Mapping[str, bytes | None], tree: Any, scan: bool) -> No
                 row = jsonio.loads(data)
             except ValueError:
                 continue  # the row check names it
-            problem = reference_problem(path, row, there)
+            problem = reference_problem(row, there)
             if problem is not None:
-                raise RowValidationError(problem)
+                raise RowValidationError(f"{path}: {problem}")
 
 
 def _refuse_secrets(path: str, data: bytes) -> None:
