@@ -163,6 +163,24 @@ def inline(row: dict[str, Any], read: Reader) -> dict[str, Any]:
     return {**row, FIELD: load(value, read)}
 
 
+def shown(row: dict[str, Any], read: Reader) -> dict[str, Any]:
+    """``row`` for people (``show``, ``diff``): its context put back with its id.
+
+    ``{"id": sha, "system": ..., "tools": [...]}``, so a diff of two rows
+    names what changed inside the context, and that the context changed.
+    """
+    value = row.get(FIELD)
+    if not isinstance(value, str):
+        return row
+    found = load(value, read)
+    resolved: dict[str, Any] = {"id": value}
+    if found is None:
+        resolved["missing"] = True
+    else:
+        resolved.update(found)
+    return {**row, FIELD: resolved}
+
+
 def load(sha: str, read: Reader) -> Context | None:
     """Context ``sha`` from the store, or None if it is not there."""
     if not _SHA.match(sha):

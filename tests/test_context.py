@@ -214,3 +214,75 @@ def test_make_keeps_the_agent_s_order_and_says_none_when_nothing_is_known() -> N
             },
         ],
     }
+
+
+# -- show and diff ----------------------------------------------------------------
+
+
+def test_show_puts_the_context_back_and_diff_names_what_changed_in_it(
+    project: Path, run: Run
+) -> None:
+    first, third = recorded()
+    install_session(project, "context")
+    one = entry_with_text("context", "The command printed: context-one")
+    row_id = tag(run, "--trace", "--entry", one)
+    shown = run("show", row_id, "--json")
+    assert shown.exit_code == 0, shown.stderr
+    sha = stored_row(project, row_id)["context"]
+    assert orjson.loads(shown.stdout)["context"] == {"id": sha, **first}
+    text = run("show", row_id)
+    assert orjson.loads(text.stdout)["context"] == {"id": sha, **first}
+
+    # the row now names run 3's context (as an edit could): the diff says
+    # which context and what in it changed, not just two hashes
+    store = Store.open(store_of(project))
+    data = context.canonical(third)
+    changed = {**stored_row(project, row_id), "context": context.digest(data)}
+    store.write(
+        lambda snap: Change(
+            "another context",
+            {
+                rows.row_path(row_id): jsonio.canonical(changed),
+                context.path_of(context.digest(data)): data,
+            },
+        )
+    )
+    result = run("diff", "--json")
+    assert result.exit_code == 0, result.stderr
+    diff = orjson.loads(result.stdout)
+    assert diff["other_files"] == []  # the new context shows in the row
+    [change] = diff["rows"]
+    paths = [f["path"] for f in change["fields"]]
+    assert paths == [
+        "$.context.id",
+        "$.context.system",
+        "$.context.tools[2]",
+        "$.context.tools[3]",
+    ]
+    assert change["fields"][2] == {
+        "path": "$.context.tools[2]",
+        "old": first["tools"][2],
+    }
+
+
+def test_exports_carry_the_context_unless_it_is_left_out(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    _, third = recorded()
+    install_session(project, "context")
+    tag(run, "--trace")
+    tinker = orjson.loads(run("export", "--kind", "traces").stdout)
+    assert tinker["messages"][0] == {"role": "system", "content": third["system"]}
+    assert tinker["tools"] == third["tools"]
+    openai = orjson.loads(
+        run("export", "--kind", "traces", "--format", "openai").stdout
+    )
+    assert openai["tools"] == [
+        {"type": "function", "function": t} for t in third["tools"]
+    ]
+    assert openai["messages"][0]["role"] == "system"
+    bare = orjson.loads(run("export", "--kind", "traces", "--no-context").stdout)
+    assert bare == {"messages": tinker["messages"][1:]}
+    out = tmp_path / "bare.jsonl"
+    done = run("export", "--kind", "traces", "--no-context", "-o", str(out), "--json")
+    assert orjson.loads(done.stdout)["context"] is False

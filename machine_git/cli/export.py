@@ -22,7 +22,7 @@ from machine_git.schemas import KINDS
 
 # Kept here rather than imported from machine_git.export: this module loads
 # on every command, ``machine good`` included, and the export code need not.
-FORMATS = ("tinker", "openai", "dpo")
+FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
 _PROGRESS_EVERY = 1000
 
 
@@ -33,7 +33,7 @@ _PROGRESS_EVERY = 1000
     "kinds",
     multiple=True,
     type=click.Choice(KINDS),
-    help="Rows of this kind (repeatable; default: train, or rejected for dpo).",
+    help="Rows of this kind (repeatable; default: train, or rejected for pairs).",
 )
 @click.option(
     "--format",
@@ -41,7 +41,8 @@ _PROGRESS_EVERY = 1000
     type=click.Choice(FORMATS),
     default="tinker",
     show_default=True,
-    help="tinker or openai chat JSONL, or dpo preference pairs.",
+    help="tinker or openai chat JSONL; dpo (tinker-cookbook) or openai-dpo "
+    "preference pairs.",
 )
 @click.option(
     "-o",
@@ -54,6 +55,12 @@ _PROGRESS_EVERY = 1000
     is_flag=True,
     help="Do not scan rows for secrets (recorded in the manifest).",
 )
+@click.option(
+    "--no-context",
+    "no_context",
+    is_flag=True,
+    help="Leave out each turn's system prompt and tools (recorded in the manifest).",
+)
 @project_option
 @json_option
 def export(
@@ -62,6 +69,7 @@ def export(
     fmt: str,
     output: str | None,
     no_redact: bool,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -96,7 +104,13 @@ def export(
     if target is None:
         try:
             tally = exporting.write_stream(
-                store, commit, fmt, chosen, sys.stdout.buffer, redact=not no_redact
+                store,
+                commit,
+                fmt,
+                chosen,
+                sys.stdout.buffer,
+                redact=not no_redact,
+                with_context=not no_context,
             )
         except BrokenPipeError:
             _reader_went_away()
@@ -115,6 +129,7 @@ def export(
             target,
             progress=progress,
             redact=not no_redact,
+            with_context=not no_context,
         )
     finally:
         progress.clear()
