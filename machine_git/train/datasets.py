@@ -15,11 +15,14 @@ import random
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
+from typing import cast
 
 import chz
 import tinker
 import torch
 from tinker_cookbook import renderers
+from tinker_cookbook.renderers.base import ToolSpec
 from tinker_cookbook.supervised.common import datum_from_model_input_weights
 from tinker_cookbook.supervised.types import ChatDatasetBuilder
 from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
@@ -49,22 +52,55 @@ def train_on_what(kind: str) -> renderers.TrainOnWhat:
     return TRAIN_ON[kind]
 
 
+class Conversation(NamedTuple):
+    """What one example renders: the messages, and the tools offered (or None)."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+
+
+def conversation_of(line: dict[str, Any]) -> Conversation:
+    """The conversation of an exported line, in either chat format.
+
+    ``tools`` are the cookbook's ``ToolSpec`` dicts (the tinker format) or
+    OpenAI functions (``{"type": "function", "function": ...}``, the openai
+    format); both give ToolSpecs here.
+    """
+    tools = line.get("tools")
+    specs = None
+    if isinstance(tools, list) and tools:
+        specs = [
+            dict(t["function"])
+            if isinstance(t, dict) and isinstance(t.get("function"), dict)
+            else dict(t)
+            for t in tools
+        ]
+    return Conversation(list(line["messages"]), specs)
+
+
+def row_conversation(row: dict[str, Any]) -> Conversation:
+    """A row's conversation as the tinker export writes it (context inline)."""
+    return conversation_of(export.to_tinker(row))
+
+
 def row_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
     """A row's conversation in the tinker export's message shape."""
-    messages: list[dict[str, Any]] = export.to_tinker(row)["messages"]
-    return messages
+    return row_conversation(row).messages
 
 
 def cookbook_messages(messages: Iterable[dict[str, Any]]) -> list[renderers.Message]:
     """Messages as the cookbook's renderers take them.
 
     JSON gives tool calls as dicts and may carry ``None`` fields; renderers
-    need ``ToolCall`` objects and absent keys. Empty arguments mean "no
-    arguments": the Qwen renderers parse them as JSON, so they become ``{}``.
+    need ``ToolCall`` objects, absent keys, and string content (the openai
+    format writes ``null`` for a message that only calls tools). Empty
+    arguments mean "no arguments": the Qwen renderers parse them as JSON,
+    so they become ``{}``.
     """
     out: list[renderers.Message] = []
     for message in messages:
         m = {k: v for k, v in message.items() if v is not None}
+        m.setdefault("content", "")
         calls = m.pop("tool_calls", None)
         if calls:
             m["tool_calls"] = [
@@ -85,14 +121,19 @@ def examples(
     messages: list[renderers.Message],
     renderer: renderers.Renderer,
     train_on: renderers.TrainOnWhat,
+    tools: list[dict[str, Any]] | None = None,
 ) -> list[Example]:
     """The supervised examples of one conversation (one or more sequences).
 
-    The plural ``build_supervised_examples`` splits a trace into one sequence
-    per assistant turn when the renderer cannot extend one (thinking
-    renderers), so no turn trains on a prefix it never saw.
+    ``tools`` lead the conversation as the model family's tool declaration
+    (a system message, weight 0). The plural ``build_supervised_examples``
+    splits a trace into one sequence per assistant turn when the renderer
+    cannot extend one (thinking renderers), so no turn trains on a prefix it
+    never saw.
     """
-    return list(renderer.build_supervised_examples(messages, train_on_what=train_on))
+    specs = cast(list[ToolSpec], tools) if tools else None
+    full = rendering.with_tools(renderer, messages, specs)
+    return list(renderer.build_supervised_examples(full, train_on_what=train_on))
 
 
 def datum(example: Example, max_length: int | None) -> tinker.Datum:
@@ -186,8 +227,11 @@ class ExportBuilder(ChatDatasetBuilder):
                 label = ids[rows] if ids and rows < len(ids) else f"line {number}"
                 rows += 1
                 try:
-                    conversation = cookbook_messages(jsonio.loads(line)["messages"])
-                    for example in examples(conversation, seen.renderer, train_on):
+                    found = conversation_of(jsonio.loads(line))
+                    conversation = cookbook_messages(found.messages)
+                    for example in examples(
+                        conversation, seen.renderer, train_on, found.tools
+                    ):
                         datums.append(datum(example, cc.max_length))
                         labels.append(label)
                 except (ValueError, KeyError, TypeError) as e:

@@ -129,13 +129,14 @@ def check(
             if shape:
                 problem(f"not a conversation ({shape})", label)
                 continue
-            messages = list(item["messages"])
+            convo = datasets.conversation_of(item)
         else:
             errors = schemas.row_problems(item)
             if errors:
                 problem(f"schema: {errors[0]}", label)
                 continue
-            messages = datasets.row_messages(item)
+            convo = datasets.row_conversation(item)
+        messages, tools = convo
         prompts.setdefault(_prompt_key(messages), []).append(label)
         if _empty_answer(messages):
             problem(
@@ -144,7 +145,7 @@ def check(
             continue
         try:
             conversation = datasets.cookbook_messages(messages)
-            sequences = datasets.examples(conversation, seen.renderer, train_on)
+            sequences = datasets.examples(conversation, seen.renderer, train_on, tools)
         except Exception as e:  # noqa: BLE001 - any renderer failure is this row's problem
             problem(f"does not render ({type(e).__name__}: {_first_line(e)})", label)
             continue
@@ -159,7 +160,7 @@ def check(
             problem(f"longer than --max-length {max_length} (truncated)", label)
         if not any(_trained_within(mi.length, w, max_length) for mi, w in sequences):
             problem("nothing to learn (no trained token within --max-length)", label)
-        if _drops_tool_calls(conversation, seen, train_on, lengths):
+        if _drops_tool_calls(conversation, seen, train_on, lengths, tools):
             problem(f"tool calls dropped by the {seen.renderer_name} renderer", label)
     for what, labels in found.items():
         report.problems.append(Problem(_is_blocking(what), what, labels))
@@ -266,13 +267,14 @@ def _drops_tool_calls(
     seen: rendering.Rendering,
     train_on: Any,
     lengths: list[int],
+    tools: list[dict[str, Any]] | None,
 ) -> bool:
     # A renderer that ignores tool calls renders the conversation to the same
     # tokens with and without them (role_colon does, tinker.md §0.5).
     if not any(m.get("tool_calls") for m in conversation):
         return False
     bare = [{k: v for k, v in m.items() if k != "tool_calls"} for m in conversation]
-    plain = datasets.examples(bare, seen.renderer, train_on)  # type: ignore[arg-type]
+    plain = datasets.examples(bare, seen.renderer, train_on, tools)  # type: ignore[arg-type]
     return sum(mi.length for mi, _ in plain) == sum(lengths)
 
 
