@@ -14,6 +14,7 @@ from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
 from tests.conftest import Run
+from tests.conftest import install_session
 from tests.train import conftest as support
 
 IM_END = 151645
@@ -252,7 +253,7 @@ def test_chat_exports_load_in_the_cookbook_and_train_in_machine(
 
 
 def tag_bad(run: Run, project: Path, name: str, *flags: str) -> None:
-    support.install_session(project, name)
+    install_session(project, name)
     result = run("bad", *flags)
     assert result.exit_code == 0, result.stderr
 
