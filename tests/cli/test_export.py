@@ -238,7 +238,7 @@ def test_dpo_pairs_come_from_bad_rows_rewritten_with_as(
     assert cookbook.exit_code == 0
     expected = []
     for key in sorted(by_id):
-        openai = by_id[key]
+        openai: dict[str, Any] = by_id[key]
         prompt = [
             {**m, "content": m["content"] if m["content"] is not None else ""}
             for m in openai["input"]["messages"]

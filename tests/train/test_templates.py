@@ -283,7 +283,7 @@ def test_non_ascii_tools_and_a_padded_system_prompt_render_as_the_template(
         },
         {"name": "noop", "description": "", "parameters": {"type": "object"}},
     ]
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "  You are terse.\n\n"},
         {"role": "user", "content": "find TODO"},
         {
