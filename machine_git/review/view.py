@@ -65,10 +65,10 @@ def context_of(
     found = context.load(value, read)
     if found is None:
         return ShownContext(id=value, system=None, tools=None, missing=True)
-    tools = found.get("tools")
+    tools, system = found.get("tools"), found.get("system")
     return ShownContext(
         id=value,
-        system=clip(found["system"]) if found.get("system") else None,
+        system=clip(system) if system else None,
         tools=None
         if tools is None
         else [
