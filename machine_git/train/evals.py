@@ -22,6 +22,7 @@ from pygit2 import Commit
 from pygit2 import Tree
 from pygit2.enums import FileMode
 
+from machine_git import context
 from machine_git import export
 from machine_git import history
 from machine_git import jsonio
@@ -229,20 +230,24 @@ class Case:
     kind: str
     prompt: list[dict[str, Any]]
     reference: str
+    tools: list[dict[str, Any]] | None = None  # what the turn was offered
 
 
 def cases(store: Store, eval_set: dict[str, Any]) -> tuple[list[Case], list[str]]:
     """The eval set's cases, read at the commit it was drawn from; and skipped ids.
 
     A case is a row whose conversation ends in an assistant text answer; the
-    prompt is everything before that answer (tool calls and results included).
+    prompt is everything before that answer (tool calls and results included),
+    led by the turn's system prompt, with the tools it was offered.
     """
     commit = store.repo.revparse_single(str(eval_set["dataset_commit"])).peel(Commit)
+    read = store.snapshot(commit).read
     out: list[Case] = []
     skipped: list[str] = []
     for row_id in eval_set.get("rows") or []:
         row = store.read_row(row_id, commit)
-        messages = export.to_tinker(row)["messages"] if row is not None else []
+        line = export.to_tinker(context.inline(row, read)) if row is not None else {}
+        messages = line.get("messages") or []
         last = messages[-1] if messages else {}
         answer = last.get("content")
         if (
@@ -254,7 +259,9 @@ def cases(store: Store, eval_set: dict[str, Any]) -> tuple[list[Case], list[str]
         ):
             skipped.append(row_id)
             continue
-        out.append(Case(row_id, str(row.get("kind")), messages[:-1], answer))
+        out.append(
+            Case(row_id, str(row.get("kind")), messages[:-1], answer, line.get("tools"))
+        )
     return out, skipped
 
 

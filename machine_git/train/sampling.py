@@ -10,11 +10,14 @@ Heavy: imports tinker and tinker-cookbook. Import after ``stack.require()``.
 from __future__ import annotations
 
 from typing import Any
+from typing import cast
 
 import tinker
 from tinker_cookbook import renderers
+from tinker_cookbook.renderers.base import ToolSpec
 
 from machine_git.train import datasets
+from machine_git.train import rendering
 from machine_git.train import service
 from machine_git.train.evals import Case
 from machine_git.train.rendering import Rendering
@@ -31,10 +34,17 @@ def sample(
     """One greedy answer per case, as ``{row, kind, reference, output, ...}``."""
     client = service.service_client()
     if model_path is not None:
-        future = client.create_sampling_client(model_path=model_path)
+        sampler = service.bounded(
+            "creating the sampling client",
+            lambda: client.create_sampling_client(model_path=model_path).result(),
+            tries=3,
+        )
     else:
-        future = client.create_sampling_client(base_model=base_model)
-    sampler = future.result()
+        sampler = service.bounded(
+            "creating the sampling client",
+            lambda: client.create_sampling_client(base_model=base_model).result(),
+            tries=3,
+        )
     params = tinker.SamplingParams(
         max_tokens=max_tokens,
         temperature=0.0,
@@ -42,15 +52,18 @@ def sample(
     )
     pending = []
     for case in cases:
+        messages = datasets.cookbook_messages(case.prompt)
+        tools = cast(list[ToolSpec], case.tools) if case.tools else None
         prompt = seen.renderer.build_generation_prompt(
-            datasets.cookbook_messages(case.prompt)
+            rendering.with_tools(seen.renderer, messages, tools)
         )
         pending.append(
             (case, sampler.sample(prompt=prompt, num_samples=1, sampling_params=params))
         )
     out: list[dict[str, Any]] = []
-    for case, request in pending:
-        sequence = request.result().sequences[0]
+    for number, (case, request) in enumerate(pending, start=1):
+        answer = service.bounded(f"sampling case {number}", request.result)
+        sequence = answer.sequences[0]
         message, _ = seen.renderer.parse_response(list(sequence.tokens))
         calls = [
             {"name": c.function.name, "arguments": c.function.arguments}
