@@ -157,10 +157,11 @@ def trained_tokens(d: tinker.Datum) -> int:
 class ListDataset(SupervisedDataset):
     """Datums cut into batches, shuffled every epoch, the last batch partial.
 
-    Every sequence is in exactly one batch of every epoch: the order is a
-    permutation drawn from the epoch's seed (:func:`epoch_seed`, recorded in
-    the run), and a last batch smaller than ``batch_size`` is trained too.
-    ``rows[i]`` names the row datum ``i`` came from.
+    Every unit (a sequence; for DPO a pair, ``group=2`` consecutive datums,
+    chosen then rejected) is in exactly one batch of every epoch: the order
+    is a permutation drawn from the epoch's seed (:func:`epoch_seed`,
+    recorded in the run), and a last batch smaller than ``batch_size`` is
+    trained too. ``rows[i]`` names the row unit ``i`` came from.
     """
 
     def __init__(
@@ -169,19 +170,22 @@ class ListDataset(SupervisedDataset):
         batch_size: int,
         rows: list[str] | None = None,
         seed: int = 0,
+        group: int = 1,
     ) -> None:
         self.datums = datums
         self.batch_size = batch_size
-        self.rows = rows if rows is not None else [""] * len(datums)
+        self.group = group
+        self.units = len(datums) // group
+        self.rows = rows if rows is not None else [""] * self.units
         self.seed = seed
         self.epoch_seed = epoch_seed(seed, 0)
-        self.order = list(range(len(datums)))
+        self.order = list(range(self.units))
         self.set_epoch(0)
 
     def set_epoch(self, seed: int = 0) -> None:
         """Shuffle for epoch ``seed`` (0-based), from the run's seed."""
         self.epoch_seed = epoch_seed(self.seed, seed)
-        self.order = list(range(len(self.datums)))
+        self.order = list(range(self.units))
         random.Random(self.epoch_seed).shuffle(self.order)
 
     def _indices(self, index: int) -> list[int]:
@@ -189,14 +193,15 @@ class ListDataset(SupervisedDataset):
         return self.order[start : start + self.batch_size]
 
     def get_batch(self, index: int) -> list[tinker.Datum]:
-        return [self.datums[i] for i in self._indices(index)]
+        g = self.group
+        return [self.datums[u * g + k] for u in self._indices(index) for k in range(g)]
 
     def batch_rows(self, index: int) -> list[str]:
         """The row ids in batch ``index`` of the current epoch."""
         return [self.rows[i] for i in self._indices(index)]
 
     def __len__(self) -> int:
-        return -(-len(self.datums) // self.batch_size)  # the last batch may be short
+        return -(-self.units // self.batch_size)  # the last batch may be short
 
     @property
     def row_count(self) -> int:
@@ -269,7 +274,15 @@ def builder(cfg: config.RunConfig, folder: Path) -> ExportBuilder:
 
 
 def build(cfg: config.RunConfig, folder: Path) -> ListDataset:
-    """A run's training data, rendered offline; refuses zero steps."""
+    """A run's training data, rendered offline; refuses zero steps.
+
+    SFT runs read their export with :class:`ExportBuilder`; DPO runs their
+    pairs with :class:`machine_git.train.preference.PairBuilder`.
+    """
+    if cfg.method == "dpo":
+        from machine_git.train import preference
+
+        return preference.build(cfg, folder)
     dataset, _ = builder(cfg, folder)()
     assert isinstance(dataset, ListDataset)
     return dataset

@@ -9,18 +9,72 @@ Heavy: imports tinker and tinker-cookbook. Import after ``stack.require()``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+from typing import NamedTuple
 from typing import cast
 
 import tinker
 from tinker_cookbook import renderers
 from tinker_cookbook.renderers.base import ToolSpec
 
+from machine_git.errors import TrainingError
+from machine_git.store import Store
 from machine_git.train import datasets
+from machine_git.train import evals
+from machine_git.train import preflight
 from machine_git.train import rendering
+from machine_git.train import runs
 from machine_git.train import service
 from machine_git.train.evals import Case
 from machine_git.train.rendering import Rendering
+
+
+class Baseline(NamedTuple):
+    """A committed eval result: the results file's content and its commit."""
+
+    results: dict[str, Any]
+    commit: str
+
+
+def baseline(
+    store: Store,
+    model: str | None,
+    base_model: str,
+    *,
+    max_tokens: int,
+    on_ready: Callable[[str, float], None] | None = None,
+) -> Baseline:
+    """``train eval baseline``: sample ``model`` on the eval set, commit scores.
+
+    ``model`` is the base model, a tinker:// sampler path or a run id
+    (:func:`runs.model_of`); ``on_ready`` hears where Tinker answered, after
+    the preflight and before anything is sampled.
+    """
+    eval_set = evals.active(store)
+    if eval_set is None:
+        raise TrainingError("no eval set yet (draw one with 'machine train eval init')")
+    name, base, path, renderer = runs.model_of(store, model, base_model)
+    seen = rendering.rendering(base, renderer)
+    cases, skipped = evals.cases(store, eval_set)
+    if not cases:
+        raise TrainingError(f"eval set {eval_set['id']} has no case with a text answer")
+    info = preflight.check(base, "sample")
+    if on_ready is not None:
+        on_ready(info.base_url, info.seconds)
+    outputs = sample(
+        cases, seen, base_model=base, model_path=path, max_tokens=max_tokens
+    )
+    details = {
+        "base_model": base,
+        "model_path": path,
+        "renderer": seen.renderer_name,
+        "sampling": {"temperature": 0.0, "max_tokens": max_tokens},
+    }
+    results, commit = evals.record_results(
+        store, eval_set, name, details, outputs, skipped
+    )
+    return Baseline(results, commit)
 
 
 def sample(

@@ -15,14 +15,18 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 from typing import IO
 from typing import Any
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import schemas
 from machine_git.errors import TrainingError
+from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
+from machine_git.train import sources
 
 
 @dataclass
@@ -210,6 +214,70 @@ def dumped(
         "weights": marks,
         "text": "".join(pieces),
     }
+
+
+def check_source(
+    src: sources.Source,
+    *,
+    base_model: str,
+    max_length: int,
+    batch_size: int,
+    renderer: str | None = None,
+    dump: IO[bytes] | None = None,
+) -> Report:
+    """Check what ``src`` holds; rows that share a session or a prompt and
+    answer with the eval set in force are blocking (they would train on it)."""
+    report = check(
+        src.items,
+        source=src.label,
+        kind=src.kind,
+        base_model=base_model,
+        max_length=max_length,
+        batch_size=batch_size,
+        rows_are_conversations=src.conversations,
+        renderer=renderer,
+        dump=dump,
+    )
+    report.held_out = src.held_out
+    if src.overlap:
+        what = (
+            "a session or the same prompt and answer as a row of eval set "
+            f"{src.eval_id} (drawn before content was held out: draw it again "
+            "with 'machine train eval init --force')"
+        )
+        report.problems.insert(0, Problem(True, f"shares {what}", list(src.overlap)))
+    return report
+
+
+def check_export(cfg: config.RunConfig, folder: Path) -> Report:
+    """The checks of ``train validate`` on a run's exact export.
+
+    A DPO run's pairs are checked as two conversations each (chosen and
+    rejected, their last answer trained); a batch is ``batch_size`` pairs.
+    """
+    path = config.check_export(cfg, folder)
+    options: dict[str, Any] = {
+        "source": str(path),
+        "base_model": cfg.base_model,
+        "max_length": cfg.hyper.max_length,
+        "rows_are_conversations": True,
+        "renderer": cfg.renderer,
+    }
+    if cfg.method != "dpo":
+        items = [
+            (f"{cfg.data_file}:{n}", jsonio.loads(line))
+            for n, line in inputs.numbered_lines(path.read_bytes())
+        ]
+        return check(items, kind=cfg.kind, batch_size=cfg.hyper.batch_size, **options)
+    from machine_git.train import preference
+
+    items = preference.validation_items(path)
+    report = check(items, kind="train", batch_size=1, **options)
+    pairs = len(items) // 2
+    if pairs < cfg.hyper.batch_size:
+        too_few = datasets.too_few(pairs, cfg.hyper.batch_size)
+        report.problems.insert(0, Problem(True, too_few.replace(" row", " pair")))
+    return report
 
 
 def refuse_blocking(report: Report) -> None:

@@ -297,6 +297,7 @@ def test_sft_pins_the_data_and_writes_a_run_folder(traces: Path, run: Run) -> No
         "sequences": 16,
         "held_out_eval": None,
         "held_out_rows": 0,
+        "context": True,
     }
     assert (record["status"], record["renderer"], record["train_on_what"]) == (
         "prepared",
