@@ -688,7 +688,7 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         f"loss on {record['train_on_what']}"
     )
     click.echo("hyper    " + ", ".join(f"{k} {v}" for k, v in sorted(hyper.items())))
-    smoke_status = (record.get("smoke") or {}).get("status") or "not run"
+    smoke_status = runs.summary(record)["smoke"] or "not run"
     click.echo(f"smoke    {smoke_status}")
     steps = record.get("steps") or []
     click.echo(

@@ -415,6 +415,7 @@ def shown_status(record: dict[str, Any]) -> str:
 
     A process killed without a chance to write (SIGKILL, power loss) leaves
     ``running`` behind; on the host that ran it we can tell it is gone.
+    ``record`` is a run's record, or its ``smoke`` part (stamped the same way).
     """
     status = str(record.get("status"))
     if status != "running":
@@ -472,7 +473,7 @@ def summary(record: dict[str, Any]) -> Summary:
         final_loss=record.get("final_loss"),
         checkpoints=len(checkpoints),
         final_sampler=finals[-1].get("sampler_path") if finals else None,
-        smoke=(record.get("smoke") or {}).get("status"),
+        smoke=shown_status(record["smoke"]) if record.get("smoke") else None,
         epochs=list((record.get("trained") or {}).get("epochs") or []),
     )
 

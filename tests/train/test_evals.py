@@ -306,8 +306,8 @@ def test_validate_blocks_rows_that_share_content_with_an_older_eval_set(
     result = run("train", "validate", "--batch-size", "1")
     assert result.exit_code == 1
     assert (
-        f"blocking  shares a session or the same prompt and answer as a row of eval set {record['id']}"
-        in result.stdout
+        "blocking  shares a session or the same prompt and answer as a row of "
+        f"eval set {record['id']}" in result.stdout
     )
     assert both[1] in result.stdout
     refused = run("train", "sft", "--batch-size", "1")

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -373,3 +374,49 @@ def test_a_failed_run_names_exactly_the_rows_of_its_completed_steps(
             "tokens": sum(datasets.trained_tokens(d) for d in dataset.get_batch(0)),
         }
     ]
+
+
+def test_a_smoke_run_killed_mid_run_shows_stale_not_running(
+    project: Path, run: Run, prepared: dict[str, Any], listener: str
+) -> None:
+    # A real `machine train smoke --yes` process, its Tinker faked through the
+    # test seam (MACHINE_TEST_TINKER), stalled at its second step, SIGKILLed:
+    # nothing runs in it to mark the record, so the record says running and
+    # machine must show it stale.
+    store = support.store_path(project)
+    env = {
+        **os.environ,
+        "MACHINE_TEST_TINKER": "tests.train.fake_process:service_client",
+        "FAKE_TINKER_STALL_AT": "2",
+        "TINKER_API_KEY": "tml-test-key",
+        "TINKER_BASE_URL": listener,
+        "MACHINE_TINKER_TIMEOUT": "600",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-m", "machine_git", "train", "smoke", "--yes"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "step 1/2" not in git(store, "log", "-1", "--format=%s"):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the smoke run never took a step"
+            time.sleep(0.1)
+        time.sleep(0.5)  # it is now waiting on step 2, which never answers
+        assert child.poll() is None
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    record = _record(project, prepared["id"])
+    assert (record["smoke"]["status"], record["smoke"]["pid"]) == ("running", child.pid)
+    assert [s["step"] for s in record["smoke"]["steps"]] == [0]
+    listed = orjson.loads(run("runs", "--json").stdout)
+    assert [(r["id"], r["smoke"]) for r in listed] == [(prepared["id"], "stale")]
+    shown = run("runs", prepared["id"]).stdout.splitlines()
+    assert "smoke    stale" in shown
