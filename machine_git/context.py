@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from typing import Any
 from typing import TypedDict
 
+import pygit2
+
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.errors import RowValidationError
@@ -253,6 +255,21 @@ def reference_problem(row: Any, exists: Callable[[str], bool]) -> str | None:
     if isinstance(value, str) and _SHA.match(value) and not exists(path_of(value)):
         return f"its context {value[:12]} is not in the store"
     return None
+
+
+def stored_ids(tree: Any) -> set[str]:
+    """The ids of every context in a commit's git tree (empty if none)."""
+    if tree is None or CONTEXT_DIR not in tree:
+        return set()
+    found: set[str] = set()
+    for fan in tree[CONTEXT_DIR].peel(pygit2.Tree):
+        if fan.type_str != "tree":
+            continue
+        for entry in fan.peel(pygit2.Tree):
+            sha = sha_of_path(f"{CONTEXT_DIR}/{fan.name}/{entry.name}")
+            if sha is not None:
+                found.add(sha)
+    return found
 
 
 def in_tree(tree: Any, path: str) -> bool:

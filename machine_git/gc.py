@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+from typing import Any
 
 import pygit2
 
@@ -79,10 +80,13 @@ class Usage:
 class Packed:
     """What :func:`pack` did."""
 
-    def __init__(self, before: Usage, after: Usage, seconds: float):
+    def __init__(
+        self, before: Usage, after: Usage, seconds: float, pruned: int = 0
+    ) -> None:
         self.before = before
         self.after = after
         self.seconds = seconds
+        self.pruned = pruned  # contexts no row names any more, dropped first
 
 
 def loose_estimate(path: Path) -> int:
@@ -135,7 +139,9 @@ def auto(store: Store) -> bool:
 
 
 def pack(store: Store) -> Packed:
-    """``machine gc``: pack every object into one pack, under the writer lock."""
+    """``machine gc``: drop unreferenced contexts, then pack every object into
+    one pack, under the writer lock."""
+    pruned = prune_contexts(store)
     with store.locked():
         before = usage(store.path)
         started = time.monotonic()
@@ -145,7 +151,43 @@ def pack(store: Store) -> Packed:
             make_private(store.path)
         seconds = time.monotonic() - started
         after = usage(store.path)
-    return Packed(before, after, seconds)
+    return Packed(before, after, seconds, pruned)
+
+
+def prune_contexts(store: Store) -> int:
+    """Remove (as one commit) the contexts no row at the newest commit names.
+
+    A context is stored once for all the rows that share it, so deleting a
+    row never deletes its context; this is where one no row uses goes. Its
+    bytes stay in history, as every removed row's do.
+    """
+    from machine_git import context
+    from machine_git import jsonio
+    from machine_git.store import Change
+
+    dropped: list[str] = []
+
+    def plan(snap: Any) -> Any:
+        stored = context.stored_ids(snap.tree)
+        if not stored:
+            return None
+        named: set[str] = set()
+        for _, data in store.iter_row_blobs(snap.commit):
+            value = jsonio.loads(data).get(context.FIELD)
+            if isinstance(value, str):
+                named.add(value)
+        dropped[:] = sorted(stored - named)
+        if not dropped:
+            return None
+        return Change(
+            summary=f"gc: drop {len(dropped)} contexts no row names",
+            files={context.path_of(sha): None for sha in dropped},
+            trailers={"Action": "gc-contexts"},
+            redaction="kept",
+        )
+
+    store.write(plan)
+    return len(dropped)
 
 
 def usage(path: Path) -> Usage:

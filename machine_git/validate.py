@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Generator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any
 
 import pygit2
 
+from machine_git import context
 from machine_git import inputs
 from machine_git import jsonio
 from machine_git import parallel
@@ -101,6 +104,7 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
     except _READ_ERRORS as e:
         yield Finding(BRANCH, 0, "$", f"corrupt commit or root tree: {_why(e)}")
         return
+    known = yield from _check_contexts(objects, root)
     if rows.ROWS_DIR not in root:
         return
     try:
@@ -110,21 +114,45 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     workers = parallel.jobs(objects, pieces)
-    for found, count in parallel.run(objects, pieces, _check_part, workers):
+    work = functools.partial(_check_part, known)
+    for found, count in parallel.run(objects, pieces, work, workers):
         tally.rows += count
         yield from found
 
 
+def _check_contexts(
+    objects: Objects, root: pygit2.Tree
+) -> Generator[Finding, None, frozenset[str]]:
+    """Findings for each ``context/`` file; the ids of the good ones."""
+    good: set[str] = set()
+    for sha in sorted(context.stored_ids(root)):
+        path = context.path_of(sha)
+        try:
+            data = objects.blob(root[path].id, verify=True)
+        except _READ_ERRORS as e:
+            yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
+            continue
+        problems = context.file_problems(path, data)
+        for problem in problems:
+            yield Finding(path, 1, "$", problem)
+        if not problems:
+            good.add(sha)
+    return frozenset(good)
+
+
 def _check_part(
-    objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool
+    known: frozenset[str], objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool
 ) -> tuple[list[Finding], int]:
-    """The findings of one entry of ``rows/`` and all below it, and its rows."""
+    """The findings of one entry of ``rows/`` and all below it, and its rows.
+
+    ``known``: the stored contexts a row may name.
+    """
     # Runs in a worker process for a large store: module level, picklable.
     tally = Tally()
     if is_tree:
-        found = list(_walk(objects, oid, f"{path}/", tally))
+        found = list(_walk(objects, oid, f"{path}/", tally, known))
     else:
-        found = list(_check_row(objects, path, oid, tally))
+        found = list(_check_row(objects, path, oid, tally, known))
     return found, tally.rows
 
 
@@ -139,7 +167,11 @@ def _why(e: BaseException) -> str:
 
 
 def _walk(
-    objects: Objects, tree_id: pygit2.Oid, prefix: str, tally: Tally
+    objects: Objects,
+    tree_id: pygit2.Oid,
+    prefix: str,
+    tally: Tally,
+    known: frozenset[str],
 ) -> Iterator[Finding]:
     try:
         # type_str, not filemode (an enum built per entry): see store._walk_blobs.
@@ -152,13 +184,17 @@ def _walk(
     for name, oid, is_tree in entries:
         path = f"{prefix}{name}"
         if is_tree:
-            yield from _walk(objects, oid, f"{path}/", tally)
+            yield from _walk(objects, oid, f"{path}/", tally, known)
         else:
-            yield from _check_row(objects, path, oid, tally)
+            yield from _check_row(objects, path, oid, tally, known)
 
 
 def _check_row(
-    objects: Objects, path: str, oid: pygit2.Oid, tally: Tally
+    objects: Objects,
+    path: str,
+    oid: pygit2.Oid,
+    tally: Tally,
+    known: frozenset[str] = frozenset(),
 ) -> Iterator[Finding]:
     tally.rows += 1
     try:
@@ -179,3 +215,10 @@ def _check_row(
         )
     elif jsonio.canonical(value) != data:
         yield Finding(path, 1, "$", "not canonical JSON (sorted keys, indent 2)")
+    else:
+        # the context it names is in the store (context/<sha>.json, valid)
+        named = context.reference_problem(
+            value, lambda p: context.sha_of_path(p) in known
+        )
+        if named is not None:
+            yield Finding(path, 1, "$.context", named)

@@ -286,3 +286,50 @@ def test_exports_carry_the_context_unless_it_is_left_out(
     out = tmp_path / "bare.jsonl"
     done = run("export", "--kind", "traces", "--no-context", "-o", str(out), "--json")
     assert orjson.loads(done.stdout)["context"] is False
+
+
+def test_gc_drops_a_context_once_no_row_names_it(project: Path, run: Run) -> None:
+    install_session(project, "context")
+    one = entry_with_text("context", "The command printed: context-one")
+    first = tag(run, "--trace", "--entry", one)
+    last = tag(run, "--trace")
+    second = tag(run)  # the answer row shares the last trace's context
+    kept = stored_row(project, last)["context"]
+    gone = stored_row(project, first)["context"]
+    assert run("rm", first, "--why", "a duplicate").exit_code == 0
+    assert run("rm", last, "--why", "a duplicate").exit_code == 0
+    assert len(files(project, "context/")) == 2  # rows go, contexts stay
+    done = run("gc", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert orjson.loads(done.stdout)["contexts_dropped"] == 1
+    assert files(project, "context/") == [context.path_of(kept)]
+    assert stored_row(project, second)["context"] == kept
+    assert git(store_of(project), "log", "-1", "--format=%s", "--", "context") == (
+        "gc: drop 1 contexts no row names\n"
+    )
+    # its bytes stay in history, as a removed row's do
+    assert git(store_of(project), "show", f"HEAD~1:{context.path_of(gone)}")
+    again = run("gc", "--json")
+    assert orjson.loads(again.stdout)["contexts_dropped"] == 0
+
+
+def test_validate_store_finds_a_context_taken_from_under_its_row(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "context")
+    row_id = tag(run, "--trace")
+    sha = stored_row(project, row_id)["context"]
+    assert run("validate", "--store").exit_code == 0
+    # a commit that deletes only the context (as a hand-made one could) is
+    # not refused by the write path, which checks the rows it writes ...
+    store = Store.open(store_of(project))
+    store.write(
+        lambda snap: Change("lose it", {context.path_of(sha): None}, redaction="kept")
+    )
+    # ... machine validate --store reads every row, and names it
+    result = run("validate", "--store")
+    assert result.exit_code == 4
+    assert result.stdout == (
+        f"{rows.row_path(row_id)}:1: $.context: its context {sha[:12]} is not in "
+        "the store\n"
+    )

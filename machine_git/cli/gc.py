@@ -37,9 +37,12 @@ def gc_command(project: Path | None, as_json: bool) -> None:
                 "seconds": round(done.seconds, 3),
                 "before": before.as_dict(),
                 "after": after.as_dict(),
+                "contexts_dropped": done.pruned,
             }
         )
         return
+    if done.pruned:
+        click.echo(f"dropped {_count(done.pruned, 'context')} no row names any more")
     click.echo(
         f"packed {store.path}: {_count(before.loose, 'loose object')}, "
         f"{_count(before.packs, 'pack')} -> {_count(after.loose, 'loose object')}, "

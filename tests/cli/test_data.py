@@ -102,7 +102,7 @@ def test_validate_accepts_good_files(project: Path, run: Run, tmp_path: Path) ->
     path = tmp_path / "rows.jsonl"
     path.write_bytes(b"".join(jsonio.line(r) for r in helpers.valid_rows()))
     result = run("validate", str(path))
-    assert (result.exit_code, result.stdout) == (0, "checked 7 rows: all valid\n")
+    assert (result.exit_code, result.stdout) == (0, "checked 10 rows: all valid\n")
 
 
 def test_validate_store_checks_every_row(project: Path, run: Run) -> None:
