@@ -371,3 +371,29 @@ def fake(monkeypatch: pytest.MonkeyPatch, listener: str) -> Iterator[FakeTinker]
 def listener() -> Iterator[str]:
     with listening() as url:
         yield url
+
+
+# -- the fake for machine running as its own process ---------------------------------
+#
+# A test that kills `machine train` runs it as a subprocess, where the fake
+# above cannot be patched in; it sets MACHINE_TEST_TINKER to
+# "tests.train.conftest:process_service_client" (machine's one seam for this,
+# machine_git/train/service.py) and PYTHONPATH to the repository.
+# FAKE_TINKER_STALL_AT=N makes the N-th forward_backward never answer, so the
+# process is caught mid-run.
+
+STALL_ENV = "FAKE_TINKER_STALL_AT"
+_PROCESS_FAKE = FakeTinker()
+
+
+def _stall_from(n: int) -> None:
+    if n >= int(os.environ.get(STALL_ENV) or 0) > 0:
+        _PROCESS_FAKE.stall.add("forward_backward")
+
+
+_PROCESS_FAKE.on_call["forward_backward"] = _stall_from
+
+
+def process_service_client(**kwargs: Any) -> FakeServiceClient:
+    """``tinker.ServiceClient`` in a subprocess: the fake, one per process."""
+    return _PROCESS_FAKE.service_client(**kwargs)

@@ -386,7 +386,7 @@ def test_a_smoke_run_killed_mid_run_shows_stale_not_running(
     store = support.store_path(project)
     env = {
         **os.environ,
-        "MACHINE_TEST_TINKER": "tests.train.fake_process:service_client",
+        "MACHINE_TEST_TINKER": "tests.train.conftest:process_service_client",
         "FAKE_TINKER_STALL_AT": "2",
         "TINKER_API_KEY": "tml-test-key",
         "TINKER_BASE_URL": listener,
