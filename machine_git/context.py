@@ -183,6 +183,24 @@ def shown(row: dict[str, Any], read: Reader) -> dict[str, Any]:
     return {**row, FIELD: resolved}
 
 
+def from_shown(row: Any) -> Any:
+    """A row as :func:`shown` gave it, back in a form the store takes.
+
+    ``machine show`` (and so Pi's ``/machine edit``) gives the context with
+    its ``id``; an edit may change the prompt or the tools. The context goes
+    inline (the store keeps it by hash, a new one if it was changed); one
+    that was missing stays the hash it was.
+    """
+    if not isinstance(row, dict):
+        return row
+    value = row.get(FIELD)
+    if not isinstance(value, dict) or "id" not in value:
+        return row
+    if value.get("missing"):
+        return {**row, FIELD: value["id"]}
+    return {**row, FIELD: {k: v for k, v in value.items() if k != "id"}}
+
+
 def load(sha: str, read: Reader) -> Context | None:
     """Context ``sha`` from the store, or None if it is not there."""
     if not _SHA.match(sha):

@@ -333,3 +333,34 @@ def test_validate_store_finds_a_context_taken_from_under_its_row(
         f"{rows.row_path(row_id)}:1: $.context: its context {sha[:12]} is not in "
         "the store\n"
     )
+
+
+def test_a_row_as_show_gives_it_can_be_edited_context_and_all(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    # Pi's /machine edit opens `machine show ID` in its editor and saves with
+    # `machine edit ID --from -`: the context comes back with its id.
+    install_session(project, "context")
+    row_id = tag(run, "--trace")
+    before = stored_row(project, row_id)["context"]
+    shown = run("show", row_id).stdout
+    same = tmp_path / "same.json"
+    same.write_text(shown)
+    unchanged = run("edit", row_id, "--from", str(same))
+    assert (unchanged.exit_code, unchanged.stdout) == (
+        0,
+        f"{row_id}: nothing changed\n",
+    )
+    assert stored_row(project, row_id)["context"] == before
+    value = orjson.loads(shown)
+    value["context"]["system"] += "\nAlways answer in French."
+    edited = tmp_path / "edited.json"
+    edited.write_bytes(orjson.dumps(value))
+    result = run("edit", row_id, "--from", str(edited))
+    assert result.exit_code == 0, result.stderr
+    after = stored_row(project, row_id)["context"]
+    assert after != before
+    assert stored_context(project, after)["system"].endswith("Always answer in French.")
+    assert sorted(files(project, "context/")) == sorted(
+        [context.path_of(before), context.path_of(after)]
+    )
