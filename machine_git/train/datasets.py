@@ -29,6 +29,7 @@ from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 from tinker_cookbook.supervised.types import SupervisedDataset
 
 from machine_git import export
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git.errors import TrainingError
 from machine_git.train import config
@@ -225,27 +226,34 @@ class ExportBuilder(ChatDatasetBuilder):
         labels: list[str] = []
         rows = 0
         ids = runs.row_ids(Path(self.file_path))
-        with open(self.file_path, "rb") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                label = ids[rows] if ids and rows < len(ids) else f"line {number}"
-                rows += 1
-                try:
-                    found = conversation_of(jsonio.loads(line))
-                    conversation = cookbook_messages(found.messages)
-                    for example in examples(
-                        conversation, seen.renderer, train_on, found.tools
-                    ):
-                        datums.append(datum(example, cc.max_length))
-                        labels.append(label)
-                except (ValueError, KeyError, TypeError) as e:
-                    raise TrainingError(
-                        f"{self.file_path}:{number}: cannot render: {e}"
-                    ) from None
+        for number, line in read_lines(Path(self.file_path)):
+            label = ids[rows] if ids and rows < len(ids) else f"line {number}"
+            rows += 1
+            try:
+                found = conversation_of(jsonio.loads(line))
+                conversation = cookbook_messages(found.messages)
+                for example in examples(
+                    conversation, seen.renderer, train_on, found.tools
+                ):
+                    datums.append(datum(example, cc.max_length))
+                    labels.append(label)
+            except (ValueError, KeyError, TypeError) as e:
+                raise TrainingError(
+                    f"{self.file_path}:{number}: cannot render: {e}"
+                ) from None
         if rows < cc.batch_size:
             raise TrainingError(too_few(rows, cc.batch_size))
         return ListDataset(datums, cc.batch_size, labels, self.seed), None
+
+
+def read_lines(path: Path) -> list[tuple[int, bytes]]:
+    """The numbered lines of a run's export (inputs.numbered_lines), or one
+    line saying why it cannot be read."""
+    try:
+        data = inputs.read(path, inputs.JSONL_LIMIT)
+    except inputs.Unreadable as e:
+        raise TrainingError(f"cannot read {path}: {e}") from None
+    return list(inputs.numbered_lines(data))
 
 
 def too_few(rows: int, batch_size: int) -> str:

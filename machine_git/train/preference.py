@@ -38,7 +38,6 @@ from tinker_cookbook.supervised.types import ChatDatasetBuilder
 from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 from tinker_cookbook.supervised.types import SupervisedDataset
 
-from machine_git import inputs
 from machine_git import jsonio
 from machine_git.errors import TrainingError
 from machine_git.train import config
@@ -108,13 +107,10 @@ class PairBuilder(ChatDatasetBuilder):
         cc = self.common_config
         seen = rendering.rendering(cc.model_name_for_tokenizer, cc.renderer_name)
         ids = runs.row_ids(Path(self.file_path)) or []
-        try:
-            data = inputs.read(Path(self.file_path), inputs.JSONL_LIMIT)
-        except inputs.Unreadable as e:
-            raise TrainingError(f"cannot read {self.file_path}: {e}") from None
         datums: list[tinker.Datum] = []
         labels: list[str] = []
-        for pairs, (number, text) in enumerate(inputs.numbered_lines(data)):
+        lines = datasets.read_lines(Path(self.file_path))
+        for pairs, (number, text) in enumerate(lines):
             try:
                 chosen, rejected = pair_examples(jsonio.loads(text), seen.renderer)
             except (ValueError, KeyError, TypeError) as e:
@@ -135,12 +131,8 @@ class PairBuilder(ChatDatasetBuilder):
 def validation_items(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """Both conversations of every pair, as ``train validate`` checks them:
     ``(file:line:chosen, {"messages", "tools"})`` then ``...:rejected``."""
-    try:
-        data = inputs.read(path, inputs.JSONL_LIMIT)
-    except inputs.Unreadable as e:
-        raise TrainingError(f"cannot read {path}: {e}") from None
     items: list[tuple[str, dict[str, Any]]] = []
-    for number, text in inputs.numbered_lines(data):
+    for number, text in datasets.read_lines(path):
         label = f"{path.name}:{number}"
         try:
             chosen, rejected, tools = conversations(jsonio.loads(text))

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import IO
 from typing import Any
 
-from machine_git import inputs
 from machine_git import jsonio
 from machine_git import schemas
 from machine_git.errors import TrainingError
@@ -266,7 +265,7 @@ def check_export(cfg: config.RunConfig, folder: Path) -> Report:
     if cfg.method != "dpo":
         items = [
             (f"{cfg.data_file}:{n}", jsonio.loads(line))
-            for n, line in inputs.numbered_lines(path.read_bytes())
+            for n, line in datasets.read_lines(path)
         ]
         return check(items, kind=cfg.kind, batch_size=cfg.hyper.batch_size, **options)
     from machine_git.train import preference
