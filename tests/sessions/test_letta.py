@@ -463,3 +463,14 @@ def test_read_turn_recognizes_every_letta_form() -> None:
         assert turn.host == "letta"
     with pytest.raises(SessionError, match=r"a Codex rollout, not a Letta session$"):
         letta.read_turn(next(FIXTURES.glob("codex/sessions/*/*/*/rollout-*.jsonl")))
+
+
+def test_the_local_backend_s_compiled_system_prompt_is_the_context() -> None:
+    folder = LOCAL / "system-prompt"
+    turn, _ = letta.read_local(folder / "messages.jsonl")
+    compiled = json.loads((folder / "system-prompt.json").read_text())
+    assert turn.context == {"system": compiled["content"], "tools": None}
+    assert compiled["content"].startswith("You are Letta Code")
+    # the other scenarios were copied without it: unknown
+    other, _ = letta.read_local(LOCAL / "bash-tool" / "messages.jsonl")
+    assert other.context is None
