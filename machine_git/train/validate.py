@@ -127,18 +127,10 @@ def check(
 
     for label, item in items:
         report.rows += 1
-        if rows_are_conversations:
-            shape = _conversation_problem(item)
-            if shape:
-                problem(f"not a conversation ({shape})", label)
-                continue
-            convo = datasets.conversation_of(item)
-        else:
-            errors = schemas.row_problems(item)
-            if errors:
-                problem(f"schema: {errors[0]}", label)
-                continue
-            convo = datasets.row_conversation(item)
+        convo, why = _conversation(item, rows_are_conversations)
+        if convo is None:
+            problem(why, label)
+            continue
         messages, tools = convo
         prompts.setdefault(_prompt_key(messages), []).append(label)
         if _empty_answer(messages):
@@ -297,6 +289,21 @@ def refuse_blocking(report: Report) -> None:
 
 def _is_blocking(what: str) -> bool:
     return not what.startswith("longer than")
+
+
+def _conversation(
+    item: dict[str, Any], is_conversation: bool
+) -> tuple[datasets.Conversation | None, str]:
+    """What ``item`` (a row, or an exported line) renders; or why it cannot."""
+    if is_conversation:
+        shape = _conversation_problem(item)
+        if shape:
+            return None, f"not a conversation ({shape})"
+        return datasets.conversation_of(item), ""
+    errors = schemas.row_problems(item)
+    if errors:
+        return None, f"schema: {errors[0]}"
+    return datasets.row_conversation(item), ""
 
 
 def _conversation_problem(item: dict[str, Any]) -> str | None:
