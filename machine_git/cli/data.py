@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC
 from datetime import datetime
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from machine_git import history
+from machine_git import inputs
 from machine_git import paths
 from machine_git import rows
 from machine_git import settings
@@ -119,31 +121,34 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
 
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--store", "whole_store", is_flag=True, help="Validate every row in the store."
 )
 @project_option
 @json_option
 def validate(
-    files: tuple[Path, ...], whole_store: bool, project: Path | None, as_json: bool
+    files: tuple[str, ...], whole_store: bool, project: Path | None, as_json: bool
 ) -> None:
-    """Check rows against the schemas: JSONL files, or the whole store.
+    """Check rows against the schemas: JSONL files (- reads stdin), or the store.
 
-    Prints ``file:line: json-path: problem`` for each problem and exits 1 if
-    there is any.
+    A file of export lines (tinker, openai, dpo) or trajectory lines is
+    checked as what it is, by its first line. Prints 'file:line: json-path:
+    problem' for each problem and exits 4 if there is any.
 
     \b
     Example usage:
         machine validate rows.jsonl
+        machine export --format dpo | machine validate -
         machine validate --store
     """
     if not files and not whole_store:
         raise click.UsageError("name JSONL files to validate, or pass --store")
     tally = checks.Tally()
     findings: list[checks.Finding] = []
-    for path in files:
-        findings.extend(checks.check_file(path, tally))
+    for name in files:
+        source = sys.stdin.buffer if name == inputs.STDIN else Path(name)
+        findings.extend(checks.check_file(source, tally))
     if whole_store:
         findings.extend(checks.check_store(open_store(project), tally))
     if as_json:
@@ -151,6 +156,7 @@ def validate(
             {
                 "rows": tally.rows,
                 "invalid": checks.invalid_count(findings),
+                "formats": tally.formats,
                 "problems": [f.__dict__ for f in findings],
             }
         )
@@ -160,9 +166,19 @@ def validate(
         verdict = (
             "all valid" if not findings else f"{checks.invalid_count(findings)} invalid"
         )
-        click.echo(f"checked {tally.rows} rows: {verdict}", err=bool(findings))
+        click.echo(f"checked {_checked(tally)}: {verdict}", err=bool(findings))
     if findings:
         raise click.exceptions.Exit(INVALID)
+
+
+def _checked(tally: checks.Tally) -> str:
+    """``2 rows``, ``3 dpo pairs``, ``2 rows and 3 tinker/openai chat lines``."""
+    rows = tally.rows - sum(tally.lines.values())
+    parts = [(rows, checks.ROWS)] if rows or not tally.lines else []
+    parts += [(n, fmt) for fmt, n in tally.lines.items()]
+    return " and ".join(
+        f"{n} {checks.FORMATS[fmt]}{'' if n == 1 else 's'}" for n, fmt in parts
+    )
 
 
 def _when(timestamp: int) -> str:
