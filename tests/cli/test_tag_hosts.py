@@ -197,6 +197,11 @@ def test_a_trace_is_the_same_records_for_every_host(
     assert result.stdout == f"good {fx.row_id('trace')} -> traces: {words(fx.user)}\n"
     row = row_at_head(project, fx.row_id("trace"))
     assert row["trajectory"] == [r for r in records if r["role"] != "reasoning"]
+    # None of these sessions holds the system prompt or the tools the turn ran
+    # with (Claude Code never writes them; this Letta conversation predates
+    # system-prompt.json; Codex 0.46 records "instructions": null), so the row
+    # says its context is unknown. Readers that find one: tests/sessions/.
+    assert row["context"] is None
     result = run("bad", "--trace", "--reasoning", "--session", str(fx.path))
     assert result.stdout == (
         f"moved {fx.row_id('trace')} traces -> rejected: {words(fx.user)}\n"
