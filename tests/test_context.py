@@ -364,3 +364,20 @@ def test_a_row_as_show_gives_it_can_be_edited_context_and_all(
     assert sorted(files(project, "context/")) == sorted(
         [context.path_of(before), context.path_of(after)]
     )
+
+
+def test_an_observed_run_carries_its_context_unless_left_out(
+    project: Path, run: Run
+) -> None:
+    _, third = recorded()
+    install_session(project, "context")
+    done = run("observe", "--json")
+    assert done.exit_code == 0, done.stderr
+    observed = stored_row(project, orjson.loads(done.stdout)["id"])
+    assert observed["kind"] == "observed"
+    assert stored_context(project, observed["context"]) == third
+    one = entry_with_text("context", "The command printed: context-one")
+    bare = run("observe", "--entry", one, "--no-context", "--json")
+    assert bare.exit_code == 0, bare.stderr
+    assert stored_row(project, orjson.loads(bare.stdout)["id"])["context"] is None
+    assert files(project, "context/") == [context.path_of(observed["context"])]
