@@ -317,6 +317,34 @@ def test_sft_pins_the_data_and_writes_a_run_folder(traces: Path, run: Run) -> No
     assert git(traces, "diff", "--stat", f"{data_commit}..HEAD", "--", "rows") == ""
 
 
+def test_sft_no_context_trains_without_the_system_prompt_and_tools(
+    project: Path, traces: Path, run: Run
+) -> None:
+    support.tag(run, project, ("context",), "--trace")
+    full = _sft(run)
+    bare = _sft(run, "--no-context")
+    assert bare["id"] != full["id"]  # another config, another run
+    assert (full["dataset"]["context"], bare["dataset"]["context"]) == (True, False)
+
+    def lines(record: dict[str, Any]) -> list[dict[str, Any]]:
+        data = traces / "machine" / "runs" / record["id"] / "data.jsonl"
+        return [_json(line) for line in data.read_bytes().splitlines()]
+
+    with_context = [x for x in lines(full) if "tools" in x]
+    assert len(with_context) == 1
+    assert with_context[0]["messages"][0]["role"] == "system"
+    # the same rows, less the system message and the tool declaration
+    assert lines(bare) == [
+        {"messages": [m for m in x["messages"] if m["role"] != "system"]}
+        for x in lines(full)
+    ]
+    assert (traces / "machine" / "runs" / bare["id"] / "data.jsonl").read_bytes() == (
+        run("export", "--kind", "traces", "--no-context").stdout_bytes
+    )
+    yaml_text = (traces / "machine" / "runs" / bare["id"] / "tinker.yaml").read_text()
+    assert "context: false" in yaml_text
+
+
 def test_sft_refuses_to_overwrite_without_force(traces: Path, run: Run) -> None:
     first = _sft(run)
     again = run("train", "sft", "--kind", "traces", "--batch-size", "2")
