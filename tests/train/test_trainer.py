@@ -151,6 +151,38 @@ def test_a_stalled_service_ends_the_smoke_run_within_its_time_limit(
     )
 
 
+def test_a_service_that_stalls_mid_run_ends_it_within_one_time_limit(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    # The service answers the start and the first step, then stops answering.
+    # A training step may have been applied, so it is not repeated: the run
+    # ends after one MACHINE_TINKER_TIMEOUT (2 s here) and the record says why.
+    fake.on_call["forward_backward"] = lambda n: (
+        fake.stall.add("forward_backward") if n == 2 else None
+    )
+    started = time.monotonic()
+    result = run("train", "run", "--yes")
+    elapsed = time.monotonic() - started
+    assert result.exit_code == SERVICE
+    why = (
+        "Tinker did not answer step 2 within 2 s (set MACHINE_TINKER_TIMEOUT to "
+        "wait longer)"
+    )
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: run of {prepared['id']} failed at step 2: {why}"
+    )
+    assert 2 <= elapsed < 8
+    record = _record(project, prepared["id"])
+    assert (record["status"], record["error"], record["retries"]) == (
+        "failed",
+        f"step 2: {why}",
+        0,
+    )
+    assert [s["step"] for s in record["steps"]] == [0]
+    assert record["trained"]["epochs"][0]["steps"] == 1
+    assert fake.names().count("forward_backward") == 2
+
+
 def test_a_refused_key_is_named_as_http_401(
     project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
 ) -> None:
