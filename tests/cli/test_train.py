@@ -391,8 +391,9 @@ def test_sft_refuses_examples_with_nothing_to_learn(traces: Path, run: Run) -> N
     assert git(traces, "rev-parse", "HEAD").strip() == head
 
 
-def test_smoke_refuses_a_run_whose_export_validate_blocks(
-    traces: Path, run: Run, fake: FakeTinker
+@pytest.mark.parametrize("command", ["smoke", "run"])
+def test_smoke_and_run_refuse_a_run_whose_export_validate_blocks(
+    traces: Path, run: Run, fake: FakeTinker, command: str
 ) -> None:
     record = _sft(run)
     folder = traces / "machine" / "runs" / record["id"]
@@ -400,13 +401,34 @@ def test_smoke_refuses_a_run_whose_export_validate_blocks(
     (folder / "tinker.yaml").write_text(
         yaml.replace("max_length: 32768", "max_length: 8")
     )
-    result = run("train", "smoke", "--yes")
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run("train", command, "--yes")
     assert result.exit_code == 1
     assert result.stderr.startswith(
         "Error: refused, nothing was spent: nothing to learn (no trained token "
         "within --max-length): data.jsonl:1"
     )
+    assert len(result.stderr.splitlines()) == 1
     assert fake.calls == []
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+
+
+def test_sft_refuses_a_base_model_whose_renderer_drops_tool_calls(
+    traces: Path, run: Run
+) -> None:
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run(
+        "train", "sft", "--kind", "traces", "--base-model", "Qwen/Qwen3-8B-Base"
+    )
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: Qwen/Qwen3-8B-Base is not accepted: a base model's renderer "
+        "(role_colon) follows no chat template and drops tool calls (machine "
+        "renders Qwen3 and Qwen3.5 chat models, checked against their published "
+        f"chat templates; default {MODEL})\n"
+    )
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+    assert not (traces / "machine" / "runs").exists()
 
 
 @pytest.mark.slow
