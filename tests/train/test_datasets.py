@@ -240,6 +240,11 @@ def test_chat_exports_load_in_the_cookbook_and_train_in_machine(
     # cookbook's loader passes rows through Arrow, which gives every message
     # tool_calls: None once one row has them (tinker.md §0.4)
     traces = _export(run, tmp_path, fmt, "traces")
+    with pytest.raises(TypeError, match="'NoneType' object is not iterable"):
+        cooked, _ = FromConversationFileBuilder(
+            common_config=_common(), file_path=str(traces)
+        )()
+        cooked.get_batch(0)  # cookbook 0.5.8; when this passes, use its loader
     built, _ = datasets.ExportBuilder(common_config=_common(), file_path=str(traces))()
     assert isinstance(built, datasets.ListDataset)
     assert built.row_count == 3
