@@ -172,6 +172,15 @@ def check_examples(
     return len(examples)
 
 
+def test_every_family_machine_accepts_is_checked_here() -> None:
+    accepted = {v for v in vars(rendering).values() if isinstance(v, rendering.Family)}
+    assert {rendering.family(model) for model, _ in FAMILIES} == accepted
+    # each checked against the template its family names
+    by_folder = {"qwen3": QWEN3["chat_template"], "qwen3_5": QWEN3_5}
+    for model, template in FAMILIES:
+        assert template == by_folder[rendering.family(model).template]
+
+
 @pytest.mark.parametrize(("model", "template"), FAMILIES)
 @pytest.mark.parametrize("name", sorted(TRACES))
 def test_traces_render_as_the_chat_template_does(
