@@ -6,8 +6,9 @@ the turn, or it is taught to call tools it was never shown. Agents send both
 with every request and keep them nowhere in most session files, so each
 reader takes them where its host keeps them (Pi: a ``machine-context`` entry
 the extension writes at every agent start; Letta Code's local backend:
-``system-prompt.json``; Codex: the rollout's instructions) and says ``None``
-for what it cannot know.
+``system-prompt.json``; a Letta message list or Agent File: its system
+message, and an Agent File's tool schemas; Codex: the rollout's
+instructions) and says ``None`` for what it cannot know.
 
 Every turn of a session carries the same few kilobytes of context, so the
 store keeps each distinct context once, content-addressed:
