@@ -18,6 +18,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
 from machine_git import jsonio
 from machine_git.errors import NoSessionError
@@ -26,9 +27,9 @@ from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import meta
 from machine_git.sessions.records import string
 from machine_git.sessions.records import text_of
+from machine_git.sessions.records import window
 
 HOST = "codex"
 SOURCE = "codex"
@@ -100,7 +101,7 @@ def _rollouts(root: Path) -> list[Path]:
     return found
 
 
-def looks_like(row: Any) -> bool:
+def _looks_like(row: Any) -> bool:
     """True if a parsed line is a Codex rollout line."""
     return (
         isinstance(row, dict)
@@ -113,10 +114,69 @@ def looks_like(row: Any) -> bool:
 # -- reading ---------------------------------------------------------------------------
 
 
-def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
-    """The last turn of the Codex rollout at ``path``."""
+def recognize(value: Any) -> str | None:
+    """``codex`` for a parsed line of this host's sessions (SessionReader)."""
+    return HOST if _looks_like(value) else None
+
+
+def read_turn(
+    path: Path, entry: str | None = None, form: str | None = None
+) -> tuple[Turn, ReadReport]:
+    """The last turn of the Codex rollout at ``path`` (one format: ``form`` unused)."""
     report = ReadReport(str(path))
-    rows: list[tuple[int, str, dict[str, Any], Any]] = []
+    rows = _rows(path, report)
+    if not rows and entry is None:
+        raise TurnError(f"{path}: the session has no entries yet")
+    turn = window(rows, [f"L{row.line}" for row in rows], entry, path, _user)
+    rows, ids, start = turn.items, turn.ids, turn.start
+    setting = _Setting(rows[: start + 1])
+    # Reasoning comes from the agent_reasoning events when the file has them.
+    events = any(
+        row.kind == "event_msg" and row.payload.get("type") == "agent_reasoning"
+        for row in rows
+    )
+    builder = Records()
+    entry_ids: list[str] = []
+    for index in range(start, len(rows)):
+        row = rows[index]
+        stamp = builder.moment(row.timestamp)
+        if index == start:
+            builder.user(turn.texts[index], stamp)
+        elif row.kind == "turn_context":
+            setting.model = string(row.payload.get("model")) or setting.model
+            continue
+        elif row.kind == "event_msg":
+            if not _event(builder, row.payload, stamp):
+                continue  # the UI's copies of messages, token counts
+        elif row.kind != "response_item" or not _item(
+            builder, row, stamp, ids[index], events
+        ):
+            continue
+        entry_ids.append(ids[index])
+    return builder.finish(
+        report,
+        host=HOST,
+        source=SOURCE,
+        path=path,
+        session_id=setting.session or path.stem,
+        entry_ids=entry_ids,
+        leaf_id=ids[len(rows) - 1],
+        cwd=setting.cwd,
+        model=setting.model,
+        branch=setting.branch,
+        provider=setting.provider,
+    )
+
+
+class _Row(NamedTuple):
+    line: int
+    kind: str
+    payload: dict[str, Any]
+    timestamp: Any
+
+
+def _rows(path: Path, report: ReadReport) -> list[_Row]:
+    rows: list[_Row] = []
     for number, row in files.load_jsonl(path, report):
         kind, payload = row.get("type"), row.get("payload")
         if not isinstance(kind, str) or not isinstance(payload, dict):
@@ -124,113 +184,78 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
         elif kind not in KNOWN_TYPES:
             report.unknown_types.append((number, kind))
         else:
-            rows.append((number, kind, payload, row.get("timestamp")))
-    ids = [f"L{n}" for n, _, _, _ in rows]
-    rows = rows[: files.entries_until(ids, entry, path)]
-    if not rows:
-        raise TurnError(f"{path}: the session has no entries yet")
-    start = None
-    for index in range(len(rows) - 1, -1, -1):
-        _, kind, payload, _ = rows[index]
-        if kind == "response_item" and _user_text(payload):
-            start = index
-            break
-    if start is None:
-        raise TurnError(f"{path}: no user message in this session")
-    cwd = branch = session = provider = model = None
-    for _, kind, payload, _ in rows[: start + 1]:
-        if kind == "session_meta" and session is None:
-            session = string(payload.get("id"))
-            cwd = string(payload.get("cwd"))
-            provider = string(payload.get("model_provider"))
-            git = payload.get("git")
-            branch = string(git.get("branch")) if isinstance(git, dict) else None
-        elif kind == "turn_context":
-            model = string(payload.get("model")) or model
-            cwd = cwd or string(payload.get("cwd"))
-    events = any(
-        kind == "event_msg" and payload.get("type") == "agent_reasoning"
-        for _, kind, payload, _ in rows
-    )
-    builder = Records()
-    entry_ids: list[str] = []
-    ending: tuple[str, str | None] | None = None
-    for index in range(start, len(rows)):
-        number, kind, payload, timestamp = rows[index]
-        stamp = builder.stamp(timestamp)
-        builder.fallback = stamp
-        where = f"line {number}"
-        item = string(payload.get("type"))
-        if index == start:
-            builder.user(_user_text(payload), stamp)
-        elif kind == "turn_context":
-            model = string(payload.get("model")) or model
-            continue
-        elif kind == "event_msg":
-            if item == "agent_reasoning" and isinstance(payload.get("text"), str):
-                builder.reasoning(payload["text"], stamp)
-            elif item == "turn_aborted":
-                ending = ("aborted", string(payload.get("reason")) or "aborted")
-            elif item == "error":
-                ending = ("error", string(payload.get("message")))
-            else:
-                continue  # the UI's copies of messages, token counts
-        elif kind != "response_item":
-            continue
-        elif item == "message":
-            if payload.get("role") != "assistant":
-                continue  # injected context, developer and system messages
-            text = text_of(payload.get("content"))
-            builder.say(text, stamp)
-            if text.strip():
-                ending = None
-        elif item == "reasoning":
-            if events:
-                continue  # the same thoughts already came as agent_reasoning
-            builder.reasoning(_summary(payload.get("summary")), stamp)
-        elif item in _CALLS:
-            name, args = _call(item, payload)
-            call_id = string(payload.get("call_id")) or string(payload.get("id"))
-            if item == "web_search_call" and call_id is None:
-                call_id = f"web_search-{ids[index]}"  # never answered: just unique
-            builder.call(call_id, name, args, stamp, where)
-        elif item == "tool_search_call":
-            builder.call(
-                payload.get("call_id"),
-                "tool_search",
-                payload.get("arguments"),
-                stamp,
-                where,
-            )
-        elif item in _OUTPUTS:
-            if item == "tool_search_output":
-                text, failed = jsonio.compact(payload.get("tools") or []), None
-            else:
-                text, failed = _output(payload.get("output"))
-            builder.result(payload.get("call_id"), None, text, failed, stamp, where)
+            rows.append(_Row(number, kind, payload, row.get("timestamp")))
+    return rows
+
+
+def _user(row: _Row) -> str:
+    return _user_text(row.payload) if row.kind == "response_item" else ""
+
+
+class _Setting:
+    """Where and with what the turn ran, from the lines up to its start."""
+
+    def __init__(self, rows: list[_Row]) -> None:
+        self.cwd = self.branch = self.session = self.provider = self.model = None
+        for row in rows:
+            payload = row.payload
+            if row.kind == "session_meta" and self.session is None:
+                self.session = string(payload.get("id"))
+                self.cwd = string(payload.get("cwd"))
+                self.provider = string(payload.get("model_provider"))
+                git = payload.get("git")
+                self.branch = (
+                    string(git.get("branch")) if isinstance(git, dict) else None
+                )
+            elif row.kind == "turn_context":
+                self.model = string(payload.get("model")) or self.model
+                self.cwd = self.cwd or string(payload.get("cwd"))
+
+
+def _event(builder: Records, payload: dict[str, Any], stamp: str) -> bool:
+    """Add an ``event_msg`` line's part of the turn; False if it has none."""
+    item = payload.get("type")
+    if item == "agent_reasoning" and isinstance(payload.get("text"), str):
+        builder.reasoning(payload["text"], stamp)
+    elif item == "turn_aborted":
+        builder.stopped("aborted", string(payload.get("reason")) or "aborted")
+    elif item == "error":
+        builder.stopped("error", string(payload.get("message")))
+    else:
+        return False
+    return True
+
+
+def _item(builder: Records, row: _Row, stamp: str, line_id: str, events: bool) -> bool:
+    """Add a ``response_item`` line's part of the turn; False if it has none."""
+    payload, where = row.payload, f"line {row.line}"
+    item = string(payload.get("type"))
+    if item == "message":
+        if payload.get("role") != "assistant":
+            return False  # injected context, developer and system messages
+        builder.say(text_of(payload.get("content")), stamp)
+    elif item == "reasoning":
+        if events:
+            return False  # the same thoughts already came as agent_reasoning
+        builder.reasoning(_summary(payload.get("summary")), stamp)
+    elif item in _CALLS:
+        name, args = _call(item, payload)
+        call_id = string(payload.get("call_id")) or string(payload.get("id"))
+        if item == "web_search_call" and call_id is None:
+            call_id = f"web_search-{line_id}"  # never answered: just unique
+        builder.call(call_id, name, args, stamp, where)
+    elif item == "tool_search_call":
+        args = payload.get("arguments")
+        builder.call(payload.get("call_id"), "tool_search", args, stamp, where)
+    elif item in _OUTPUTS:
+        if item == "tool_search_output":
+            text, failed = jsonio.compact(payload.get("tools") or []), None
         else:
-            continue
-        entry_ids.append(ids[index])
-    builder.end_calls()
-    report.dropped.extend(builder.dropped)
-    return (
-        Turn(
-            host=HOST,
-            session_id=session or path.stem,
-            session_file=str(path),
-            records=[meta(SOURCE, cwd, model, branch), *builder.records],
-            entry_ids=entry_ids,
-            leaf_id=ids[len(rows) - 1],
-            model=model,
-            provider=provider,
-            cwd=cwd,
-            git_branch=branch,
-            stop_reason=ending[0] if ending else None,
-            error=ending[1] if ending else None,
-            dropped=builder.dropped,
-        ),
-        report,
-    )
+            text, failed = _output(payload.get("output"))
+        builder.result(payload.get("call_id"), None, text, failed, stamp, where)
+    else:
+        return False
+    return True
 
 
 def _user_text(payload: dict[str, Any]) -> str:

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from machine_git import jsonio
 from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
@@ -26,7 +25,6 @@ from machine_git.sessions import piai
 from machine_git.sessions.records import EPOCH
 from machine_git.sessions.records import Records
 from machine_git.sessions.records import iso as _iso
-from machine_git.sessions.records import meta as _meta
 from machine_git.sessions.records import string as _str
 
 HOST = "pi"
@@ -43,7 +41,6 @@ KNOWN_TYPES = frozenset(
         "session_info",
     }
 )
-_MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
 
 
 def agent_dir() -> Path:
@@ -97,7 +94,7 @@ def _candidates(project: Path) -> tuple[Path, list[tuple[float, Path]]]:
     candidates: list[tuple[float, Path]] = []
     for folder in folders:
         for path in _jsonl_files(folder):
-            if folder != where and not _inside(_header_cwd(path), project):
+            if folder != where and not files.inside(_header_cwd(path), project):
                 continue
             candidates.append((path.stat().st_mtime, path))
     return where, candidates
@@ -110,29 +107,15 @@ def _jsonl_files(folder: Path) -> Iterable[Path]:
         return []
 
 
-def _header_cwd(path: Path) -> str | None:
-    try:
-        with path.open("rb") as f:
-            first = f.readline(1024 * 1024)
-        header = jsonio.loads(first)
-    except (OSError, ValueError):
-        return None
-    cwd = header.get("cwd") if isinstance(header, dict) else None
-    return cwd if isinstance(cwd, str) else None
+def _header_cwd(path: Path) -> Any:
+    header = files.first_object(path)
+    return header.get("cwd") if header is not None else None
 
 
-def _inside(cwd: str | None, project: Path) -> bool:
-    if cwd is None:
-        return False
-    try:
-        return Path(cwd).resolve().is_relative_to(project.resolve())
-    except (OSError, ValueError):
-        return False
-
-
-def looks_like(first_line: Any) -> bool:
-    """True if a parsed first line is a Pi session header."""
-    return isinstance(first_line, dict) and first_line.get("type") == "session"
+def recognize(value: Any) -> str | None:
+    """``pi`` for a parsed Pi session header line (SessionReader)."""
+    is_header = isinstance(value, dict) and value.get("type") == "session"
+    return HOST if is_header else None
 
 
 # -- reading -------------------------------------------------------------------
@@ -149,8 +132,13 @@ class _Entry:
         self.type = data.get("type")
 
 
-def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
-    """The last agent run on the active branch of the session at ``path``."""
+def read_turn(
+    path: Path, entry: str | None = None, form: str | None = None
+) -> tuple[Turn, ReadReport]:
+    """The last agent run on the active branch of the session at ``path``.
+
+    (``form`` is for the SessionReader interface: Pi has one format.)
+    """
     report = ReadReport(str(path))
     header, entries = _load(path, report)
     by_id = {e.id: e for e in entries}
@@ -162,10 +150,7 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
             raise SessionError(f"{path}: no entry {entry!r} in this session")
     else:
         leaf = entries[-1]
-    branch = _branch(leaf, by_id, report)
-    turn = _turn(path, header, branch, leaf)
-    report.dropped.extend(turn.dropped)
-    return turn, report
+    return _turn(path, header, _branch(leaf, by_id, report), leaf, report)
 
 
 def model_of(path: Path) -> str | None:
@@ -196,26 +181,14 @@ def _load(path: Path, report: ReadReport) -> tuple[dict[str, Any], list[_Entry]]
     data = files.read_bytes(path)  # a regular file, size-limited, BOM dropped
     header: dict[str, Any] | None = None
     raw: list[tuple[int, dict[str, Any]]] = []
-    for number, text in enumerate(data.split(b"\n"), start=1):
-        if not text.strip():
-            continue
-        try:
-            if len(text) > _MAX_LINE:
-                raise ValueError("line too long")
-            value = jsonio.loads(text)
-        except ValueError:
+    for number, value in files.json_lines(data, report):
+        if not isinstance(value.get("type"), str):
             report.corrupt_lines.append(number)
-            continue
-        if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-            report.corrupt_lines.append(number)
-            continue
-        if value["type"] == "session" and header is None:
+        elif value["type"] == "session" and header is None:
             header = value
-            continue
-        raw.append((number, value))
-    if header is None:
-        if not raw and not report.corrupt_lines:
-            raise TurnError(f"{path}: the session file is empty")
+        else:
+            raw.append((number, value))
+    if header is None:  # (an empty file is a TurnError in read_bytes)
         raise SessionError(f"{path}: not a Pi session (no 'session' header line)")
     version = header.get("version", 1)
     if not isinstance(version, int) or version < 1:
@@ -286,8 +259,12 @@ def _message(entry: _Entry) -> dict[str, Any] | None:
 
 
 def _turn(
-    path: Path, header: dict[str, Any], branch: list[_Entry], leaf: _Entry
-) -> Turn:
+    path: Path,
+    header: dict[str, Any],
+    branch: list[_Entry],
+    leaf: _Entry,
+    report: ReadReport,
+) -> tuple[Turn, ReadReport]:
     start = None
     for index in range(len(branch) - 1, -1, -1):
         message = _message(branch[index])
@@ -329,18 +306,17 @@ def _turn(
         else:
             continue  # bashExecution, custom, summaries: not the agent's run
         entry_ids.append(e.id)
-    builder.end_calls()
-    return Turn(
+    return builder.finish(
+        report,
         host=HOST,
+        source=HOST,
+        path=path,
         session_id=session_id,
-        session_file=str(path),
-        records=[_meta(HOST, cwd, model, None), *builder.records],
         entry_ids=entry_ids,
         leaf_id=leaf.id,
+        cwd=cwd,
         model=model,
         provider=provider,
-        cwd=cwd,
         stop_reason=stop_reason,
         error=error,
-        dropped=builder.dropped,
     )

@@ -11,18 +11,29 @@ so the rules below hold whatever agent wrote the session:
 - a failed result gets ``ok: false`` and its content prefixed ``Error: ``
   (unless it already starts with "error", as agent-trajectory does); ``ok`` is
   present only when the source states a status;
-- images become the placeholder ``[image]``; empty text is never a record.
+- images become the placeholder ``[image]``; empty text is never a record;
+- a turn that stopped on an error or was aborted ended that way unless an
+  answer in words came after (:meth:`Records.stopped`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC
 from datetime import datetime
+from pathlib import Path
 from typing import Any
+from typing import Generic
+from typing import NamedTuple
+from typing import TypeVar
 
 from machine_git import jsonio
+from machine_git.errors import TurnError
+from machine_git.sessions import ReadReport
 from machine_git.sessions import Record
+from machine_git.sessions import Turn
+from machine_git.sessions import files
 
 IMAGE = "[image]"
 EPOCH = "1970-01-01T00:00:00Z"
@@ -30,6 +41,7 @@ _TIMESTAMP = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
 )
 _ALREADY_AN_ERROR = re.compile(r"^error", re.IGNORECASE)
+T = TypeVar("T")
 
 
 class Records:
@@ -42,6 +54,8 @@ class Records:
         self.open_calls: list[tuple[str, str]] = []  # (id, name), unanswered
         self._calls: list[dict[str, str]] = []
         self._calls_stamp = fallback
+        # ("error" or "aborted", why): how the turn ended, if not by an answer.
+        self.ending: tuple[str, str | None] | None = None
 
     def stamp(self, *values: Any) -> str:
         """The first value that is a valid timestamp, else the fallback."""
@@ -49,6 +63,11 @@ class Records:
             found = iso(value)
             if found is not None:
                 return found
+        return self.fallback
+
+    def moment(self, *values: Any) -> str:
+        """:meth:`stamp`, which also becomes the fallback of the entries after it."""
+        self.fallback = self.stamp(*values)
         return self.fallback
 
     def user(self, text: str, stamp: str) -> None:
@@ -69,6 +88,11 @@ class Records:
             self.records.append(
                 {"role": "assistant", "content": text, "timestamp": stamp}
             )
+            self.ending = None  # an answer after an error: the turn went on
+
+    def stopped(self, how: str, why: str | None) -> None:
+        """The turn stopped (``error`` or ``aborted``), unless an answer follows."""
+        self.ending = (how, why)
 
     def call(
         self, call_id: Any, name: Any, args: Any, stamp: str, where: str
@@ -128,6 +152,50 @@ class Records:
         self.records.append(record)
         return True
 
+    def finish(
+        self,
+        report: ReadReport,
+        *,
+        host: str,
+        source: str,
+        path: Path,
+        session_id: str,
+        entry_ids: list[str],
+        leaf_id: str | None,
+        cwd: str | None = None,
+        model: str | None = None,
+        branch: str | None = None,
+        provider: str | None = None,
+        stop_reason: str | None = None,
+        error: str | None = None,
+    ) -> tuple[Turn, ReadReport]:
+        """The Turn of these records, led by its ``meta`` record.
+
+        The last group of calls is closed and what was dropped is reported. A
+        turn that :meth:`stopped` reports how, in place of ``stop_reason`` and
+        ``error``.
+        """
+        self.end_calls()
+        report.dropped.extend(self.dropped)
+        if self.ending is not None:
+            stop_reason, error = self.ending
+        turn = Turn(
+            host=host,
+            session_id=session_id,
+            session_file=str(path),
+            records=[meta(source, cwd, model, branch), *self.records],
+            entry_ids=entry_ids,
+            leaf_id=leaf_id,
+            model=model,
+            provider=provider,
+            cwd=cwd,
+            git_branch=branch,
+            stop_reason=stop_reason,
+            error=error,
+            dropped=self.dropped,
+        )
+        return turn, report
+
     def _match(self, call_id: Any, name: Any) -> int | None:
         # Nearest unanswered call first: ids are not promised unique per session.
         for field, wanted in ((0, call_id), (1, name)):
@@ -139,6 +207,35 @@ class Records:
         if not (isinstance(call_id, str) and call_id) and self.open_calls:
             return len(self.open_calls) - 1
         return None
+
+
+class Window(NamedTuple, Generic[T]):
+    """A session's entries up to the turn's end, and where the turn starts."""
+
+    items: list[T]
+    ids: list[str]
+    texts: list[str]
+    """What the user typed in each entry ("" where it is not the user speaking)."""
+    start: int
+    """The turn's first entry: the last one the user typed in."""
+
+
+def window(
+    items: list[T],
+    ids: list[str],
+    entry: str | None,
+    path: Path,
+    user: Callable[[T], str],
+) -> Window[T]:
+    """The entries of a session in order up to ``entry`` (all if None), ``ids``
+    naming each, with the turn that ends there: from the last user message."""
+    end = files.entries_until(ids, entry, path)
+    items, ids = items[:end], ids[:end]
+    texts = [user(item) for item in items]
+    for start in range(len(texts) - 1, -1, -1):
+        if texts[start]:
+            return Window(items, ids, texts, start)
+    raise TurnError(f"{path}: no user message in this session")
 
 
 def error_text(text: str) -> str:
