@@ -113,8 +113,12 @@ def _cwd(path: Path) -> str | None:
     return None
 
 
+def recognize(value: Any) -> str | None:
+    """``claude`` for a parsed Claude Code session row (SessionReader)."""
+    return HOST if _looks_like(value) else None
+
+
 def _looks_like(row: Any) -> bool:
-    """True if a parsed line is a Claude Code session row."""
     if not isinstance(row, dict):
         return False
     kind = row.get("type")
@@ -154,15 +158,13 @@ class _Row:
         return self.data.get("type") == "user"
 
 
-def recognize(value: Any) -> str | None:
-    """``claude`` for a parsed line of this host's sessions (SessionReader)."""
-    return HOST if _looks_like(value) else None
-
-
 def read_turn(
     path: Path, entry: str | None = None, form: str | None = None
 ) -> tuple[Turn, ReadReport]:
-    """The last turn on the active branch of the Claude Code session at ``path``."""
+    """The last turn on the active branch of the Claude Code session at ``path``.
+
+    (Claude Code has one format: ``form`` is not needed.)
+    """
     report = ReadReport(str(path))
     rows = files.load_jsonl(path, report)
     conversational = [

@@ -101,22 +101,18 @@ def _rollouts(root: Path) -> list[Path]:
     return found
 
 
-def _looks_like(row: Any) -> bool:
-    """True if a parsed line is a Codex rollout line."""
-    return (
-        isinstance(row, dict)
-        and isinstance(row.get("type"), str)
-        and row["type"] in KNOWN_TYPES
-        and isinstance(row.get("payload"), dict)
+def recognize(value: Any) -> str | None:
+    """``codex`` for a parsed rollout line (SessionReader)."""
+    is_rollout = (
+        isinstance(value, dict)
+        and isinstance(value.get("type"), str)
+        and value["type"] in KNOWN_TYPES
+        and isinstance(value.get("payload"), dict)
     )
+    return HOST if is_rollout else None
 
 
 # -- reading ---------------------------------------------------------------------------
-
-
-def recognize(value: Any) -> str | None:
-    """``codex`` for a parsed line of this host's sessions (SessionReader)."""
-    return HOST if _looks_like(value) else None
 
 
 def read_turn(
