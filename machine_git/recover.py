@@ -48,23 +48,23 @@ from pygit2.enums import SortMode
 from machine_git import jsonio
 from machine_git import packs
 from machine_git import rows
+from machine_git.damage import packed_refs
+from machine_git.damage import reason
 from machine_git.errors import DamagedStoreError
 from machine_git.errors import RemoteError
+from machine_git.layout import BRANCH
+from machine_git.layout import REFLOG
+from machine_git.layout import WORK
+from machine_git.locking import clear_stale_ref_lock
+from machine_git.locking import writer_lock
 from machine_git.objects import CorruptObjectError
 from machine_git.objects import Objects
 from machine_git.objects import damaged_loose
 from machine_git.objects import guard
 from machine_git.objects import objects_only
 from machine_git.objects import open_repository
-from machine_git.store import BRANCH
-from machine_git.store import REFLOG
-from machine_git.store import WORK
 from machine_git.store import Store
-from machine_git.store import clear_stale_ref_lock
 from machine_git.store import configure
-from machine_git.store import packed_refs
-from machine_git.store import reason
-from machine_git.store import writer_lock
 
 RECORDS = "damaged"  # <store>/machine/damaged/<time>/: what recover replaced
 HEAD_TEXT = b"ref: refs/heads/main\n"  # the only HEAD a machine store has

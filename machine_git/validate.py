@@ -280,7 +280,7 @@ def _walk(
     objects: Objects, tree_id: pygit2.Oid, prefix: str, tally: Tally
 ) -> Iterator[Finding]:
     try:
-        # type_str, not filemode (an enum built per entry): see store._walk_blobs.
+        # type_str, not filemode (an enum built per entry): see trees.walk_blobs.
         entries = [
             (e.name or "", e.id, e.type_str == "tree") for e in objects.tree(tree_id)
         ]
