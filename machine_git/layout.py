@@ -2,7 +2,7 @@
 
 A store is a bare git repository; these names are shared by every module that
 reads or writes one, including the ones that must work when git cannot open
-it (damage.py, recover.py).
+it (damage.py, recover.py and the modules it uses).
 """
 
 from __future__ import annotations
@@ -12,4 +12,5 @@ REFLOG = "logs/refs/heads/main"  # the branch's reflog, inside the store
 WORK = "machine"  # our own files inside the bare repository (git ignores them)
 LAYOUT = 1
 MARKER = "machine.json"
+HEAD_TEXT = b"ref: refs/heads/main\n"  # the only HEAD a machine store has
 IDENTITY = ("machine", "machine@localhost")  # the committer, and the default author
