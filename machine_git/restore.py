@@ -88,7 +88,7 @@ def remote_url(path: Path, name: str) -> str:
 @contextlib.contextmanager
 def _fetched(path: Path, name: str, url: str) -> Iterator[tuple[Path, str]]:
     """A fresh repository in the store's folder holding only the remote's branch."""
-    from machine_git import sync  # the git transport, with its rules
+    from machine_git.pull import fetch  # the git transport, with its rules
 
     folder = path / WORK / f"restore-{os.getpid()}"
     shutil.rmtree(folder, ignore_errors=True)
@@ -99,7 +99,7 @@ def _fetched(path: Path, name: str, url: str) -> Iterator[tuple[Path, str]]:
         os.umask(old)
     try:
         repo.remotes.create(name, url)
-        head = sync.fetch(Store(folder, repo), name)
+        head = fetch(Store(folder, repo), name)
         if head is None:
             raise RemoteError(f"{name} ({url}) has no commits to restore from")
         yield folder, str(head)
