@@ -25,8 +25,8 @@ from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import string
-from machine_git.sessions.records import text_of
+from machine_git.sessions.values import string
+from machine_git.sessions.values import text_of
 
 HOST = "claude"
 SOURCE = "claude-code"  # meta.source (agent-trajectory's name)

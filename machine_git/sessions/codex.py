@@ -27,9 +27,9 @@ from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import string
-from machine_git.sessions.records import text_of
 from machine_git.sessions.records import window
+from machine_git.sessions.values import string
+from machine_git.sessions.values import text_of
 
 HOST = "codex"
 SOURCE = "codex"

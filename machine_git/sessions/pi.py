@@ -22,10 +22,10 @@ from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions import piai
-from machine_git.sessions.records import EPOCH
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import iso as _iso
-from machine_git.sessions.records import string as _str
+from machine_git.sessions.values import EPOCH
+from machine_git.sessions.values import iso as _iso
+from machine_git.sessions.values import string as _str
 
 HOST = "pi"
 KNOWN_TYPES = frozenset(

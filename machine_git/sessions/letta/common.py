@@ -13,8 +13,8 @@ from typing import Any
 from machine_git import jsonio
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
-from machine_git.sessions.records import string
-from machine_git.sessions.records import text_of
+from machine_git.sessions.values import string
+from machine_git.sessions.values import text_of
 
 HOST = "letta"
 CODE = "letta-code"  # meta.source of Letta Code sessions (agent-trajectory's name)

@@ -17,8 +17,8 @@ from machine_git import jsonio
 from machine_git.errors import NoSessionError
 from machine_git.sessions import files
 from machine_git.sessions.letta.common import cwd_of
-from machine_git.sessions.records import string
-from machine_git.sessions.records import text_of
+from machine_git.sessions.values import string
+from machine_git.sessions.values import text_of
 
 
 def backend_dir() -> Path:

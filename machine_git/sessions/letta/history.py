@@ -27,9 +27,9 @@ from machine_git.sessions.letta.common import return_text
 from machine_git.sessions.letta.common import typed
 from machine_git.sessions.letta.common import utc
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import string
-from machine_git.sessions.records import text_of
 from machine_git.sessions.records import window
+from machine_git.sessions.values import string
+from machine_git.sessions.values import text_of
 
 _ERROR_STOPS = frozenset(
     {

@@ -20,9 +20,9 @@ from machine_git.sessions.letta.common import HOST
 from machine_git.sessions.letta.common import cwd_of
 from machine_git.sessions.letta.common import user_text
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import string
-from machine_git.sessions.records import text_of
 from machine_git.sessions.records import window
+from machine_git.sessions.values import string
+from machine_git.sessions.values import text_of
 
 ROLES = frozenset({"user", "assistant", "toolResult"})
 Line = tuple[int, dict[str, Any]]

@@ -16,8 +16,8 @@ from machine_git.sessions.letta.common import CODE
 from machine_git.sessions.letta.common import HOST
 from machine_git.sessions.letta.common import strip_reminders
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import string
 from machine_git.sessions.records import window
+from machine_git.sessions.values import string
 
 KINDS = frozenset({"user", "assistant", "reasoning", "tool_call", "error"})
 Line = tuple[int, dict[str, Any]]
