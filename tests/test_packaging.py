@@ -35,3 +35,14 @@ def test_the_license_the_metadata_names_ships() -> None:
     assert PYPROJECT["project"]["license"] == "MIT"
     assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License\n")
+
+
+def test_every_python_package_is_listed() -> None:
+    # setuptools installs only the packages the config lists: a subpackage
+    # left out (a module split into a folder) imports in a checkout and is
+    # missing from the wheel.
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "machine_git").rglob("__init__.py")
+    }
+    assert sorted(found - set(SETUPTOOLS["packages"])) == []

@@ -1,24 +1,16 @@
-"""Claude Code sessions: ``~/.claude/projects/<encoded cwd>/<sessionId>.jsonl``.
+"""Reading a Claude Code session: the chain of rows from the last one, as one turn.
 
-``$CLAUDE_CONFIG_DIR`` replaces ``~/.claude``. Each line is a row; ``user`` and
-``assistant`` rows carry an Anthropic API ``message``, the rest (summaries,
-snapshots, system notices, progress) are the harness's own bookkeeping. Rows
-form a tree through ``uuid``/``parentUuid`` (a rewind writes a new branch in the
-same file), so the turn is read on the chain of parents from the last row, the
-way Pi's active branch is. One API response is written as several assistant
+Rows form a tree through ``uuid``/``parentUuid`` (a rewind writes a new
+branch in the same file). One API response is written as several assistant
 rows sharing ``message.id``, one content block each: they are grouped back.
-Subagent rows (``isSidechain: true``) and harness noise (local command echoes,
-caveats, meta rows) are not the user's conversation and are dropped.
+Subagent rows and harness noise are dropped.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import Any
 
-from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
@@ -59,58 +51,6 @@ NOISE_PREFIXES = (
 )
 _INTERRUPTED = "[Request interrupted by user"
 _SYNTHETIC = "<synthetic>"  # the model name of rows the harness made up
-
-
-def config_dir() -> Path:
-    """``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".claude"
-
-
-def encode_cwd(cwd: Path) -> str:
-    """Claude Code's folder name for a working directory (lossy)."""
-    return re.sub(r"[^a-zA-Z0-9]", "-", str(cwd))
-
-
-def find_session(project: Path) -> Path:
-    """The newest Claude Code session of ``project`` or of a folder inside it."""
-    root = config_dir() / "projects"
-    exact = encode_cwd(project)
-    where = root / exact
-    candidates = _sessions(where)
-    try:
-        others = [p for p in root.iterdir() if p.name.startswith(exact + "-")]
-    except OSError:
-        others = []
-    for folder in others:
-        # The name is lossy: a sibling "proj-x" looks like a subfolder "proj/x".
-        candidates += [p for p in _sessions(folder) if files.inside(_cwd(p), project)]
-    found = files.newest(candidates)
-    if found is None:
-        raise NoSessionError(
-            f"no Claude Code session for {project} in {where} (run claude in the "
-            "project first, set CLAUDE_CONFIG_DIR, or pass --session PATH)"
-        )
-    return found
-
-
-def _sessions(folder: Path) -> list[Path]:
-    try:
-        return [
-            p
-            for p in folder.iterdir()
-            if p.suffix == ".jsonl" and not p.name.startswith("agent-") and p.is_file()
-        ]
-    except OSError:
-        return []
-
-
-def _cwd(path: Path) -> str | None:
-    for row in files.head_objects(path):
-        cwd = string(row.get("cwd"))
-        if cwd:
-            return cwd
-    return None
 
 
 def recognize(value: Any) -> str | None:

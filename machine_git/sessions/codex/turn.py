@@ -1,27 +1,20 @@
-"""Codex CLI sessions: ``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``.
+"""Reading a Codex rollout's last turn, line by line.
 
-``$CODEX_HOME`` replaces ``~/.codex``. Every line is
-``{"timestamp", "type", "payload"}``: ``session_meta`` (id, cwd, git), one
-``turn_context`` per turn (model), ``response_item`` (what the model saw and
-said: messages, reasoning, tool calls and their outputs) and ``event_msg``
-(the UI's stream, which repeats the messages). Messages are read from
-``response_item`` only; reasoning from the ``agent_reasoning`` events (the
-``response_item`` copy is encrypted), falling back to its summary when a file
-has no such events. Codex injects context (AGENTS.md, the environment) as user
-messages; those are not the user speaking. Lines have no ids: a line's id is
+Messages are read from ``response_item`` lines only; reasoning from the
+``agent_reasoning`` events (the ``response_item`` copy is encrypted),
+falling back to its summary when a file has no such events. Injected context
+(AGENTS.md, the environment) is not the user speaking. A line's id is
 ``L<line number>``, stable because the file only grows.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
 from machine_git import jsonio
-from machine_git.errors import NoSessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
@@ -59,46 +52,6 @@ _OUTPUTS = frozenset(
 # apply_patch/shell ("Exit code: 1") or of unified exec ("Process exited with
 # code 1"), in the lines before "Output:".
 _EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)\s*$")
-
-
-def home() -> Path:
-    """``$CODEX_HOME`` or ``~/.codex``."""
-    env = os.environ.get("CODEX_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".codex"
-
-
-def find_session(project: Path) -> Path:
-    """The newest Codex rollout whose session started in ``project`` (or inside)."""
-    root = home() / "sessions"
-    rollouts: list[tuple[float, Path]] = []
-    for path in _rollouts(root):
-        stamp = files.mtime(path)
-        if stamp is not None:
-            rollouts.append((stamp, path))
-    # Newest first, so the usual case reads one first line, not all of them.
-    for _, path in sorted(rollouts, reverse=True):
-        first = files.first_object(path)
-        payload = first.get("payload") if first else None
-        if isinstance(payload, dict) and files.inside(payload.get("cwd"), project):
-            return path
-    raise NoSessionError(
-        f"no Codex session for {project} in {root} (run codex in the project "
-        "first, set CODEX_HOME, or pass --session PATH)"
-    )
-
-
-def _rollouts(root: Path) -> list[Path]:
-    found: list[Path] = []
-    try:
-        for dirpath, _, names in os.walk(root):
-            found += [
-                Path(dirpath) / n
-                for n in names
-                if n.startswith("rollout-") and n.endswith(".jsonl")
-            ]
-    except OSError:
-        return found
-    return found
 
 
 def recognize(value: Any) -> str | None:
