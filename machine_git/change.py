@@ -16,6 +16,7 @@ import pygit2
 from pygit2 import Oid
 from pygit2 import Tree
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git import rows
 from machine_git import schemas
@@ -76,11 +77,17 @@ def _one_line(value: str) -> str:
     return " ".join(str(value).split())
 
 
-def check(change: Change) -> None:
-    """Refuse a change that would write an invalid row, or a secret unasked."""
+def check(change: Change, base: Tree | None) -> None:
+    """Refuse a change that would write an invalid row, or a secret unasked.
+
+    ``base`` is the tree the change applies to.
+    """
     validate_rows(change.files)
     if change.redaction is None:
         refuse_secrets(change.files)
+    # Contexts (context/<sha>): valid, named by their hash, and every row's
+    # reference resolvable in the tree this commit makes.
+    context.check_change(change.files, base, scan=change.redaction is None)
 
 
 def new_tree(

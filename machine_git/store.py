@@ -285,7 +285,7 @@ class Store:
             change = plan(snap)
             if change is None:
                 return None
-            change_mod.check(change)
+            change_mod.check(change, snap.tree)
             try:
                 with private_umask():
                     oid = self._commit(snap, change, merged)

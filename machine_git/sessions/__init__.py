@@ -13,11 +13,15 @@ host's module only when a session of that host is looked for or read.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
 from typing import runtime_checkable
 
 from machine_git.plain import Plain
+
+if TYPE_CHECKING:
+    from machine_git.context import Context
 
 Record = dict[str, Any]
 """One trajectory-v1 record (meta, user, reasoning, assistant, tool)."""
@@ -70,6 +74,7 @@ class Turn(Plain):
     """The last agent run of a session, normalized."""
 
     __slots__ = (
+        "context",
         "cwd",
         "dropped",
         "entry_ids",
@@ -100,6 +105,7 @@ class Turn(Plain):
         stop_reason: str | None = None,
         error: str | None = None,
         dropped: list[str] | None = None,
+        context: Context | None = None,
     ) -> None:
         self.host = host
         self.session_id = session_id
@@ -114,6 +120,9 @@ class Turn(Plain):
         self.stop_reason = stop_reason
         self.error = error
         self.dropped: list[str] = dropped if dropped else []
+        # The system prompt and tools the run had (machine_git.context.Context),
+        # or None when the host's files do not hold them.
+        self.context = context
 
     @property
     def user_text(self) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Generic
 from typing import NamedTuple
@@ -34,6 +35,9 @@ from machine_git.sessions.values import EPOCH
 from machine_git.sessions.values import args_text
 from machine_git.sessions.values import error_text
 from machine_git.sessions.values import iso
+
+if TYPE_CHECKING:
+    from machine_git.context import Context
 
 T = TypeVar("T")
 
@@ -162,6 +166,7 @@ class Records:
         provider: str | None = None,
         stop_reason: str | None = None,
         error: str | None = None,
+        context: Context | None = None,
     ) -> tuple[Turn, ReadReport]:
         """The Turn of these records, led by its ``meta`` record.
 
@@ -187,6 +192,7 @@ class Records:
             stop_reason=stop_reason,
             error=error,
             dropped=self.dropped,
+            context=context,
         )
         return turn, report
 

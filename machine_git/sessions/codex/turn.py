@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
@@ -114,6 +115,8 @@ def read_turn(
         model=setting.model,
         branch=setting.branch,
         provider=setting.provider,
+        # Rollouts keep the instructions (system prompt), not the tools.
+        context=context.make(setting.instructions, None),
     )
 
 
@@ -146,10 +149,12 @@ class _Setting:
 
     def __init__(self, rows: list[_Row]) -> None:
         self.cwd = self.branch = self.session = self.provider = self.model = None
+        self.instructions: str | None = None
         for row in rows:
             payload = row.payload
             if row.kind == "session_meta" and self.session is None:
                 self.session = string(payload.get("id"))
+                self.instructions = _instructions(payload)
                 self.cwd = string(payload.get("cwd"))
                 self.provider = string(payload.get("model_provider"))
                 git = payload.get("git")
@@ -280,3 +285,12 @@ def _exit_failed(text: str) -> bool | None:
         if found:
             return int(found.group(1)) != 0
     return None
+
+
+def _instructions(meta_payload: dict[str, Any]) -> str | None:
+    """The system prompt a rollout records: ``instructions`` (older Codex) or
+    ``base_instructions.text`` (newer); None when it records neither."""
+    base = meta_payload.get("base_instructions")
+    if isinstance(base, dict) and string(base.get("text")):
+        return string(base.get("text"))
+    return string(meta_payload.get("instructions"))

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git.errors import SessionError
 from machine_git.sessions import ReadReport
@@ -25,6 +26,7 @@ from machine_git.sessions.letta.common import failed_status
 from machine_git.sessions.letta.common import message_ids
 from machine_git.sessions.letta.common import messages
 from machine_git.sessions.letta.common import return_text
+from machine_git.sessions.letta.common import system_before
 from machine_git.sessions.letta.common import typed
 from machine_git.sessions.letta.common import utc
 from machine_git.sessions.records import Records
@@ -93,7 +95,29 @@ def read_agent_file(path: Path, entry: str | None = None) -> tuple[Turn, ReadRep
         entry_ids=turn.ids[start:],
         leaf_id=turn.ids[-1],
         model=model,
+        context=context.make(
+            system_before(found, start, "system"), _af_tools(value, agent)
+        ),
     )
+
+
+def _af_tools(value: dict[str, Any], agent: dict[str, Any]) -> list[Any] | None:
+    """The agent's tools as its file declares them (``json_schema``), or None.
+
+    An Agent File lists every tool once (``tools``, each with the OpenAI
+    function schema the model is sent) and each agent names its own by
+    ``tool_ids``. If any of them has no schema the declaration is unknown: a
+    partial list would teach the model a different set of tools.
+    """
+    ids = agent.get("tool_ids")
+    listed = value.get("tools")
+    if not isinstance(ids, list) or not isinstance(listed, list):
+        return None
+    by_id = {t.get("id"): t for t in listed if isinstance(t, dict)}
+    schemas = [(by_id.get(i) or {}).get("json_schema") for i in ids]
+    if not all(isinstance(s, dict) and s.get("name") for s in schemas):
+        return None
+    return schemas
 
 
 def _user(message: Message) -> str:

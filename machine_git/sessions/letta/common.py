@@ -118,3 +118,16 @@ def return_text(value: Any) -> str:
     if value is None:
         return ""
     return text_of(value) if isinstance(value, list) else jsonio.compact(value)
+
+
+def system_before(messages: list[Message], start: int, kind: str) -> Any:
+    """The text of the last system message before the turn, or None.
+
+    Letta keeps the compiled system prompt (memory blocks included) as the
+    first in-context message and recompiles it in place when memory changes,
+    so it is the newest one, as with the local backend's system-prompt.json.
+    """
+    for message in reversed(messages[:start]):
+        if message.get("message_type", message.get("role")) == kind:
+            return text_of(message.get("content"))
+    return None

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git.errors import SessionError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
@@ -24,6 +25,7 @@ from machine_git.sessions.letta.common import failed_status
 from machine_git.sessions.letta.common import message_ids
 from machine_git.sessions.letta.common import messages
 from machine_git.sessions.letta.common import return_text
+from machine_git.sessions.letta.common import system_before
 from machine_git.sessions.letta.common import typed
 from machine_git.sessions.letta.common import utc
 from machine_git.sessions.records import Records
@@ -114,6 +116,7 @@ def read_history(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport
         entry_ids=turn.ids[start:],
         leaf_id=turn.ids[-1],
         cwd=cwd,
+        context=context.make(system_before(found, start, "system_message"), None),
     )
 
 

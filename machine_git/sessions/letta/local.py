@@ -10,7 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git import jsonio
+from machine_git.context import Context
+from machine_git.errors import MachineError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
@@ -80,7 +83,26 @@ def read_local(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
         provider=provider,
         stop_reason=stop_reason,
         error=error,
+        context=_local_context(path),
     )
+
+
+def _local_context(path: Path) -> Context | None:
+    """The compiled system prompt beside a local-backend ``messages.jsonl``.
+
+    Letta Code keeps it in ``system-prompt.json`` (``{"content": ...,
+    "compiledAt", "rawSystemHash", "memfsRevision"}``, as 0.25.9 writes it)
+    and recompiles it when memory changes, so it is the newest one, not
+    necessarily the one an older turn ran with. The tools are not stored.
+    """
+    try:
+        data = files.read_bytes(path.with_name("system-prompt.json"))
+        value = jsonio.loads(data)
+    except (MachineError, OSError, ValueError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    return context.make(value.get("content"), None)
 
 
 def _user(line: Line) -> str:

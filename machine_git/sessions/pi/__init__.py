@@ -16,6 +16,7 @@ from machine_git.sessions.pi.find import agent_dir
 from machine_git.sessions.pi.find import encode_cwd
 from machine_git.sessions.pi.find import find_session
 from machine_git.sessions.pi.find import session_files
+from machine_git.sessions.pi.turn import CONTEXT_ENTRY
 from machine_git.sessions.pi.turn import HOST
 from machine_git.sessions.pi.turn import KNOWN_TYPES
 from machine_git.sessions.pi.turn import model_of
@@ -23,6 +24,7 @@ from machine_git.sessions.pi.turn import read_turn
 from machine_git.sessions.pi.turn import recognize
 
 __all__ = [
+    "CONTEXT_ENTRY",
     "HOST",
     "KNOWN_TYPES",
     "agent_dir",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
+from machine_git.context import Context
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
@@ -35,6 +37,9 @@ KNOWN_TYPES = frozenset(
         "session_info",
     }
 )
+# The custom entry machine's Pi extension writes at every agent start (when
+# it changed): the system prompt and the active tools of the run that follows.
+CONTEXT_ENTRY = "machine-context"
 
 
 def recognize(value: Any) -> str | None:
@@ -230,6 +235,7 @@ def _turn(
         entry_ids.append(e.id)
     return builder.finish(
         report,
+        context=_context(branch),
         host=HOST,
         source=HOST,
         path=path,
@@ -242,3 +248,19 @@ def _turn(
         stop_reason=stop_reason,
         error=error,
     )
+
+
+def _context(branch: list[_Entry]) -> Context | None:
+    """The last ``machine-context`` entry on the branch: what the run had.
+
+    The extension appends one at each agent start whose system prompt or
+    tools differ from the last one on the branch, so the last one up to the
+    turn's leaf is the turn's. None when the session has none (the extension
+    was not installed, or it predates this).
+    """
+    for e in reversed(branch):
+        if e.type == "custom" and e.data.get("customType") == CONTEXT_ENTRY:
+            data = e.data.get("data")
+            if isinstance(data, dict):
+                return context.make(data.get("systemPrompt"), data.get("tools"))
+    return None
