@@ -152,12 +152,18 @@ class Ran:
     session: Path | None
 
 
-def run(fork: Fork, pi: str, project: Path) -> Ran:
-    """Run the fork with ``pi`` in this terminal; pi's status and new session."""
+def run(fork: Fork, pi: str, project: Path, stdout: int | None = None) -> Ran:
+    """Run the fork with ``pi`` in this terminal; pi's status and new session.
+
+    ``stdout``: a file descriptor for pi's output instead of ours (2: stderr).
+    """
     before = set(pi_sessions.session_files(project))
     try:
         done = subprocess.run(
-            [pi, *fork.argv[1:]], env={**os.environ, **fork.env}, check=False
+            [pi, *fork.argv[1:]],
+            env={**os.environ, **fork.env},
+            check=False,
+            stdout=stdout,
         )
     except OSError as e:
         raise UsageError(f"cannot run {pi}: {e.strerror}") from None

@@ -72,11 +72,13 @@ def _project_flag(f: Any) -> Any:
     )(f)
 
 
-def _show(outcomes: list[Outcome]) -> None:
+def _show(outcomes: list[Outcome], as_json: bool = False) -> None:
     for o in outcomes:
         what = "the Tinker provider in " if o.path.name == "models.json" else ""
         if o.action == "skipped":
             warn(f"left {o.path} as it is: {o.detail}")
+        elif as_json:
+            continue  # the JSON lists every file
         elif o.action == "unchanged":
             click.echo(f"up to date: {what}{o.path}")
         elif o.action == "absent":
@@ -88,10 +90,17 @@ def _show(outcomes: list[Outcome]) -> None:
             click.echo(f"{o.action} {what}{o.path}")
 
 
+def _files(outcomes: list[Outcome]) -> list[dict[str, str]]:
+    return [
+        {"path": str(o.path), "action": o.action, "detail": o.detail} for o in outcomes
+    ]
+
+
 @click.command()
 @click.argument("host", type=click.Choice(HOSTS))
 @_project_flag
-def install(host: str, project: str | None) -> None:
+@json_option
+def install(host: str, project: str | None, as_json: bool) -> None:
     """Install the /good, /bad, /tagged, /machine and /train commands in an agent.
 
     Pi: ~/.pi/agent/extensions/machine.ts (or $PI_CODING_AGENT_DIR), or with
@@ -113,21 +122,39 @@ def install(host: str, project: str | None) -> None:
 
     where = _install_project(project, host)
     if host == "pi":
-        _show(installer.install_pi(where))
+        outcomes = installer.install_pi(where)
         names = ", ".join(installer.skills())
-        click.echo(
-            f"skills {names}: loaded by the extension from {installer.skills_dir()}"
-        )
-        click.echo("run /reload in pi (or start it again) to load the commands")
+        lines = [
+            f"skills {names}: loaded by the extension from {installer.skills_dir()}",
+            "run /reload in pi (or start it again) to load the commands",
+        ]
     else:
-        _show(installer.install_letta())
-        click.echo("run /reload in Letta Code (mods need Letta Code 0.30 or newer)")
+        outcomes = installer.install_letta()
+        lines = ["run /reload in Letta Code (mods need Letta Code 0.30 or newer)"]
+    _show(outcomes, as_json)
+    if as_json:
+        skills = {
+            "skills": list(installer.skills()),
+            "skills_dir": str(installer.skills_dir()),
+        }
+        emit_json(
+            {
+                "host": host,
+                "files": _files(outcomes),
+                **(skills if host == "pi" else {}),
+                "next": lines[-1],
+            }
+        )
+        return
+    for line in lines:
+        click.echo(line)
 
 
 @click.command()
 @click.argument("host", type=click.Choice(HOSTS))
 @_project_flag
-def uninstall(host: str, project: str | None) -> None:
+@json_option
+def uninstall(host: str, project: str | None, as_json: bool) -> None:
     """Remove what machine install wrote (only files machine wrote).
 
     \b
@@ -138,10 +165,12 @@ def uninstall(host: str, project: str | None) -> None:
     from machine_git.agents import install as installer
 
     where = _install_project(project, host)
-    if host == "pi":
-        _show(installer.uninstall_pi(where))
-    else:
-        _show(installer.uninstall_letta())
+    outcomes = (
+        installer.uninstall_pi(where) if host == "pi" else installer.uninstall_letta()
+    )
+    _show(outcomes, as_json)
+    if as_json:
+        emit_json({"host": host, "files": _files(outcomes)})
 
 
 # -- auto-capture ------------------------------------------------------------------
@@ -388,53 +417,72 @@ def _fork(
     row: dict[str, Any],
     words: tuple[str, ...],
     dry_run: bool,
+    as_json: bool = False,
 ) -> None:
     from machine_git.agents import fork as forks
 
     made = forks.make(row, " ".join(words), store)
     pi_bin = None if dry_run else forks.pi_path()
+    report = {
+        "parent": made.parent_id,
+        "prompt": made.prompt,
+        "command": made.shell_command(),
+    }
     if pi_bin is None:
         if not dry_run:
             warn("pi is not on PATH; run the command below yourself")
+        if as_json:
+            emit_json({**report, "ran": False, "status": None, "observed": None})
+            return
         click.echo(f"prompt (fork of {made.parent_id}):")
         click.echo(made.prompt)
         click.echo("command:")
         click.echo(made.shell_command())
         return
     click.echo(f"fork of {made.parent_id}: running pi -p", err=True)
-    ran = forks.run(made, pi_bin, root)
-    _record_fork(store, made.parent_id, ran.session)
+    # With --json, stdout is the JSON document: pi's own output goes to stderr.
+    ran = forks.run(made, pi_bin, root, stdout=2 if as_json else None)
+    observed = _record_fork(store, made.parent_id, ran.session)
+    if as_json:
+        emit_json({**report, "ran": True, "status": ran.status, "observed": observed})
     if ran.status != 0:
         raise click.exceptions.Exit(ran.status)  # pi's own code: it said why
 
 
-def _record_fork(store: Store, parent: str, session: Path | None) -> None:
-    """Observe the run a fork made, linked to its parent, whatever auto says."""
+def _record_fork(store: Store, parent: str, session: Path | None) -> str | None:
+    """Observe the run a fork made, linked to its parent, whatever auto says.
+
+    The id of the observed row (None: nothing recorded).
+    """
     from machine_git.agents import observe as observing
     from machine_git.errors import MachineError
 
     if session is None:
         warn(f"the fork of {parent} left no Pi session; nothing recorded")
-        return
+        return None
     try:
         turn, _ = detect.PI.read(session)
         row = observing.build(turn, parent=parent)
         result = observing.observe(store, row)
     except MachineError as e:
         warn(f"the fork of {parent} was not recorded: {e}")
-        return
+        return None
     if result.action == "observed":  # else auto-capture recorded it and said so
         click.echo(
             f"observed {row['id']}: {rows.first_words(row)} (fork of {parent})",
             err=True,
         )
+    return str(row["id"])
 
 
 @click.command()
 @click.argument("correction", nargs=-1)
 @_dry_run
 @project_option
-def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> None:
+@json_option
+def fork(
+    correction: tuple[str, ...], dry_run: bool, project: Path | None, as_json: bool
+) -> None:
     """Rerun the latest observed run in pi -p, with a correction.
 
     The prompt restates the run's task (for a fork of a fork: the original
@@ -459,7 +507,7 @@ def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> No
             "no observed run to fork (machine auto on, then run pi -p; "
             "or machine correction --id ID)"
         )
-    _fork(store, root, latest[0], correction, dry_run)
+    _fork(store, root, latest[0], correction, dry_run, as_json)
 
 
 @click.command()
@@ -473,8 +521,13 @@ def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> No
 @click.argument("correction_words", nargs=-1)
 @_dry_run
 @project_option
+@json_option
 def correction(
-    row_id: str, correction_words: tuple[str, ...], dry_run: bool, project: Path | None
+    row_id: str,
+    correction_words: tuple[str, ...],
+    dry_run: bool,
+    project: Path | None,
+    as_json: bool,
 ) -> None:
     """Rerun any row's task (observed, traces, train, ...) in pi -p with a correction.
 
@@ -489,7 +542,7 @@ def correction(
     found = store.read_row(lookup.resolve_id(store, row_id))
     if found is None:  # resolve_id found it a moment ago
         raise RowNotFoundError(f"row {row_id} was removed meanwhile")
-    _fork(store, root, found, correction_words, dry_run)
+    _fork(store, root, found, correction_words, dry_run, as_json)
 
 
 # -- the student -----------------------------------------------------------------
@@ -648,12 +701,14 @@ def _say(as_json: bool, message: str, info: dict[str, Any]) -> None:
     help="Longest answer.",
 )
 @project_option
+@json_option
 def ask(
     prompt_words: tuple[str, ...],
     handle: str | None,
     timeout: float,
     max_tokens: int,
     project: Path | None,
+    as_json: bool,
 ) -> None:
     """Ask the student from a shell (Tinker's OpenAI-compatible endpoint).
 
@@ -676,6 +731,9 @@ def ask(
             raise StudentError("no student set; choose one with machine student HANDLE")
     chosen = students.resolve(_existing_store(project), students.parse(handle))
     answer = students.ask(chosen, text, timeout=timeout, max_tokens=max_tokens)
+    if as_json:
+        emit_json({"prompt": text, "answer": answer})
+        return
     click.echo(answer)
 
 

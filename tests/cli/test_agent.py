@@ -587,3 +587,107 @@ def test_models_without_a_key_or_a_service(
     assert down.exit_code == 1
     assert down.stderr.startswith(f"Error: Tinker is unreachable at {url}: ")
     assert down.stderr.count("\n") == 1
+
+
+# -- --json ----------------------------------------------------------------------
+
+
+def test_install_and_uninstall_json(project: Path, run: Run) -> None:
+    agent = pi.agent_dir()
+    ext, models = agent / "extensions" / "machine.ts", agent / "models.json"
+    first = run("install", "pi", "--json")
+    assert first.exit_code == 0, first.stderr
+    assert orjson.loads(first.stdout) == {
+        "host": "pi",
+        "files": [
+            {"path": str(ext), "action": "installed", "detail": ""},
+            {"path": str(models), "action": "installed", "detail": ""},
+        ],
+        "skills": list(SKILLS),
+        "skills_dir": str(install.skills_dir()),
+        "next": "run /reload in pi (or start it again) to load the commands",
+    }
+    assert first.stdout.count("\n") == 1
+    gone = run("uninstall", "pi", "--json")
+    assert gone.stdout == (
+        '{"files":['
+        f'{{"action":"removed","detail":"","path":"{ext}"}},'
+        f'{{"action":"removed","detail":"","path":"{models}"}}'
+        '],"host":"pi"}\n'
+    )
+
+
+def test_fork_json_without_pi_gives_the_prompt_and_command(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    install_session(project, "multi-turn")
+    run("observe")
+    row_id = observed_id("multi-turn")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = run("fork", "write", "it", "in", "markdown", "--json")
+    prompt = (
+        "Redo this task with a correction.\n\n"
+        "Task:\nTurn three: write-file summary.txt with a short summary.\n\n"
+        "Previous answer:\nWrote summary.txt.\n\n"
+        "Correction:\nwrite it in markdown\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout) == {
+        "parent": row_id,
+        "prompt": prompt,
+        "command": f"MACHINE_FORK=1 MACHINE_FORK_PARENT={row_id} pi -p '{prompt}'",
+        "ran": False,
+        "status": None,
+        "observed": None,
+    }
+    assert result.stdout.count("\n") == 1
+    assert result.stderr == (
+        "warning: pi is not on PATH; run the command below yourself\n"
+    )
+    same = run("correction", "--id", row_id, "write it in markdown", "--json")
+    assert same.stdout == result.stdout
+
+
+def test_fork_json_sends_pi_s_output_to_stderr(
+    project: Path,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    install_session(project, "multi-turn")
+    run("observe")
+    parent = observed_id("multi-turn")
+    target = pi.agent_dir() / "sessions" / pi.encode_cwd(project) / "src.jsonl"
+    target.write_bytes((PI_SESSIONS / "basic.jsonl").read_bytes())
+    folder = fake_pi(tmp_path, writes=target)
+    script = folder / "pi"
+    script.write_text(  # pi -p prints its answer on stdout
+        script.read_text().replace("#!/bin/sh\n", "#!/bin/sh\necho pi answered\n")
+    )
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin:/bin")
+    capfd.readouterr()
+    result = run("fork", "use", "markdown", "--json")
+    assert result.exit_code == 0, result.output
+    fork_id = observed_id()
+    found = orjson.loads(result.stdout)
+    assert (found["parent"], found["ran"], found["status"], found["observed"]) == (
+        parent,
+        True,
+        0,
+        fork_id,
+    )
+    assert result.stdout.count("\n") == 1
+    assert capfd.readouterr().err == "pi answered\n"  # pi's stdout, on fd 2
+
+
+def test_ask_json(project: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    run("student", INKLING)
+    with oai_stub.serve() as stub:
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        result = run("ask", "What", "is", "2+2?", "--json")
+    assert (result.exit_code, result.stdout) == (
+        0,
+        '{"answer":"Four.","prompt":"What is 2+2?"}\n',
+    )
