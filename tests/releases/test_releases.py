@@ -16,39 +16,9 @@ from machine_git.store import Store
 from machine_git.train import evals
 from tests.conftest import Run
 from tests.conftest import git
+from tests.releases.conftest import CHECKPOINT
 from tests.train import conftest as support
 from tests.train.conftest import FakeTinker
-
-CHECKPOINT = "tinker://fake-run:train:0/sampler_weights/final"
-
-
-def _answers(store: Path) -> dict[str, str]:
-    """Turn -> the reference answer of each eval case (the multi-turn session)."""
-    opened = Store.open(store)
-    eval_set = evals.active(opened)
-    assert eval_set is not None
-    out = {}
-    for row_id in eval_set["rows"]:
-        row = opened.read_row(row_id)
-        assert row is not None
-        turn = row["messages"][0]["content"].split(":")[0]
-        out[turn] = row["messages"][-1]["content"]
-    return out
-
-
-@pytest.fixture
-def trained(project: Path, run: Run, fake: FakeTinker) -> dict[str, Any]:
-    """Rows tagged, an eval set, a baseline (1 of 3 right), a trained run."""
-    support.tag_multi_turn(run, project)
-    support.tag(run, project, ("mixed", "basic", "file-repair"))
-    assert run("train", "eval", "init", "--size", "1").exit_code == 0
-    store = support.store_path(project)
-    refs = _answers(store)
-    fake.answers = {"Turn one": refs["Turn one"]}
-    assert run("train", "eval", "baseline", "--yes").exit_code == 0
-    record = orjson.loads(run("train", "sft", "--batch-size", "1", "--json").stdout)
-    assert run("train", "run", "--yes").exit_code == 0
-    return {"store": store, "run": record["id"], "refs": refs}
 
 
 def test_the_full_cycle_preregister_check_trial_activate(
