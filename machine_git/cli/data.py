@@ -142,26 +142,37 @@ def validate(
         raise click.UsageError("name JSONL files to validate, or pass --store")
     tally = checks.Tally()
     findings: list[checks.Finding] = []
+    tampered: list[checks.Finding] = []
     for path in files:
         findings.extend(checks.check_file(path, tally))
     if whole_store:
-        findings.extend(checks.check_store(open_store(project), tally))
+        store = open_store(project)
+        findings.extend(checks.check_store(store, tally))
+        from machine_git import releases
+
+        tampered = releases.findings(store)
     if as_json:
         emit_json(
             {
                 "rows": tally.rows,
                 "invalid": checks.invalid_count(findings),
                 "problems": [f.__dict__ for f in findings],
+                "tampered": [f.__dict__ for f in tampered],
             }
         )
     else:
-        for finding in findings:
+        for finding in [*findings, *tampered]:
             click.echo(str(finding))
         verdict = (
             "all valid" if not findings else f"{checks.invalid_count(findings)} invalid"
         )
-        click.echo(f"checked {tally.rows} rows: {verdict}", err=bool(findings))
-    if findings:
+        if tampered:
+            n = len({f.file.split("/")[1] for f in tampered if f.file.count("/")})
+            verdict += f"; {n} release{'' if n == 1 else 's'} tampered with"
+        click.echo(
+            f"checked {tally.rows} rows: {verdict}", err=bool(findings or tampered)
+        )
+    if findings or tampered:
         raise click.exceptions.Exit(INVALID)
 
 

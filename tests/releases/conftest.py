@@ -19,9 +19,12 @@ from machine_git.train import evals
 from tests.conftest import Run
 from tests.train import conftest as support
 from tests.train.conftest import FakeTinker
-from tests.train.conftest import _tinker_env  # noqa: F401  (autouse: no real key)
-from tests.train.conftest import fake  # noqa: F401
-from tests.train.conftest import listener  # noqa: F401
+
+# The training tests' fixtures: the fake service, its loopback port, and the
+# autouse one that keeps a developer's key and proxies out of every test.
+fake = support.fake
+listener = support.listener
+_tinker_env = support._tinker_env
 
 CHECKPOINT = "tinker://fake-run:train:0/sampler_weights/final"
 

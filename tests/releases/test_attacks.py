@@ -275,7 +275,6 @@ def test_a_forged_passing_check_file_is_recomputed_and_refused(
     trained: dict[str, Any], run: Run, fake: FakeTinker, clone: Path
 ) -> None:
     # Adding a second check whose verdict does not follow from its own outputs.
-    store = trained["store"]
     assert run("release", "new", "BR-009", "--run", trained["run"]).exit_code == 0
     failing_check(run, fake, trained["refs"], "BR-009")
     make_clone(run, clone)

@@ -36,7 +36,7 @@ def rows_of_datums(
     for datum in datums:
         text = fake.tokenizer.decode(datum.model_input.to_ints())
         hits = []
-        for path, data in opened.iter_row_blobs():
+        for _path, data in opened.iter_row_blobs():
             row = orjson.loads(data)
             if row["kind"] == "train" and row["messages"][-1]["content"] in text:
                 hits.append(row["id"])
@@ -97,7 +97,7 @@ def test_a_run_that_drops_nothing_shows_every_exported_row_trained(
     eval_id = found["dataset"]["held_out_eval"]
     assert text[3] == (
         f"rows       3 train rows trained of 3 exported (3 held out for {eval_id}); "
-        "store: train 6"
+        "store: train 6, traces 0, rejected 0, observed 0"
     )
     assert text[4] == f"epoch 1    3 rows, {tokens} tokens, 3 steps (seed 0)"
 
@@ -136,7 +136,7 @@ def test_a_run_without_per_step_records_is_never_shown_as_all_rows(
     assert text[3] == (
         "rows       trained rows unknown (run predates per-step records); 3 train "
         f"rows exported (3 held out for {found['dataset']['held_out_eval']}); "
-        "store: train 6"
+        "store: train 6, traces 0, rejected 0, observed 0"
     )
 
 

@@ -10,10 +10,10 @@ import pytest
 
 from machine_git import jsonio
 from machine_git import releases
+from machine_git.errors import INVALID
 from machine_git.errors import USAGE
 from machine_git.store import Change
 from machine_git.store import Store
-from machine_git.train import evals
 from tests.conftest import Run
 from tests.conftest import git
 from tests.releases.conftest import CHECKPOINT
@@ -29,14 +29,13 @@ def test_the_full_cycle_preregister_check_trial_activate(
     assert made.exit_code == 0, made.stderr
     head = git(store, "rev-parse", "HEAD").strip()
     assert made.stdout.splitlines()[0] == f"preregistered BR-002: terse ({head[:12]})"
-    record = releases.read(Store.open(store), "BR-002")
-    assert record["candidate"]["checkpoint"] == CHECKPOINT
-    assert record["gates"]["eval"]["baseline"]["scores"]["exact"] == pytest.approx(
-        1 / 3
-    )
-    # The preregistration is committed before any result exists.
+    record = releases.frozen(Store.open(store), "BR-002")
+    assert record.candidate.checkpoint == CHECKPOINT
+    assert record.gates.eval.baseline.scores["exact"] == pytest.approx(1 / 3)
+    # The preregistration is committed before any result exists, and the
+    # status is never stored: it is read from which records exist.
     assert git(store, "ls-tree", "-r", "--name-only", "HEAD", "releases/") == (
-        "releases/BR-002/prereg.json\nreleases/BR-002/state.json\n"
+        "releases/BR-002/prereg.json\n"
     )
     fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
     checked = run("release", "check", "BR-002", "--yes")
@@ -98,32 +97,41 @@ def test_a_gate_edited_after_preregistration_refuses_everything(
 ) -> None:
     store = Store.open(trained["store"])
     assert run("release", "new", "BR-004", "--run", trained["run"]).exit_code == 0
-    first = git(trained["store"], "rev-parse", "HEAD").strip()
-    record = releases.read(store, "BR-004")
+    path = "releases/BR-004/prereg.json"
+    record = orjson.loads(git(trained["store"], "show", f"HEAD:{path}"))
     record["gates"]["metrics"][0]["min_delta"] = -1.0  # loosen a gate afterwards
 
     def plan(snap: Any) -> Change:
-        return Change(
-            "edit gates", {releases.prereg_path("BR-004"): jsonio.canonical(record)}
-        )
+        return Change("edit gates", {path: jsonio.canonical(record)})
 
-    store.write(plan)
+    edit = str(store.write(plan))
     fake.answers = {}
+    fake.calls.clear()
     for command in (
         ("check", "BR-004", "--yes"),
         ("trial", "BR-004"),
         ("activate", "BR-004"),
+        ("new", "BR-004", "--run", trained["run"]),
     ):
         result = run("release", *command)
-        assert result.exit_code == 1
+        assert result.exit_code == INVALID
         assert result.stderr == (
-            f"Error: the preregistration of BR-004 was changed after {first[:12]} "
-            "(releases/BR-004/prereg.json); gates are frozen: preregister a new "
-            "release id\n"
+            f"Error: BR-004 was tampered with: {path}: $.gates.metrics[0].min_delta "
+            f"changed in commit {edit[:12]} (release records are append-only); "
+            "preregister a new release id\n"
         )
-    again = run("release", "new", "BR-004", "--run", trained["run"])
+    assert git(trained["store"], "rev-parse", "HEAD").strip() == edit
+    assert "sample" not in fake.names()
+
+
+def test_preregistering_an_id_twice_is_refused(
+    trained: dict[str, Any], run: Run
+) -> None:
+    assert run("release", "new", "BR-010", "--run", trained["run"]).exit_code == 0
+    again = run("release", "new", "BR-010", "--run", trained["run"])
+    assert again.exit_code == 1
     assert again.stderr == (
-        "Error: BR-004 is already preregistered; its gates are frozen: preregister "
+        "Error: BR-010 is already preregistered; its gates are frozen: preregister "
         "a new release id\n"
     )
 
@@ -157,8 +165,9 @@ def test_lineage_goes_from_release_to_rows(
     assert found["run"]["id"] == trained["run"]
     assert found["checkpoint"] == CHECKPOINT
     assert found["dataset"]["history"] == {"tag": 6}
+    # The run predates per-step records: what it trained on is unknown.
     roles = sorted(r["role"] for r in found["dataset"]["rows"])
-    assert roles == ["eval"] * 3 + ["trained"] * 3
+    assert roles == ["eval"] * 3 + ["unknown"] * 3
     by_checkpoint = orjson.loads(run("lineage", CHECKPOINT, "--json").stdout)
     assert by_checkpoint["run"]["id"] == trained["run"]
     text = run("lineage", trained["run"]).stdout.splitlines()
