@@ -243,3 +243,11 @@ def test_diff_names_files_outside_rows_by_what_happened(
         "other files:",
         "  added    notes.txt",
     ]
+    # Many files of one folder with one verb: one line.
+    many = {f"evals/e/results/m{n}.json": b"{}\n" for n in range(4)}
+    store.write(lambda snap: Change("results", {**many, "evals/e.json": b"{}\n"}))
+    assert run("diff").stdout.splitlines()[1:] == [
+        "other files:",
+        "  added    evals/e.json",
+        "  added    evals/e/results/ (4 files)",
+    ]
