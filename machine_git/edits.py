@@ -6,6 +6,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+import pygit2
 from pygit2 import Commit
 
 from machine_git import diff
@@ -15,6 +16,7 @@ from machine_git import redaction
 from machine_git import rows
 from machine_git import schemas
 from machine_git.errors import NotFoundError
+from machine_git.errors import ReleaseError
 from machine_git.errors import RowNotFoundError
 from machine_git.errors import UsageError
 from machine_git.store import Change
@@ -176,6 +178,7 @@ def undo(store: Store) -> tuple[Commit, str | None]:
         target = snap.commit
         parent = target.parents[0]
         seen["target"] = target
+        _refuse_release_undo(target, parent)
         files: dict[str, bytes | None] = {}
         touched_rows: list[str] = []
         for path, _, before in changed_blobs(store.repo, target.tree, parent.tree):
@@ -197,6 +200,23 @@ def undo(store: Store) -> tuple[Commit, str | None]:
 
     oid = store.write(plan)
     return seen["target"], None if oid is None else str(oid)
+
+
+def _refuse_release_undo(target: Commit, parent: Commit) -> None:
+    # Release records are append-only: reverting one would read as tampering.
+    if _releases(target) != _releases(parent):
+        summary = target.message.splitlines()[0] if target.message else ""
+        raise ReleaseError(
+            f"the last commit ({summary}) wrote release records, which are "
+            "append-only: it cannot be undone"
+        )
+
+
+def _releases(commit: Commit) -> pygit2.Oid | None:
+    try:
+        return commit.tree["releases"].id
+    except KeyError:
+        return None
 
 
 # -- answers ---------------------------------------------------------------------

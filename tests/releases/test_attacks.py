@@ -405,3 +405,65 @@ def test_a_store_with_a_whole_release_cycle_pushes_into_a_hooked_store(
     assert git_in(clone, "add", "notes.txt").returncode == 0
     commit_all(clone, "a note")
     assert push(clone) == (0, [])
+
+
+# -- history rewritten, undone or merged ---------------------------------------------
+
+
+def test_a_forced_push_that_drops_release_history_is_refused(
+    trained: dict[str, Any], run: Run, fake: FakeTinker, clone: Path
+) -> None:
+    store = trained["store"]
+    assert run("release", "new", "BR-011", "--run", trained["run"]).exit_code == 0
+    failing_check(run, fake, trained["refs"], "BR-011")
+    before = head(store)
+    make_clone(run, clone)
+    # Rewind past the failed check and push the shorter history over it.
+    assert git_in(clone, "reset", "-q", "--hard", "HEAD~1").returncode == 0
+    (clone / "notes.txt").write_text("nothing to see\n")
+    assert git_in(clone, "add", "notes.txt").returncode == 0
+    rewritten = commit_all(clone, "a note")
+    done = git_in(clone, "push", "-q", "--force", "origin", "main")
+    assert done.returncode != 0
+    assert (
+        f"remote: machine: push rejected: refs/heads/main would drop history holding "
+        f"release records ({before[:12]} is not an ancestor of {rewritten[:12]}); "
+        "release history is append-only" in done.stderr
+    )
+    assert head(store) == before
+
+
+def test_undo_cannot_revert_a_release_step(trained: dict[str, Any], run: Run) -> None:
+    store = trained["store"]
+    assert run("release", "new", "BR-012", "--run", trained["run"]).exit_code == 0
+    before = head(store)
+    undone = run("undo")
+    assert undone.exit_code == 1
+    assert undone.stderr == (
+        f"Error: the last commit (release new BR-012: release of {trained['run']}) "
+        "wrote release records, which are append-only: it cannot be undone\n"
+    )
+    assert head(store) == before
+
+
+def test_a_pulled_release_stays_verified_in_the_other_store(
+    trained: dict[str, Any], run: Run, fake: FakeTinker, tmp_path: Path
+) -> None:
+    from machine_git import releases
+    from machine_git import sync
+    from tests import helpers
+    from tests.test_hooks import put
+
+    refs = trained["refs"]
+    assert run("release", "new", "BR-002", "--run", trained["run"]).exit_code == 0
+    fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
+    assert run("release", "check", "BR-002", "--yes").exit_code == 0
+    assert run("release", "trial", "BR-002").exit_code == 0
+    assert run("release", "activate", "BR-002").exit_code == 0
+    other = Store.create(tmp_path / "other")
+    put(other, helpers.train_row("b1b1b1b1b1b1"))
+    sync.add_remote(other, "a", str(trained["store"]))
+    assert sync.pull(other, "a").status == "merge"
+    shown = releases.show(other, "BR-002")
+    assert (shown.status, shown.tampered) == ("active", [])
+    assert releases.findings(other) == []
