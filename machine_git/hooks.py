@@ -191,7 +191,7 @@ def releases_refused(
         return lines
     from machine_git.releases import audit
 
-    found = audit.pushed(repo, commits)
+    found = audit.pushed(repo, commits, Path(repo.path))
     for commit, tampered in found:
         summary = (commit.message or "").strip().splitlines()[:1] or [""]
         lines.append(f"commit {str(commit.id)[:12]}: {summary[0]}")

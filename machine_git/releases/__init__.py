@@ -26,7 +26,7 @@ from machine_git.errors import ReleaseError
 from machine_git.errors import UsageError
 from machine_git.releases import steps
 from machine_git.releases.audit import Audit
-from machine_git.releases.audit import verify
+from machine_git.releases.audit import of_store
 from machine_git.releases.records import RELEASES
 from machine_git.releases.records import Check
 from machine_git.releases.records import GateSpec
@@ -69,8 +69,7 @@ Sampler = Callable[[list[Any], str, str], list[dict[str, Any]]]
 
 def audit_store(store: Store) -> Audit:
     """The audit of everything reachable from the store's branch."""
-    head = store.head
-    return verify(store.repo, [head.id]) if head is not None else Audit()
+    return of_store(store)
 
 
 # -- reading ---------------------------------------------------------------------------

@@ -23,15 +23,20 @@ themselves are not, and nothing offline could find them.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 
 import pygit2
 from pygit2 import Commit
 from pygit2 import Oid
 from pygit2 import Tree
 
+from machine_git import __version__
 from machine_git import history
 from machine_git import jsonio
 from machine_git.diff import MISSING
@@ -50,13 +55,17 @@ from machine_git.releases.records import check_number
 from machine_git.releases.records import holdouts_path
 from machine_git.releases.records import load
 from machine_git.releases.records import split
+from machine_git.store import WORK
 from machine_git.store import Change
 from machine_git.store import Snapshot
+from machine_git.store import Store
 from machine_git.treediff import changed_blobs
 from machine_git.validate import Finding
 
 APPEND_ONLY = "(release records are append-only)"
 _CLAIM = b"Machine-Action: release-"
+CACHE = "release-audit.json"
+_CACHE_VERSION = f"1/{__version__}"  # a new machine re-audits everything once
 _KNOWN = ("prereg.json", "holdouts.jsonl", "trial.json", "activation.json")
 
 
@@ -92,6 +101,13 @@ class Audit:
     written: dict[str, str] = field(default_factory=dict)  # path -> commit
     registered: dict[str, list[str]] = field(default_factory=dict)  # id -> commits
 
+    def copy(self) -> Audit:
+        return Audit(
+            list(self.tampered),
+            dict(self.written),
+            {k: list(v) for k, v in self.registered.items()},
+        )
+
     def of(self, release_id: str) -> list[Tamper]:
         return [t for t in self.tampered if t.release == release_id]
 
@@ -109,9 +125,18 @@ class Audit:
         return self.written.get(path, "")
 
 
-def verify(repo: pygit2.Repository, tips: Iterable[Oid]) -> Audit:
-    """Check every commit reachable from ``tips`` that touches release records."""
-    result = Audit()
+def verify(
+    repo: pygit2.Repository,
+    tips: Iterable[Oid],
+    since: tuple[Oid, Audit] | None = None,
+) -> Audit:
+    """Check every commit reachable from ``tips`` that touches release records.
+
+    ``since`` is an earlier audit and the tip it covered: only the commits
+    not reachable from that tip are walked (the audit of a commit's history
+    never changes, since a commit names its history).
+    """
+    result = Audit() if since is None else since[1].copy()
     walker = None
     for tip in tips:
         if walker is None:
@@ -120,6 +145,8 @@ def verify(repo: pygit2.Repository, tips: Iterable[Oid]) -> Audit:
             )
         else:
             walker.push(tip)
+    if walker is not None and since is not None:
+        walker.hide(since[0])
     # Oldest first, so a parent's releases/ tree id is already known: one tree
     # read per commit; only commits that change releases/ (or claim to) cost more.
     known: dict[Oid, Oid | None] = {}
@@ -135,15 +162,79 @@ def verify(repo: pygit2.Repository, tips: Iterable[Oid]) -> Audit:
     return result
 
 
+def of_store(store: Store) -> Audit:
+    """The audit of the store's branch, walking only what is new since last time.
+
+    The last result is kept in ``<store>/machine/release-audit.json`` (outside
+    git: never pushed or cloned), keyed by the branch tip it covered and
+    machine's version. A tip that is no longer an ancestor (history rewritten
+    in a store without the hook) or an unreadable file means a full walk.
+    """
+    head = store.head
+    if head is None:
+        return Audit()
+    cache = store.path / WORK / CACHE
+    since = _load(cache, store.repo)
+    if since is not None and since[0] != head.id:
+        try:
+            ahead = store.repo.descendant_of(head.id, since[0])
+        except (KeyError, ValueError, pygit2.GitError):
+            ahead = False
+        since = since if ahead else None
+    if since is not None and since[0] == head.id:
+        return since[1]
+    result = verify(store.repo, [head.id], since)
+    _save(cache, head.id, result)
+    return result
+
+
+def _load(path: Path, repo: pygit2.Repository) -> tuple[Oid, Audit] | None:
+    try:
+        value = jsonio.loads(path.read_bytes())
+        if value.get("version") != _CACHE_VERSION:
+            return None
+        tip = Oid(hex=value["tip"])
+        repo[tip]  # gone after a gc of rewritten history: start over
+        return tip, Audit(
+            tampered=[Tamper(**t) for t in value["tampered"]],
+            written=dict(value["written"]),
+            registered={k: list(v) for k, v in value["registered"].items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, pygit2.GitError):
+        return None
+
+
+def _save(path: Path, tip: Oid, result: Audit) -> None:
+    value = {
+        "version": _CACHE_VERSION,
+        "tip": str(tip),
+        "tampered": [dataclasses.asdict(t) for t in result.tampered],
+        "written": result.written,
+        "registered": result.registered,
+    }
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(jsonio.canonical(value))
+        os.replace(tmp, path)
+    except OSError:
+        # A read-only store is still audited, just not remembered.
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 def pushed(
-    repo: pygit2.Repository, commits: list[Commit]
+    repo: pygit2.Repository, commits: list[Commit], store_path: Path | None = None
 ) -> list[tuple[Commit, list[Tamper]]]:
     """The pushed commits that tamper with release records, with their problems.
 
-    The walk starts at the pushed commits themselves, so it covers their whole
-    history (an id preregistered long ago is still taken).
+    The walk starts at the pushed commits, so it covers their whole history
+    (an id preregistered long ago is still taken); with ``store_path``, the
+    store's last audit spares the part of it already verified.
     """
-    found = verify(repo, [c.id for c in commits])
+    since = _load(store_path / WORK / CACHE, repo) if store_path else None
+    found = verify(repo, [c.id for c in commits], since)
     out = []
     for commit in commits:
         mine = [t for t in found.tampered if t.commit == str(commit.id)]

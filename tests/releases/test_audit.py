@@ -1,0 +1,70 @@
+"""The audit: recomputed from history, and remembered only as a shortcut."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from machine_git import releases
+from machine_git.releases import audit
+from machine_git.store import BRANCH
+from machine_git.store import WORK
+from machine_git.store import Change
+from machine_git.store import Store
+from tests.conftest import Run
+from tests.conftest import git
+
+PATH = "releases/BR-014/prereg.json"
+
+
+def tamper(store: Store) -> str:
+    record = json.loads(git(store.path, "show", f"HEAD:{PATH}"))
+    record["title"] = "a better title"
+    data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+    return str(store.write(lambda snap: Change("retitle", {PATH: data})))
+
+
+def fresh(store: Store) -> audit.Audit:
+    assert store.head is not None
+    return audit.verify(store.repo, [store.head.id])
+
+
+def test_the_remembered_audit_only_walks_new_commits_and_agrees(
+    trained: dict[str, Any], run: Run
+) -> None:
+    store = Store.open(trained["store"])
+    cache = store.path / WORK / audit.CACHE
+    assert run("release", "new", "BR-014", "--run", trained["run"]).exit_code == 0
+    assert cache.exists() and oct(cache.stat().st_mode & 0o777) == "0o600"
+    assert json.loads(cache.read_bytes())["tip"] != str(store.head.id)  # type: ignore[union-attr]
+    assert releases.audit_store(store).tampered == []
+    assert json.loads(cache.read_bytes())["tip"] == str(store.head.id)  # type: ignore[union-attr]
+    edit = tamper(store)
+    found = releases.audit_store(store)
+    assert [str(t) for t in found.tampered] == [
+        f"{PATH}: $.title changed in commit {edit[:12]} "
+        "(release records are append-only)"
+    ]
+    assert found == fresh(store)
+
+
+def test_a_damaged_or_stale_memory_means_a_full_walk(
+    trained: dict[str, Any], run: Run
+) -> None:
+    store = Store.open(trained["store"])
+    assert run("release", "new", "BR-014", "--run", trained["run"]).exit_code == 0
+    edit = tamper(store)
+    cache = store.path / WORK / audit.CACHE
+    cache.write_bytes(b"{not json")
+    assert releases.audit_store(store) == fresh(store)
+    assert len(fresh(store).tampered) == 1
+    # A memory of a tip the branch no longer descends from is not used.
+    assert store.head is not None
+    stale = json.loads(cache.read_bytes())
+    stale["tampered"] = []
+    cache.write_text(json.dumps(stale))
+    store.repo.references[BRANCH].set_target(store.head.parents[0].id)
+    assert releases.audit_store(store).tampered == []  # the edit is gone
+    store.repo.references[BRANCH].set_target(edit)
+    cache.write_text(json.dumps({**stale, "tip": str(store.head.parents[0].id)}))
+    assert [t.commit for t in releases.audit_store(store).tampered] == [edit]
