@@ -22,6 +22,7 @@ from typing import Any
 from machine_git import bundled
 from machine_git import jsonio
 from machine_git import rows
+from machine_git.errors import NotFoundError
 from machine_git.errors import ReleaseError
 from machine_git.errors import UsageError
 from machine_git.releases import steps
@@ -47,6 +48,7 @@ __all__ = [
     "RELEASES",
     "Audit",
     "Release",
+    "Sampler",
     "Stepped",
     "activate",
     "audit_store",
@@ -103,7 +105,7 @@ def show(store: Store, release_id: str) -> Release:
     found = audit_store(store)
     view = _view(store.snapshot(), release_id, found)
     if view.prereg is None and not view.tampered:
-        raise ReleaseError(f"no release {release_id} (see 'machine release list')")
+        raise NotFoundError(f"no release {release_id} (see 'machine release list')")
     return view
 
 

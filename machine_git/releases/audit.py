@@ -42,7 +42,7 @@ from machine_git import jsonio
 from machine_git.diff import MISSING
 from machine_git.diff import diff_values
 from machine_git.diff import show_value
-from machine_git.errors import ReleaseError
+from machine_git.errors import MachineError
 from machine_git.errors import ReleaseRecordError
 from machine_git.errors import TamperedReleaseError
 from machine_git.releases import steps
@@ -303,6 +303,21 @@ class _Step:
                 f"{verb} in merge commit {self.short}, which no parent holds "
                 f"{APPEND_ONLY}",
             )
+        first = theirs[0]
+        touched = {split(p)[0] for p in mine if first.get(p) != mine[p]}
+        snap = Snapshot(self.repo, self.commit)
+        for rid in sorted(r for r in touched if r is not None):
+            try:
+                links = steps.broken_links(steps.folder(snap, rid))
+            except MachineError:
+                continue  # a record that fails its model was reported where added
+            for path, where in links:
+                self.tamper(
+                    path,
+                    f"joined in merge commit {self.short} to records it does not "
+                    "name (two histories of one release)",
+                    where,
+                )
         self._forged_trailer()
 
     # -- one release step --------------------------------------------------------------
@@ -358,10 +373,13 @@ class _Step:
             detail = str(e).removeprefix(f"{primary}: ")
             self.tamper(primary, f"added in commit {self.short}, but {detail}")
             return
-        except ReleaseError as e:
+        except (MachineError, ValueError, KeyError, TypeError, pygit2.GitError) as e:
+            # ReleaseError (the step refuses), and whatever hand-made data
+            # the step trips over: never a traceback, always a finding.
+            why = str(e) if isinstance(e, MachineError) else f"{type(e).__name__}: {e}"
             self.tamper(
                 primary,
-                f"added in commit {self.short}, but release-{step} refuses: {e}",
+                f"added in commit {self.short}, but release-{step} refuses: {why}",
             )
             return
         self._compare(snap, step, expected.files, changes)

@@ -23,6 +23,7 @@ from pygit2 import Tree
 
 from machine_git import jsonio
 from machine_git import settings
+from machine_git.errors import NotFoundError
 from machine_git.errors import ReleaseError
 from machine_git.releases import gates
 from machine_git.releases.records import Activation
@@ -90,7 +91,7 @@ class Folder:
 
     def prereg(self) -> Prereg:
         if self.prereg_bytes is None:
-            raise ReleaseError(
+            raise NotFoundError(
                 f"no release {self.release_id} (see 'machine release list')"
             )
         return load(Prereg, self.prereg_bytes, prereg_path(self.release_id))
@@ -118,6 +119,45 @@ class Folder:
         if self.check_bytes:
             return "passed" if self.checks()[-1].passed else "failed"
         return "preregistered"
+
+
+def broken_links(found: Folder) -> list[tuple[str, str]]:
+    """(path, field) of each digest that does not match the record it names.
+
+    Each step checks its own links when it writes; this is for a merge, which
+    may put records from two histories side by side.
+    """
+    rid = found.release_id
+    if found.prereg_bytes is None:
+        return []
+    prereg = sha256(found.prereg_bytes)
+    checks = [sha256(data) for data in found.check_bytes]
+    out: list[tuple[str, str]] = []
+    for n, check in enumerate(found.checks(), start=1):
+        if check.prereg_sha256 != prereg:
+            out.append((check_path(rid, n), "$.prereg_sha256"))
+        if check.previous_sha256 != (checks[n - 2] if n > 1 else None):
+            out.append((check_path(rid, n), "$.previous_sha256"))
+    refs: list[tuple[str, str, CheckRef | None, str]] = []
+    if found.trial_bytes is not None:
+        trial = load(Trial, found.trial_bytes, trial_path(rid))
+        refs.append(
+            (trial_path(rid), trial.prereg_sha256, trial.last_check, "last_check")
+        )
+    if found.activation_bytes is not None:
+        done = load(Activation, found.activation_bytes, activation_path(rid))
+        refs.append((activation_path(rid), done.prereg_sha256, done.check, "check"))
+        trial_sha = sha256(found.trial_bytes) if found.trial_bytes else None
+        if done.trial_sha256 != trial_sha:
+            out.append((activation_path(rid), "$.trial_sha256"))
+    for path, names, ref, key in refs:
+        if names != prereg:
+            out.append((path, "$.prereg_sha256"))
+        if ref is not None and (
+            ref.number > len(checks) or checks[ref.number - 1] != ref.sha256
+        ):
+            out.append((path, f"$.{key}.sha256"))
+    return sorted(out)
 
 
 def folder(snap: Snapshot, release_id: str) -> Folder:

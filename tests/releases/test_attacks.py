@@ -142,6 +142,9 @@ def test_deleting_a_failed_release_to_reuse_its_id_is_refused(
         + APPEND_ONLY,
     ]
     assert checked.stderr == "checked 6 rows: all valid; 1 release tampered with\n"
+    as_json = orjson.loads(run("validate", "--store", "--json").stdout)
+    assert (as_json["invalid"], len(as_json["tampered"])) == (0, 2)
+    assert as_json["tampered"][0]["file"] == "releases/BR-005/checks/001.json"
     # A fresh id is still fine, and the first registration is what history says.
     fresh = run("release", "new", "BR-007", "--run", trained["run"])
     assert fresh.exit_code == 0, fresh.stderr

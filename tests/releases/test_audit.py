@@ -68,3 +68,38 @@ def test_a_damaged_or_stale_memory_means_a_full_walk(
     store.repo.references[BRANCH].set_target(edit)
     cache.write_text(json.dumps({**stale, "tip": str(store.head.parents[0].id)}))
     assert [t.commit for t in releases.audit_store(store).tampered] == [edit]
+
+
+def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
+    trained: dict[str, Any], run: Run, tmp_path: Any
+) -> None:
+    from machine_git import sync
+
+    def answering(right: bool) -> releases.Sampler:
+        def sample(cases: list[Any], base: str, checkpoint: str) -> list[Any]:
+            return [
+                {"output": c.reference if right else "I do not know."} for c in cases
+            ]
+
+        return sample
+
+    a = Store.open(trained["store"])
+    assert run("release", "new", "BR-002", "--run", trained["run"]).exit_code == 0
+    b = Store.create(tmp_path / "b")
+    sync.add_remote(b, "a", str(a.path))
+    assert sync.pull(b, "a").status == "merge"
+    # Each store checks the same release on its own: A passes and tries it,
+    # B fails. Merging keeps B's check 1 but takes A's trial, which names
+    # A's check 1 by its sha256.
+    assert releases.check(a, "BR-002", answering(True), 64)[0].passed
+    assert releases.trial(a, "BR-002").commit is not None
+    assert not releases.check(b, "BR-002", answering(False), 64)[0].passed
+    pulled = sync.pull(b, "a", prefer="ours")
+    assert pulled.status == "merge"
+    shown = releases.show(b, "BR-002")
+    assert shown.status == "tampered"
+    assert shown.tampered == [
+        f"releases/BR-002/trial.json: $.last_check.sha256 joined in merge commit "
+        f"{str(pulled.commit)[:12]} to records it does not name (two histories of "
+        "one release)"
+    ]
