@@ -77,12 +77,13 @@ class Tamper:
     commit: str
     message: str  # "changed in commit <short> ..."
     field: str = "$"
+    step_of: str | None = None  # the release whose step wrote a file outside it
 
     @property
     def release(self) -> str | None:
         parts = self.file.split("/")
         found, _ = split(f"{self.file}/x" if len(parts) == 2 else self.file)
-        return found
+        return found or self.step_of
 
     def __str__(self) -> str:
         where = "" if self.field == "$" else f"{self.field} "
@@ -260,10 +261,11 @@ class _Step:
         self.hex = str(commit.id)
         self.short = self.hex[:12]
         self.flagged: set[str] = set()
+        self.rid: str | None = None  # the release whose step this commit takes
 
     def tamper(self, path: str, message: str, where: str = "$") -> None:
         self.flagged.add(path)
-        self.result.tampered.append(Tamper(path, self.hex, message, where))
+        self.result.tampered.append(Tamper(path, self.hex, message, where, self.rid))
 
     def verify(self, changed: bool) -> None:
         parents = self.commit.parents
@@ -358,6 +360,7 @@ class _Step:
         added: dict[str, Oid],
         changes: list[tuple[str, Oid | None, Oid | None]],
     ) -> None:
+        self.rid = rid
         names = {split(p)[1]: p for p in added}
         step, primary = _step_of(names)
         if step is None or primary is None:
@@ -485,7 +488,7 @@ class _Step:
             return "$", "other bytes", "these"
         for change in diff_values(a, b):
             shown = [
-                "nothing" if v is MISSING else show_value(v, 40)
+                "nothing" if v is MISSING else show_value(v)
                 for v in (change.old, change.new)
             ]
             return change.path, shown[0], shown[1]

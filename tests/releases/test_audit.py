@@ -103,3 +103,29 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
         f"{str(pulled.commit)[:12]} to records it does not name (two histories of "
         "one release)"
     ]
+
+
+def test_a_step_that_also_writes_something_else_taints_its_release(
+    trained: dict[str, Any], run: Run
+) -> None:
+    from machine_git import jsonio
+    from machine_git import rows
+    from machine_git.errors import INVALID
+    from machine_git.releases import steps
+    from tests.releases.conftest import CHECKPOINT
+
+    store = Store.open(trained["store"])
+    assert run("release", "new", "BR-015", "--run", trained["run"]).exit_code == 0
+    # The trial record is exactly right; the student it sets is not.
+    made = steps.trial(store.snapshot(), "BR-015", rows.now())
+    value = json.loads(made.files["settings.json"] or b"")
+    files = {**made.files, "settings.json": jsonio.canonical({**value, "student": "x"})}
+    forged = store.write(lambda snap: Change(made.summary, files, made.trailers))
+    refused = run("release", "activate", "BR-015")
+    assert refused.exit_code == INVALID
+    assert refused.stderr == (
+        "Error: BR-015 was tampered with: settings.json: $.student added in "
+        f"commit {str(forged)[:12]}, but release-trial writes "
+        f'"{CHECKPOINT}" from the state before it (not "x"); '
+        "preregister a new release id\n"
+    )
