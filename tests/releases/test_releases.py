@@ -210,3 +210,30 @@ def test_br_001_preregisters_a_traces_run_with_its_holdouts(
     }
     checked = run("release", "check", "BR-001", "--yes")
     assert "  pass  holdouts normalized: 100.0% of 8 (min 50.0%)" in checked.stdout
+
+
+def test_a_release_is_gated_only_on_the_eval_set_its_run_held_out(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    # Trained before any eval set existed, the run may have learned the very
+    # rows a later eval set holds: gating on them would prove nothing.
+    support.tag_multi_turn(run, project)
+    support.tag(run, project, ("mixed", "basic", "file-repair"))
+    made = orjson.loads(run("train", "sft", "--batch-size", "1", "--json").stdout)
+    assert run("train", "run", "--yes").exit_code == 0
+    assert run("train", "eval", "init", "--size", "1").exit_code == 0
+    assert run("train", "eval", "baseline", "--yes").exit_code == 0
+    eval_id = orjson.loads(
+        git(support.store_path(project), "show", "HEAD~1:" + _eval_file(project))
+    )["id"]
+    refused = run("release", "new", "BR-016", "--run", made["id"])
+    assert refused.exit_code == 1
+    assert refused.stderr == (
+        f"Error: run {made['id']} held out no eval set, but eval set {eval_id} is "
+        "in force: train a run against it first\n"
+    )
+
+
+def _eval_file(project: Path) -> str:
+    names = git(support.store_path(project), "ls-tree", "--name-only", "HEAD", "evals/")
+    return next(n for n in names.split() if n.endswith(".json"))
