@@ -15,6 +15,7 @@ full audit should stay within a small factor of it, and the remembered audit
 from __future__ import annotations
 
 import argparse
+import hashlib
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,9 @@ def build(where: Path, commits: int) -> Store:
     assert parent is not None
     lines = []
     for i in range(commits):
-        name = f"{i:012x}"
+        # Spread over the fan-out like real ids (a sequential name would
+        # pile every row into one folder and make each tree grow).
+        name = hashlib.sha1(str(i).encode()).hexdigest()[:12]
         data = f'{{"i": {i}}}\n'
         lines += [
             "commit refs/heads/main",
