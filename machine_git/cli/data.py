@@ -143,14 +143,17 @@ def validate(
     tally = checks.Tally()
     findings: list[checks.Finding] = []
     tampered: list[checks.Finding] = []
+    touched = 0
     for path in files:
         findings.extend(checks.check_file(path, tally))
     if whole_store:
         store = open_store(project)
         findings.extend(checks.check_store(store, tally))
-        from machine_git import releases
+        if not any(f.line == 0 for f in findings):
+            # Damaged objects first: walking a damaged history can hang libgit2.
+            from machine_git import releases
 
-        tampered = releases.findings(store)
+            tampered, touched = releases.findings(store)
     if as_json:
         emit_json(
             {
@@ -166,9 +169,9 @@ def validate(
         verdict = (
             "all valid" if not findings else f"{checks.invalid_count(findings)} invalid"
         )
-        if tampered:
-            n = len({f.file.split("/")[1] for f in tampered if f.file.count("/")})
-            verdict += f"; {n} release{'' if n == 1 else 's'} tampered with"
+        if touched:
+            many = "" if touched == 1 else "s"
+            verdict += f"; {touched} release{many} tampered with"
         click.echo(
             f"checked {tally.rows} rows: {verdict}", err=bool(findings or tampered)
         )

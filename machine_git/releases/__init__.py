@@ -19,6 +19,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from machine_git import bundled
 from machine_git import jsonio
 from machine_git import rows
@@ -159,9 +161,16 @@ def frozen(store: Store, release_id: str) -> Prereg:
     return steps.folder(store.snapshot(), release_id).prereg()
 
 
-def findings(store: Store) -> list[Finding]:
-    """Every tampered release record, as ``machine validate --store`` lists it."""
-    return [t.finding() for t in audit_store(store).tampered]
+def findings(store: Store) -> tuple[list[Finding], int]:
+    """Every tampered release record, as ``validate --store`` lists it; how many
+    releases they touch."""
+    try:
+        found = audit_store(store)
+    except (pygit2.GitError, KeyError, ValueError, OSError) as e:
+        # A damaged object in the history: say so, as the row check does.
+        return [Finding(RELEASES, 0, "$", f"cannot audit the history: {e}")], 0
+    touched = {t.release for t in found.tampered}
+    return [t.finding() for t in found.tampered], len(touched)
 
 
 # -- preregistering --------------------------------------------------------------------

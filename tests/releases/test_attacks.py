@@ -469,4 +469,4 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     assert sync.pull(other, "a").status == "merge"
     shown = releases.show(other, "BR-002")
     assert (shown.status, shown.tampered) == ("active", [])
-    assert releases.findings(other) == []
+    assert releases.findings(other) == ([], 0)
