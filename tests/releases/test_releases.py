@@ -11,6 +11,7 @@ import pytest
 from machine_git import jsonio
 from machine_git import releases
 from machine_git.errors import INVALID
+from machine_git.errors import NOT_FOUND
 from machine_git.errors import USAGE
 from machine_git.store import Change
 from machine_git.store import Store
@@ -237,3 +238,14 @@ def test_a_release_is_gated_only_on_the_eval_set_its_run_held_out(
 def _eval_file(project: Path) -> str:
     names = git(support.store_path(project), "ls-tree", "--name-only", "HEAD", "evals/")
     return next(n for n in names.split() if n.endswith(".json"))
+
+
+def test_a_release_that_never_existed_is_not_found(
+    trained: dict[str, Any], run: Run
+) -> None:
+    for command in ("show", "trial", "activate"):
+        result = run("release", command, "BR-999")
+        assert result.exit_code == NOT_FOUND, command
+        assert (
+            result.stderr == "Error: no release BR-999 (see 'machine release list')\n"
+        )
