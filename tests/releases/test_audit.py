@@ -74,6 +74,8 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     trained: dict[str, Any], run: Run, tmp_path: Any
 ) -> None:
     from machine_git import sync
+    from tests import helpers
+    from tests.test_hooks import put
 
     def answering(right: bool) -> releases.Sampler:
         def sample(cases: list[Any], base: str, checkpoint: str) -> list[Any]:
@@ -86,6 +88,8 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     a = Store.open(trained["store"])
     assert run("release", "new", "BR-002", "--run", trained["run"]).exit_code == 0
     b = Store.create(tmp_path / "b")
+    # A row of its own: B's first commit may be byte-identical to A's.
+    put(b, helpers.train_row("b1b1b1b1b1b1"))
     sync.add_remote(b, "a", str(a.path))
     assert sync.pull(b, "a").status == "merge"
     # Each store checks the same release on its own: A passes and tries it,
