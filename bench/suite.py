@@ -12,6 +12,7 @@ import argparse
 import os
 import platform
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,9 @@ RESULTS = HERE / "RESULTS.md"
 MB = 1_000_000
 
 
+PARTS = ("commit", "tagging", "diffs", "listings", "reading", "sizes", "depth")
+
+
 @dataclass
 class Options:
     sizes: list[int]
@@ -62,6 +66,7 @@ class Options:
     repeat: int
     slow: int
     depth_study: bool
+    only: tuple[str, ...] = PARTS
 
 
 @dataclass
@@ -71,6 +76,9 @@ class Report:
     sections: list[str] = field(default_factory=list)
     targets: list[tuple[str, str, bool]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Sections before this index describe the machine and the rows (made in
+    # every run); a run of some parts keeps the full run's ones in RESULTS.md.
+    setup: int = 0
 
     def table(
         self, title: str, intro: str, head: list[str], body: list[list[str]]
@@ -117,17 +125,28 @@ def main(argv: list[str] | None = None) -> int:
     _rows_table(builds, report)
     sessions = _Sessions(corpus, opts.work / "sessions")
     extra = _Extra(corpus)
+    report.setup = len(report.sections)
 
-    _commit_in_process(builds, extra, report, opts)
-    _tagging(builds, sessions, extra, report, opts)
-    _diffs(builds, report, opts)
-    _reading(builds, corpus, report, opts)
-    _sizes(builds, report)
-    if opts.depth_study and 10_000 in builds:
+    if "commit" in opts.only:
+        _commit_in_process(builds, extra, report, opts)
+    if "tagging" in opts.only:
+        _tagging(builds, sessions, extra, report, opts)
+    if "diffs" in opts.only:
+        _diffs(builds, report, opts)
+    if "listings" in opts.only:
+        _listings(builds, report, opts)
+    if "reading" in opts.only:
+        _reading(builds, corpus, report, opts)
+    if "sizes" in opts.only:
+        _sizes(builds, report)
+    if "depth" in opts.only and opts.depth_study and 10_000 in builds:
         _depth_study(builds[10_000], opts, report)
 
     elapsed = time.monotonic() - started
-    _write(report, opts, elapsed, load_before, os.getloadavg())
+    if opts.only == PARTS:
+        _write(report, opts, elapsed, load_before, os.getloadavg())
+    else:
+        _write_part(report, opts, elapsed, load_before, os.getloadavg())
     print(f"bench: done in {elapsed / 60:.1f} min; wrote {RESULTS}", flush=True)
     return 0 if all(holds for _, _, holds in report.targets) else 1
 
@@ -155,10 +174,20 @@ def _options(argv: list[str] | None) -> Options:
         action="store_false",
         help="skip the pack depth comparison at N=10000",
     )
+    parser.add_argument(
+        "--only",
+        default=",".join(PARTS),
+        help=f"measure only these parts ({', '.join(PARTS)}); their tables and "
+        "targets replace the same ones in RESULTS.md, the rest stays",
+    )
     args = parser.parse_args(argv)
     sizes = sorted(int(x) for x in str(args.sizes).split(","))
+    only = tuple(p for p in PARTS if p in str(args.only).split(","))
+    unknown = set(str(args.only).split(",")) - set(PARTS)
+    if unknown or not only:
+        parser.error(f"--only takes some of {', '.join(PARTS)}")
     return Options(
-        sizes, args.work, args.keep, args.repeat, args.slow, args.depth_study
+        sizes, args.work, args.keep, args.repeat, args.slow, args.depth_study, only
     )
 
 
@@ -662,6 +691,92 @@ def _bind(command: list[str], out: Path | None = None) -> Case:
     return lambda: _run(*command, out=out)
 
 
+# -- listings ---------------------------------------------------------------------
+
+
+LISTINGS = ("tagged -n 20", "log -n 20", "show ID", "data", "versions")
+
+
+def _listings(builds: dict[int, Built], report: Report, opts: Options) -> None:
+    """Commands that answer with a few lines must not read the whole store."""
+    cases: dict[str, Case] = {}
+    for n, b in builds.items():
+        project = ["--project", str(b.project)]
+        _three_versions(b)
+        row_id = b.trace_ids[len(b.trace_ids) // 2]
+        commands = {
+            "tagged -n 20": ["tagged", "-n", "20"],
+            "log -n 20": ["log", "-n", "20"],
+            "show ID": ["show", row_id],
+            "data": ["data"],
+            "versions": ["versions"],
+        }
+        for name, args in commands.items():
+            cases[f"{name} {n}"] = _bind([*MACHINE, *args, *project])
+    cases["import machine_git"] = lambda: _run(PYTHON, "-c", "import machine_git")
+    times = timing.rounds(cases, opts.repeat)
+    smallest, largest = min(builds), max(builds)
+    body = []
+    for n in builds:
+        row = [f"{n:,}"]
+        for name in LISTINGS:
+            took = times[f"{name} {n}"]
+            row.append(
+                f"{ms(median(took))} ({paired(took, times[f'{name} {smallest}']):.2f})"
+            )
+        body.append(row)
+    floor = ms(median(times["import machine_git"]))
+    report.table(
+        "Listings",
+        f"Whole process, medians of {opts.repeat} rounds, every size and command "
+        f"interleaved; in brackets the paired ratio to the same command at "
+        f"N={smallest:,}. `tagged` and `log` walk the history from the newest "
+        f"commit by date through every parent and stop at 20 (machine_git/"
+        f"history.py); `show ID` reads one row; `data` reads the counts cache; "
+        f"`versions` lists three versions (near the first commit, halfway, the "
+        f"newest), whose counts are kept per commit once counted. Start-up floor "
+        f"in the same rounds: `import machine_git` {floor}.",
+        ["N", *(f"`machine {name}`" for name in LISTINGS)],
+        body,
+    )
+    if largest != smallest:
+        ratios = {
+            name: paired(times[f"{name} {largest}"], times[f"{name} {smallest}"])
+            for name in LISTINGS
+        }
+        report.target(
+            f"`tagged -n 20`, `log -n 20`, `show`, `data` and `versions` at "
+            f"{largest:,} rows each <= 2 x the same at {smallest:,}",
+            ", ".join(f"{name} {ratio:.2f}" for name, ratio in ratios.items()),
+            all(ratio <= 2 for ratio in ratios.values()),
+        )
+
+
+def _three_versions(b: Built) -> None:
+    """Versions near the first commit, halfway and at the newest, named once."""
+    listed = subprocess.run(
+        ["git", "-C", str(b.store), "tag", "--list", "bench-*"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if len(listed) == 3:
+        return
+    first = b.n - 10  # commits from the built head back to near the first
+    for name, back in (("bench-early", first), ("bench-half", b.n // 2)):
+        if name not in listed:
+            _run(
+                *MACHINE,
+                "version",
+                name,
+                f"{b.base}~{back}",
+                "--project",
+                str(b.project),
+            )
+    if "bench-now" not in listed:
+        _run(*MACHINE, "version", "bench-now", "--project", str(b.project))
+
+
 # -- export and validate ------------------------------------------------------------
 
 
@@ -1125,6 +1240,71 @@ def _version(package: str) -> str:
         return version(package)
     except PackageNotFoundError:
         return "?"
+
+
+def _write_part(
+    report: Report,
+    opts: Options,
+    elapsed: float,
+    load: tuple[float, ...],
+    load_end: tuple[float, ...],
+) -> None:
+    """Put the tables and targets of a run of some parts into RESULTS.md.
+
+    Each table replaces the one of the same title (or is added before the
+    notes); each target replaces the one of the same text. A note says which
+    figures came from this run, on which machine load.
+    """
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    for section in report.sections[report.setup :]:
+        title = section.splitlines()[0]
+        text = _replace_section(text, title, section)
+    for what, measured, holds in report.targets:
+        line = f"| {what} | {measured} | {'yes' if holds else '**no**'} |"
+        found = [old for old in text.splitlines() if old.startswith(f"| {what} |")]
+        if found:
+            text = text.replace(found[0], line)
+        else:
+            text = text.replace(
+                "| target | measured | holds |\n|---|---|---|\n",
+                f"| target | measured | holds |\n|---|---|---|\n{line}\n",
+            )
+    rows = [
+        r
+        for r in text.splitlines()
+        if r.startswith("| ") and r.endswith((" | yes |", " | **no** |"))
+    ]
+    held = sum(1 for r in rows if r.endswith(" | yes |"))
+    text = re.sub(
+        r"^\d+ of \d+ hold\.$", f"{held} of {len(rows)} hold.", text, flags=re.M
+    )
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    note = (
+        f"- {', '.join(opts.only)}: measured on their own on {now} "
+        f"(`python bench/run.py --only {','.join(opts.only)}`, "
+        f"{elapsed / 60:.1f} minutes, load average {load[0]:.2f} / "
+        f"{load_end[0]:.2f}); every other table is from the run described above."
+    )
+    text = text.rstrip() + "\n"
+    if "## Notes" not in text:
+        text += "\n## Notes\n\n"
+    lines = [
+        x
+        for x in text.splitlines()
+        if not x.startswith(f"- {', '.join(opts.only)}: measured on their own")
+    ]
+    RESULTS.write_text("\n".join(lines).rstrip() + "\n" + note + "\n")
+
+
+def _replace_section(text: str, title: str, section: str) -> str:
+    start = text.find(f"\n{title}\n")
+    if start < 0:
+        notes = text.find("\n## Notes\n")
+        where = notes if notes >= 0 else len(text)
+        return text[:where].rstrip() + "\n\n" + section + "\n" + text[where:]
+    end = text.find("\n## ", start + 1)
+    end = len(text) if end < 0 else end
+    return text[:start].rstrip() + "\n\n" + section + "\n" + text[end:]
 
 
 def _write(

@@ -253,6 +253,14 @@ class TamperedReleaseError(ReleaseError):
     exit_code: ClassVar[int] = INVALID
 
 
+# -- machine review --------------------------------------------------------------
+
+
+class ReviewStackMissingError(MachineError):
+    """The optional web stack of ``machine review`` (starlette, jinja2, uvicorn)
+    is not installed."""
+
+
 # Every class above, for the README's table and tests/test_errors.py.
 def exit_codes() -> dict[str, int]:
     """Each error class's name and exit code, base classes first."""

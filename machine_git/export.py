@@ -36,6 +36,7 @@ from pygit2 import Commit
 from machine_git import __version__
 from machine_git import jsonio
 from machine_git import parallel
+from machine_git import paths
 from machine_git import rows
 from machine_git.errors import UsageError
 from machine_git.objects import Objects
@@ -421,7 +422,7 @@ def write_file(
         os.replace(meta_tmp, meta_target)
         temps.clear()
     except OSError as e:
-        raise UsageError(f"cannot write {target}: {e.strerror or e}") from None
+        raise paths.write_error(target, e) from None
     finally:
         for tmp in temps:
             with contextlib.suppress(OSError):

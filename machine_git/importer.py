@@ -24,6 +24,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import redaction
 from machine_git import rows
@@ -94,16 +95,14 @@ def load(
         raise UsageError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
     shown = name or str(path)
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read {shown}: {e.strerror or e}") from None
+        data = inputs.read(path, inputs.JSONL_LIMIT)
+    except inputs.Unreadable as e:
+        raise UsageError(f"cannot read {shown}: {e}") from None
     loaded = Loaded(file=shown, redact=redact)
     problems: list[Finding] = []
     first_line: dict[str, int] = {}
     absolute = str(path.resolve())
-    for number, text in enumerate(data.split(b"\n"), start=1):
-        if not text.strip():
-            continue
+    for number, text in inputs.numbered_lines(data):
         found: list[tuple[str, str]] = []
         row = _row_of_line(text, number, path.name, absolute, kind, loaded, found)
         if row is not None and not found:

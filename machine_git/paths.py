@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
+import stat
 from pathlib import Path
 
+from machine_git.errors import FileWriteError
+from machine_git.errors import MachineError
 from machine_git.errors import UsageError
 
 DATA_DIR_ENV = "MACHINE_DATA_DIR"
@@ -76,11 +80,46 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def check_out_path(value: str) -> Path:
-    """An output file named by the user: no NUL, not a directory."""
+def check_out_path(value: str, *, devices: bool = False) -> Path:
+    """An output file named by the user: no NUL, not a folder, a FIFO or a socket.
+
+    A write into a FIFO waits for a reader that may never come. ``devices``
+    also allows a character device (``/dev/null``, ``/dev/stdout`` on a
+    terminal), where appending a line makes sense; a whole-file write that
+    renames a temporary file over it (``export -o``) must not replace one.
+    """
     if not value or "\x00" in value:
         raise UsageError("output path is empty or contains a NUL byte")
     path = Path(value).expanduser()
-    if path.is_dir():
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return path  # a new file (or one the write will say why it cannot make)
+    if stat.S_ISDIR(mode):
         raise UsageError(f"output path {value!r} is a directory")
-    return path
+    if stat.S_ISREG(mode) or (devices and stat.S_ISCHR(mode)):
+        return path
+    from machine_git import inputs
+
+    raise UsageError(
+        f"output path {value!r} is not a regular file ({inputs.kind_of(mode)})"
+    )
+
+
+def write_error(path: Path, e: OSError) -> MachineError:
+    """The one line for a failed write of a file outside the store.
+
+    A path that does not lead anywhere is the user's to fix (usage); a full
+    disk, a size limit or permissions are I/O (FileWriteError).
+    """
+    if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENXIO):
+        return UsageError(f"cannot write {path}: {e.strerror}")
+    why = _WHY.get(e.errno or 0, e.strerror or str(e))
+    return FileWriteError(f"cannot write {path}: {why}; nothing was written")
+
+
+_WHY = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file size limit reached",
+}

@@ -20,6 +20,7 @@ from datetime import timedelta
 import pygit2
 from pygit2 import Commit
 
+from machine_git import history
 from machine_git.errors import BadRevisionError
 from machine_git.errors import UsageError
 from machine_git.store import BRANCH
@@ -56,13 +57,11 @@ def resolve(store: Store, text: str | None) -> Commit:
 
 
 def at_date(store: Store, when: str) -> Commit:
-    """The newest commit on the branch made at or before ``when``."""
-    moment = parse_date(when)
+    """The newest commit made at or before ``when``, whichever parent brought it."""
+    moment = parse_date(when).timestamp()
     head = store.repo.references[BRANCH].peel(Commit)
-    walker = store.repo.walk(head.id, pygit2.enums.SortMode.TIME)
-    walker.simplify_first_parent()
-    for commit in walker:
-        if commit.commit_time <= moment.timestamp():
+    for commit in history.walk(store, head):
+        if commit.commit_time <= moment:
             return commit
     raise BadRevisionError(f"the store has no commit at or before {when}")
 

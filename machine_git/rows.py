@@ -33,6 +33,11 @@ TAG_OF_KIND = {
 }
 
 
+# The shapes one turn can be stored in, each under its own id: a tag's answer
+# (messages), a tag's trace (--trace) and an observed run (auto-capture).
+SHAPES = ("answer", "trace", "observed")
+
+
 def make_id(host: str, session_id: str, entry_ids: list[str], shape: str) -> str:
     """The id of a turn's row: the same turn and shape always get the same id.
 

@@ -107,7 +107,7 @@ def check(v: jsonschema_rs.Draft202012Validator, value: Any) -> list[Problem]:
                 for sub in _with_parts(record_v, instance)
             )
             continue
-        problems.append(Problem(json_path(where), _shorten(e.message)))
+        problems.append(Problem(json_path(where), _message(e)))
     # Deeper paths name the field to fix; list them before the whole-row ones.
     problems.sort(key=lambda p: (-p.path.count(".") - p.path.count("["), p.path))
     return problems
@@ -132,9 +132,16 @@ def _record_validator(role: str) -> jsonschema_rs.Draft202012Validator:
 
 
 def _with_parts(v: jsonschema_rs.Draft202012Validator, value: Any) -> list[_Sub]:
-    return [
-        _Sub(list(e.instance_path), _shorten(e.message)) for e in v.iter_errors(value)
-    ]
+    return [_Sub(list(e.instance_path), _message(e)) for e in v.iter_errors(value)]
+
+
+def _message(e: jsonschema_rs.ValidationError) -> str:
+    if isinstance(e.kind, jsonschema_rs.ValidationErrorKind.Enum):
+        # jsonschema-rs names two values and "N other candidates": a user
+        # fixing a row needs every value it may take.
+        allowed = ", ".join(jsonio.compact(o) for o in e.kind.options)
+        return _shorten(f"{jsonio.compact(e.instance)} is not one of {allowed}")
+    return _shorten(e.message)
 
 
 def _shorten(message: str, limit: int = 200) -> str:

@@ -1,8 +1,17 @@
 """Sharing a store: remotes, push, pull, and a working clone for hand edits.
 
 Transport is the git CLI (``git -C <store> fetch|push``), so ssh keys,
-credential helpers and proxies work as for any git repository; the rest
-(merge base, merging rows, moving the branch) is pygit2.
+credential helpers and proxies work as for any git repository, under the
+rules of machine_git/transport.py (allowed transports only, no prompts, a
+time limit); the rest (merge base, merging rows, moving the branch) is pygit2.
+
+What travels: the branch (rows, settings, run records, releases and their
+whole history), versions (``refs/tags/*``) and run refs (``refs/runs/*``).
+A name means one commit everywhere: a version or run ref that names another
+commit on the remote than here is a conflict, and nothing moves.
+
+A store with nothing of its own (only its first commit) takes the remote's
+history on its first pull instead of merging with it: one root, no merge.
 
 A pull merges row by row: a path changed on one side only is taken, the same
 change on both sides is fine, and two different changes of one path are a
@@ -15,10 +24,7 @@ push, so no invalid row reaches the branch by a pull either.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import subprocess
-import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -34,6 +40,7 @@ from machine_git import hooks
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
+from machine_git import transport
 from machine_git import treediff
 from machine_git.errors import ConcurrentUpdateError
 from machine_git.errors import ConflictError
@@ -45,22 +52,14 @@ from machine_git.store import WORK
 from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
+from machine_git.store import private_objects
 
 DEFAULT_REMOTE = "origin"
 PREFER = ("ours", "theirs")
-# Variables that would point a git child at another repository than ours
-# (set when machine runs inside a git hook).
-_GIT_LOCAL_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_QUARANTINE_PATH",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-)
+# Refs that travel with the branch: versions and run refs. Fetched ones wait
+# under _STAGED/<remote>/ until compared with ours.
+SHARED = {"refs/tags/": "version", "refs/runs/": "run ref"}
+_STAGED = "refs/machine/remotes/"
 _SHOWN = 200  # characters of a conflicting value shown before "…"
 _ABSENT = object()
 
@@ -79,9 +78,10 @@ class Remote:
 def add_remote(store: Store, name: str, url: str) -> Remote:
     """Add remote ``name``; a local path is kept absolute (git runs in the store)."""
     paths.check_name(name, "remote name")
-    if not url or any(c in url for c in "\x00\n\r") or url.startswith("-"):
-        raise UsageError(f"bad remote URL {url!r}")
-    if _is_local(url):
+    refused = transport.refusal(url)
+    if refused is not None:
+        raise UsageError(f"remote URL {url!r} is refused: {refused}")
+    if transport.is_local(url):
         url = str(Path(url).expanduser().resolve())
     if name in store.repo.remotes.names():
         existing = store.repo.remotes[name].url
@@ -98,19 +98,102 @@ def remotes(store: Store) -> list[Remote]:
 
 
 def get_remote(store: Store, name: str) -> Remote:
-    """Remote ``name``, or a one-line error saying how to add it."""
+    """Remote ``name``, or a one-line error saying how to add it.
+
+    Its URLs are checked again here: a remote added with git by hand gets
+    the same refusal as ``machine remote add``.
+    """
     paths.check_name(name, "remote name")
-    for remote in remotes(store):
-        if remote.name == name:
-            return remote
+    for remote in store.repo.remotes:
+        if remote.name != name:
+            continue
+        for url in (remote.url, remote.push_url):
+            refused = transport.refusal(url) if url is not None else None
+            if refused is not None:
+                raise RemoteError(f"remote {name} ({url}) is refused: {refused}")
+        return Remote(name, remote.url or "")
     raise RemoteError(
         f"no remote {name!r} (add one with 'machine remote add {name} URL')"
     )
 
 
-def _is_local(url: str) -> bool:
-    # git reads "host:path" (a colon before any slash) as ssh, like scp.
-    return "://" not in url and not re.match(r"^[^/]*:", url)
+# -- refs that travel with the branch ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefClash:
+    """One name (a version, a run ref) on two different commits."""
+
+    ref: str
+    ours: Oid
+    theirs: Oid
+
+    def __str__(self) -> str:
+        return (
+            f"{describe(self.ref)} (here {str(self.ours)[:12]}, "
+            f"there {str(self.theirs)[:12]})"
+        )
+
+
+def describe(ref: str) -> str:
+    """``version v1``, ``run ref sft-…``."""
+    for prefix, noun in SHARED.items():
+        if ref.startswith(prefix):
+            return f"{noun} {ref.removeprefix(prefix)}"
+    return ref
+
+
+def _shared(ref: str) -> bool:
+    return ref.startswith(tuple(SHARED))
+
+
+def _peeled(repo: pygit2.Repository, oid: Oid) -> Oid:
+    """The commit a ref's target names (a tag object names one)."""
+    try:
+        return repo[oid].peel(Commit).id
+    except (KeyError, ValueError, pygit2.GitError):
+        return oid
+
+
+def _compare(
+    repo: pygit2.Repository,
+    ours: dict[str, Oid],
+    theirs: dict[str, Oid],
+    their_commits: dict[str, Oid],
+) -> tuple[list[str], list[RefClash]]:
+    """Refs of ``ours`` the other side lacks, and names on two commits."""
+    missing: list[str] = []
+    clashes: list[RefClash] = []
+    for ref, target in sorted(ours.items()):
+        if ref not in theirs:
+            missing.append(ref)
+            continue
+        if theirs[ref] == target:
+            continue
+        mine, other = _peeled(repo, target), their_commits[ref]
+        if mine != other:  # two tag objects of one commit are one version
+            clashes.append(RefClash(ref, mine, other))
+    return missing, clashes
+
+
+def _local_refs(repo: pygit2.Repository) -> dict[str, Oid]:
+    out: dict[str, Oid] = {}
+    for ref in repo.references:
+        if _shared(ref):
+            target = repo.references[ref].target
+            if isinstance(target, Oid):
+                out[ref] = target
+    return out
+
+
+def _clash_error(clashes: list[RefClash], remote: str, verb: str) -> ConflictError:
+    shown = "; ".join(str(c) for c in clashes[:3])
+    more = f"; and {len(clashes) - 3} more" if len(clashes) > 3 else ""
+    return ConflictError(
+        f"{remote} has {shown}{more}; nothing was {verb}. A name never moves: "
+        "keep one side's under a new name and delete the other (see the "
+        "README, 'When something goes wrong')"
+    )
 
 
 # -- push ------------------------------------------------------------------------------
@@ -124,45 +207,123 @@ class PushResult:
     status: str
     commits: int = 0
     head: str | None = None
+    versions: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
 
 
 def push(store: Store, name: str = DEFAULT_REMOTE) -> PushResult:
-    """Send the branch to remote ``name``; a diverged remote means pull first."""
+    """Send the branch, versions and run refs to ``name``; a diverged remote
+    means pull first, a name on another commit there is a conflict."""
     remote = get_remote(store, name)
     hooks.install_store_hooks(store.path)
     _ensure_remote_store_hooks(remote.url)
     head = store.head
-    done = _run_git(store, "push", "--porcelain", name, f"{BRANCH}:{BRANCH}")
-    flag, summary = _porcelain(done.stdout)
-    if flag is None:
+    theirs, their_commits = _remote_refs(store, remote)
+    missing, clashes = _compare(
+        store.repo, _local_refs(store.repo), theirs, their_commits
+    )
+    if clashes:
+        raise _clash_error(clashes, name, "pushed")
+    sent = [f"{BRANCH}:{BRANCH}", *(f"{ref}:{ref}" for ref in missing)]
+    # --atomic: the branch and every ref move together, or none does.
+    done = transport.run(
+        store.path,
+        "push",
+        "--porcelain",
+        "--atomic",
+        name,
+        *sent,
+        what=f"push to {name}",
+    )
+    flags = _porcelain(done.stdout)
+    if BRANCH not in flags:
         raise RemoteError(
-            f"cannot push to {name} ({remote.url}): {_first_error(done.stderr)}"
+            f"cannot push to {name} ({remote.url}): "
+            f"{transport.first_error(done.stderr)}"
         )
-    if flag == "=":
-        return PushResult(name, "up-to-date", head=_hex(head))
-    if flag == "!":
-        if "remote rejected" in summary:
-            said = [
-                line[len("remote: ") :].rstrip()
-                for line in done.stderr.splitlines()
-                if line.startswith("remote: ") and line[len("remote: ") :].strip()
-            ]
-            reason = summary.partition("(")[2].rstrip(")") or summary
-            raise RemoteError(f"{name} refused the push: {reason}", details=said)
+    if any(flag == "!" for flag, _ in flags.values()):
+        raise _refused(name, flags, done.stderr)
+    result = PushResult(name, "up-to-date", head=_hex(head))
+    result.versions = _names(missing, "refs/tags/")
+    result.runs = _names(missing, "refs/runs/")
+    flag, summary = flags[BRANCH]
+    if flag != "=":
+        result.commits = _pushed_count(store, summary)
+    if flag != "=" or missing:
+        result.status = "pushed"
+    return result
+
+
+def _names(refs: Iterable[str], prefix: str) -> list[str]:
+    return [r.removeprefix(prefix) for r in refs if r.startswith(prefix)]
+
+
+def _remote_refs(store: Store, remote: Remote) -> tuple[dict[str, Oid], dict[str, Oid]]:
+    """The remote's shared refs: their targets, and the commits they name."""
+    done = transport.run(
+        store.path,
+        "ls-remote",
+        remote.name,
+        *(f"{prefix}*" for prefix in SHARED),
+        what=f"push to {remote.name}",
+    )
+    if done.returncode != 0:
         raise RemoteError(
+            f"cannot push to {remote.name} ({remote.url}): "
+            f"{transport.first_error(done.stderr)}"
+        )
+    targets: dict[str, Oid] = {}
+    peeled: dict[str, Oid] = {}
+    for line in done.stdout.splitlines():
+        oid, _, ref = line.partition("\t")
+        try:
+            value = Oid(hex=oid)
+        except ValueError:
+            continue
+        if ref.endswith("^{}"):
+            peeled[ref[:-3]] = value
+        elif _shared(ref):
+            targets[ref] = value
+    return targets, {ref: peeled.get(ref, oid) for ref, oid in targets.items()}
+
+
+def _porcelain(stdout: str) -> dict[str, tuple[str, str]]:
+    # git push --porcelain: "<flag>\t<from>:<to>\t<summary> (<reason>)".
+    found: dict[str, tuple[str, str]] = {}
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and ":" in parts[1]:
+            found[parts[1].rpartition(":")[2]] = (parts[0][:1], parts[2])
+    return found
+
+
+def _refused(name: str, flags: dict[str, tuple[str, str]], stderr: str) -> RemoteError:
+    # With --atomic every ref shows "!"; the one with its own reason is why.
+    why = {
+        ref: summary
+        for ref, (flag, summary) in flags.items()
+        if flag == "!" and "atomic push failed" not in summary
+    }
+    if any("remote rejected" in summary for summary in why.values()):
+        said = [
+            line[len("remote: ") :].rstrip()
+            for line in stderr.splitlines()
+            if line.startswith("remote: ") and line[len("remote: ") :].strip()
+        ]
+        summary = next(s for s in why.values() if "remote rejected" in s)
+        reason = summary.partition("(")[2].rstrip(")") or summary
+        return RemoteError(f"{name} refused the push: {reason}", details=said)
+    if BRANCH in why or not why:
+        return RemoteError(
             f"{name} has commits this store does not; "
             f"run 'machine pull {name}' first, then push again"
         )
-    return PushResult(name, "pushed", _pushed_count(store, summary), _hex(head))
-
-
-def _porcelain(stdout: str) -> tuple[str | None, str]:
-    # git push --porcelain: "<flag>\t<from>:<to>\t<summary> (<reason>)".
-    for line in stdout.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3 and parts[1].endswith(f":{BRANCH}"):
-            return parts[0][:1], parts[2]
-    return None, ""
+    # A name given there since we looked: the pull that follows shows both.
+    names = ", ".join(describe(ref) for ref in sorted(why))
+    return RemoteError(
+        f"{name} has {names} on another commit; nothing was pushed. "
+        f"Run 'machine pull {name}' to see both"
+    )
 
 
 def _pushed_count(store: Store, summary: str) -> int:
@@ -182,7 +343,7 @@ def _ensure_remote_store_hooks(url: str) -> None:
     # hook before we push, so it checks what we send even if it was made by
     # 'machine good' alone.
     local = url.removeprefix("file://")
-    if not _is_local(local):
+    if not transport.is_local(local):
         return
     target = Path(local).expanduser()
     if (target / "HEAD").is_file() and (target / WORK).is_dir():
@@ -219,7 +380,9 @@ class PullResult:
     """What a pull did.
 
     ``status`` is ``up-to-date``, ``empty`` (the remote has no commits),
-    ``fast-forward``, ``merge`` or ``conflict`` (nothing committed).
+    ``fast-forward`` (also: a store with nothing of its own took the remote's
+    history), ``merge`` or ``conflict`` (nothing committed). ``versions`` and
+    ``runs`` name the versions and run refs that arrived.
     """
 
     remote: str
@@ -231,6 +394,8 @@ class PullResult:
     conflicts: list[Conflict] = field(default_factory=list)
     resolved: list[str] = field(default_factory=list)
     prefer: str | None = None
+    versions: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
 
 
 class _Conflicted(Exception):
@@ -242,7 +407,8 @@ class _Conflicted(Exception):
 def pull(
     store: Store, name: str = DEFAULT_REMOTE, prefer: str | None = None
 ) -> PullResult:
-    """Fetch remote ``name`` and merge it into the branch, row by row."""
+    """Fetch remote ``name``: merge its rows into the branch, row by row, and
+    take its versions and run refs."""
     if prefer is not None and prefer not in PREFER:
         raise UsageError(f"--prefer must be one of {', '.join(PREFER)}")
     get_remote(store, name)
@@ -251,8 +417,30 @@ def pull(
     if theirs_id is None:
         return PullResult(name, "empty")
     repo = store.repo
+    staged = _staged_refs(repo, name)
+    their_commits = {ref: _peeled(repo, oid) for ref, oid in staged.items()}
+    local = _local_refs(repo)
+    local_commits = {ref: _peeled(repo, oid) for ref, oid in local.items()}
+    new, clashes = _compare(repo, staged, local, local_commits)
+    if clashes:
+        # _compare saw them from their side: say it from ours.
+        clashes = [RefClash(c.ref, c.theirs, c.ours) for c in clashes]
+        raise _clash_error(clashes, name, "pulled")
     theirs = repo[theirs_id].peel(Commit)
-    checked = False
+    ours = store.head
+    _check_incoming(store, name, [theirs.id, *(their_commits[r] for r in new)], ours)
+    result = _pull_branch(store, name, theirs, prefer)
+    if result.status != "conflict":
+        _take_refs(store, {ref: staged[ref] for ref in new})
+        result.versions = _names(new, "refs/tags/")
+        result.runs = _names(new, "refs/runs/")
+    return result
+
+
+def _pull_branch(
+    store: Store, name: str, theirs: Commit, prefer: str | None
+) -> PullResult:
+    repo = store.repo
     for _ in range(5):
         ours = store.head
         if ours is None or ours.id == theirs.id:
@@ -260,11 +448,9 @@ def pull(
         base = repo.merge_base(ours.id, theirs.id)
         if base == theirs.id:
             return PullResult(name, "up-to-date", commit=_hex(ours))
-        if not checked:
-            _check_incoming(store, name, theirs.id, ours.id)
-            checked = True
-        if base == ours.id:
-            if store.fast_forward(ours.id, theirs.id, f"pull {name}: fast-forward"):
+        if base == ours.id or _nothing_of_its_own(ours):
+            how = "fast-forward" if base == ours.id else "took its history"
+            if store.fast_forward(ours.id, theirs.id, f"pull {name}: {how}"):
                 result = PullResult(name, "fast-forward", commit=str(theirs.id))
                 for path, old, new in treediff.changed_blobs(
                     repo, ours.tree, theirs.tree
@@ -276,31 +462,73 @@ def pull(
     raise ConcurrentUpdateError(f"{store.path}: the branch kept moving; try again")
 
 
+def _nothing_of_its_own(commit: Commit) -> bool:
+    # Only the first commit machine makes in a new store: nothing to keep,
+    # so a first pull takes the remote's history instead of a second root.
+    if commit.parent_ids:
+        return False
+    return commit.message_trailers.get("Machine-Action") == "init"
+
+
 def fetch(store: Store, name: str) -> Oid | None:
-    """Fetch ``name``'s main into ``refs/remotes/<name>/main``; None if it has none."""
+    """Fetch ``name``'s main into ``refs/remotes/<name>/main`` and its versions
+    and run refs beside it; None if it has no main."""
     remote = get_remote(store, name)
     tracking = f"refs/remotes/{name}/main"
-    done = _run_git(
-        store,
+    staged = f"{_STAGED}{name}/"
+    done = transport.run(
+        store.path,
         "fetch",
         "--quiet",
         "--no-tags",
         "--no-write-fetch-head",
+        "--prune",
         name,
         f"+{BRANCH}:{tracking}",
+        *(f"+{prefix}*:{staged}{prefix[len('refs/') :]}*" for prefix in SHARED),
+        what=f"pull from {name}",
     )
     if done.returncode != 0:
         if "couldn't find remote ref" in done.stderr:
             return None
         raise RemoteError(
-            f"cannot fetch from {name} ({remote.url}): {_first_error(done.stderr)}"
+            f"cannot fetch from {name} ({remote.url}): "
+            f"{transport.first_error(done.stderr)}"
         )
     return store.repo.references[tracking].peel(Commit).id
 
 
-def _check_incoming(store: Store, name: str, theirs: Oid, ours: Oid) -> None:
-    walker = store.repo.walk(theirs, SortMode.TOPOLOGICAL | SortMode.REVERSE)
-    walker.hide(ours)
+def _staged_refs(repo: pygit2.Repository, name: str) -> dict[str, Oid]:
+    """The fetched versions and run refs of ``name``, under their own names."""
+    prefix = f"{_STAGED}{name}/"
+    out: dict[str, Oid] = {}
+    for ref in repo.references:
+        if ref.startswith(prefix):
+            local = f"refs/{ref[len(prefix) :]}"
+            target = repo.references[ref].target
+            if _shared(local) and isinstance(target, Oid):
+                out[local] = target
+    return out
+
+
+def _take_refs(store: Store, refs: dict[str, Oid]) -> None:
+    if not refs:
+        return
+    with store.locked(), private_objects(store):
+        for ref, target in refs.items():
+            if ref not in store.repo.references:
+                store.repo.references.create(ref, target)
+
+
+def _check_incoming(
+    store: Store, name: str, tips: list[Oid], ours: Commit | None
+) -> None:
+    walker = store.repo.walk(None, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+    for tip in tips:
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            walker.push(tip)
+    if ours is not None:
+        walker.hide(ours.id)
     bad = hooks.check_commits(store.repo, (c.id for c in walker))
     if bad:
         raise RemoteError(
@@ -456,7 +684,7 @@ def clone(store: Store, dest: Path) -> Path:
         raise HookError(f"{dest} exists and is not empty; clone into a new folder")
     hooks.install_store_hooks(store.path)
     target = dest.resolve()
-    done = _run_git(
+    done = transport.run(
         None,
         "clone",
         "--quiet",
@@ -467,50 +695,18 @@ def clone(store: Store, dest: Path) -> Path:
         "main",
         str(store.path),
         str(target),
+        what=f"clone into {dest}",
     )
     if done.returncode != 0:
-        raise HookError(f"cannot clone into {dest}: {_first_error(done.stderr)}")
+        raise HookError(
+            f"cannot clone into {dest}: {transport.first_error(done.stderr)}"
+        )
     git_dir = target / ".git"
     config = pygit2.Repository(str(git_dir)).config
     config["core.sharedRepository"] = "0600"  # later git writes stay private
     hooks.install_clone_hooks(git_dir)
     hooks.fix_permissions(git_dir)
     return target
-
-
-# -- running git -----------------------------------------------------------------------
-
-
-def _run_git(store: Store | None, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCAL_ENV}
-    env["LC_ALL"] = "C"  # git's messages are parsed: keep them in English
-    command = ["git"] if store is None else ["git", "-C", str(store.path)]
-    since = time.time() - 2.0  # margin for filesystems with coarse mtimes
-    try:
-        done = subprocess.run(
-            [*command, *args],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            env=env,
-            umask=0o077,  # new folders 0700, files 0600 (or git's 0400)
-            check=False,
-        )
-    except OSError as e:
-        raise RemoteError(f"cannot run git: {e.strerror}") from None
-    if store is not None:
-        # git's writes (packs, loose objects, tracking refs) leave 0400 files.
-        hooks.fix_permissions(store.path, since=since)
-    return done
-
-
-def _first_error(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in lines:
-        for prefix in ("fatal: ", "error: "):
-            if line.startswith(prefix):
-                return line[len(prefix) :]
-    return lines[0] if lines else "git failed"
 
 
 def _hex(commit: Commit | None) -> str | None:

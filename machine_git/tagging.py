@@ -60,7 +60,7 @@ def tag(
         if found_secrets:
             echo(f"redacted {redaction.describe(found_secrets)}", err=True)
     if out is not None:
-        target = paths.check_out_path(out)
+        target = paths.check_out_path(out, devices=True)
         capture.write_out(target, row)
         if as_json:
             _emit_json({"action": "out", "path": str(target), "row": row})
@@ -75,21 +75,34 @@ def tag(
         _emit_json(
             {
                 "action": result.action,
-                "id": row["id"],
+                "id": result.row["id"],
                 "kind": result.row["kind"],
                 "from": result.previous_kind,
                 "commit": result.commit,
                 "store": str(store.path),
+                "also": [
+                    {"id": i, "from": old, "kind": new} for i, old, new in result.also
+                ],
             }
         )
         return
+    _report(label, result)
+
+
+def _report(label: str, result: capture.TagResult) -> None:
+    """The lines a tag prints: what happened to the turn's row, then its others."""
+    row = result.row
     words = rows.first_words(row)
     if result.action == "tag":
         echo(f"{label} {row['id']} -> {row['kind']}: {words}")
-    elif result.action == "move":
+    elif result.action == "label":
+        echo(f"labeled {row['id']} {label}: observed -> {row['kind']}: {words}")
+    elif result.action == "move" and result.previous_kind != row["kind"]:
         echo(f"moved {row['id']} {result.previous_kind} -> {row['kind']}: {words}")
-    else:
-        echo(f"already tagged {row['id']} as {result.row['kind']}; nothing changed")
+    elif result.action == "duplicate":
+        echo(f"already tagged {row['id']} as {row['kind']}; nothing changed")
+    for other, old, new in result.also:
+        echo(f"moved {other} {old} -> {new} (the same turn)")
 
 
 def _emit_json(value: Any) -> None:

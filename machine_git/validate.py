@@ -9,6 +9,7 @@ from typing import Any
 
 import pygit2
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import parallel
 from machine_git import rows
@@ -48,17 +49,15 @@ def check_file(path: Path, tally: Tally) -> Iterator[Finding]:
     """Check a ``.jsonl`` file line by line, or a ``.json`` file as one row."""
     name = str(path)
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        yield Finding(name, 0, "$", f"cannot read: {e.strerror}")
+        data = inputs.read(path, inputs.JSONL_LIMIT)
+    except inputs.Unreadable as e:
+        yield Finding(name, 0, "$", f"cannot read: {e}")
         return
     if path.suffix == ".json":
         tally.rows += 1
         yield from _check_bytes(name, 1, data)
         return
-    for number, text in enumerate(data.split(b"\n"), start=1):
-        if not text.strip():
-            continue
+    for number, text in inputs.numbered_lines(data):
         tally.rows += 1
         yield from _check_bytes(name, number, text)
 

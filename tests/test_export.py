@@ -11,6 +11,7 @@ from machine_git import capture
 from machine_git import export
 from machine_git import jsonio
 from machine_git.cli import export as cli_export
+from machine_git.errors import FileWriteError
 from machine_git.errors import UsageError
 from machine_git.store import Store
 from tests import helpers
@@ -183,8 +184,11 @@ def test_a_failed_export_leaves_the_old_file_and_no_temp_files(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(export, "_prepare", boom)
-    with pytest.raises(UsageError, match="No space left on device"):
+    with pytest.raises(FileWriteError) as e:
         export.write_file(store, head, None, "tinker", ("train",), target)
+    assert str(e.value) == (
+        f"cannot write {target}: no space left on the device; nothing was written"
+    )
     assert target.read_bytes() == old
     assert sorted(os.listdir(folder)) == ["data.jsonl", "data.jsonl.manifest.json"]
 

@@ -401,7 +401,7 @@ def test_pre_commit_runs_our_hooks_from_this_repository(tmp_path: Path) -> None:
         f"repos:\n  - repo: {hook_repo}\n    rev: {sha}\n"
         "    hooks:\n      - id: machine-validate\n      - id: machine-secrets\n"
     )
-    (work / "good.jsonl").write_bytes(jsonio.line(helpers.train_row()))
+    (work / "train.jsonl").write_bytes(jsonio.line(helpers.train_row()))
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
     _git_commit(work, "config")
     installed = subprocess.run(
@@ -409,19 +409,22 @@ def test_pre_commit_runs_our_hooks_from_this_repository(tmp_path: Path) -> None:
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
-    (work / "more.jsonl").write_bytes(jsonio.line(helpers.traces_row()))
+    (work / "traces.jsonl").write_bytes(jsonio.line(helpers.traces_row()))
+    # Other JSON of the repository is not a row: the hook leaves it alone.
+    (work / "package.json").write_text('{"name": "web", "private": true}\n')
+    (work / "notes.jsonl").write_text('{"kind": null}\n')
     good = _commit(work, env, "good rows")
     assert good.returncode == 0, good.stdout + good.stderr
 
-    (work / "bad.jsonl").write_bytes(jsonio.line(helpers.train_row(kind="bogus")))
+    (work / "bad.rows.jsonl").write_bytes(jsonio.line(helpers.train_row(kind="bogus")))
     token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     (work / "notes.txt").write_text(f"one\ntoken {token}\n")
     bad = _commit(work, env, "bad rows")
     assert bad.returncode == 1
     said = bad.stdout + bad.stderr
-    assert f"\nbad.jsonl:1: $.kind: {KIND}\n" in said, said
+    assert f"\nbad.rows.jsonl:1: $.kind: {KIND}\n" in said, said
     assert "\nnotes.txt:2: secret of kind github-token\n" in said, said
-    assert "more.jsonl" not in said and "good.jsonl" not in said
+    assert "traces.jsonl" not in said and "train.jsonl" not in said
 
 
 def _git_commit(where: Path, message: str) -> None:

@@ -70,3 +70,12 @@ def test_unknown_kind_lists_the_kinds() -> None:
     assert [str(p) for p in schemas.row_problems({"kind": "x"})] == [
         "$.kind: unknown kind 'x' (expected one of train, traces, rejected, observed)"
     ]
+
+
+def test_an_enum_problem_names_every_allowed_value() -> None:
+    row = {"kind": "train", "messages": [{"role": "robot", "content": "hi"}]}
+    problems = [str(p) for p in schemas.row_problems(row)]
+    assert problems[0] == (
+        '$.messages[0].role: "robot" is not one of '
+        '"system", "user", "assistant", "tool"'
+    )

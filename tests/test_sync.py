@@ -411,10 +411,14 @@ def test_push_into_another_store_runs_its_pre_receive_hook(tmp_path: Path) -> No
 def test_the_store_stays_private_after_push_and_pull(
     two: tuple[Store, Store, Path], tmp_path: Path
 ) -> None:
+    from machine_git import versions
+
     a, b, _ = two
     # Enough objects that git keeps a pack rather than loose objects.
     for n in range(60):
         put(a, helpers.train_row(f"{n:012x}"))
+    assert a.head is not None
+    versions.create(a, "v1", a.head)  # refs that travel are private too
     sync.push(a)
     sync.pull(b)
     put(b, helpers.train_row("b1b1b1b1b1b1"))
@@ -430,3 +434,205 @@ def test_the_store_stays_private_after_push_and_pull(
     sync.push(a, "c")
     assert list((c.path / "objects" / "pack").glob("*.pack"))
     assert_private(c.path)
+    assert (b.path / "refs" / "tags" / "v1").is_file()
+    assert (c.path / "refs" / "tags" / "v1").is_file()
+
+
+# -- a store with nothing of its own ------------------------------------------------
+
+
+def test_an_empty_store_takes_the_remote_history_on_its_first_pull(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub = bare_hub(tmp_path)
+    a = Store.create(tmp_path / "a")
+    put(a, helpers.train_row("a1a1a1a1a1a1"))
+    sync.add_remote(a, "origin", str(hub))
+    sync.push(a)
+    # Another author: b's first commit is not a's (same second, same author
+    # would make them one commit).
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Someone Else")
+    b = Store.create(tmp_path / "b")
+    sync.add_remote(b, "origin", str(hub))
+    assert head(b.path) != head(a.path)
+    result = sync.pull(b)
+    assert (result.status, result.added, result.commit) == (
+        "fast-forward",
+        1,
+        head(a.path),
+    )
+    assert head(b.path) == head(a.path)
+    assert git(b.path, "rev-list", "--max-parents=0", "HEAD").split() == [
+        git(a.path, "rev-list", "--max-parents=0", "HEAD").strip()
+    ]
+    assert git(b.path, "rev-list", "--merges", "HEAD") == ""
+    reflog = git(b.path, "reflog", "-1", "--format=%gs", "main")
+    assert reflog == "pull origin: took its history\n"
+
+
+def test_a_store_with_a_setting_of_its_own_merges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from machine_git import settings
+
+    hub = bare_hub(tmp_path)
+    a = Store.create(tmp_path / "a")
+    put(a, helpers.train_row("a1a1a1a1a1a1"))
+    sync.add_remote(a, "origin", str(hub))
+    sync.push(a)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Someone Else")
+    b = Store.create(tmp_path / "b")
+    settings.write(b, "auto", True)
+    sync.add_remote(b, "origin", str(hub))
+    assert sync.pull(b).status == "merge"
+    assert git(b.path, "rev-list", "--merges", "HEAD").strip() == head(b.path)
+
+
+# -- versions and run refs travel ---------------------------------------------------
+
+
+def tags(store: Path) -> dict[str, str]:
+    listed = git(store, "for-each-ref", "--format=%(refname) %(objectname)")
+    return dict(
+        line.split() for line in listed.splitlines() if not line.startswith("refs/h")
+    )
+
+
+def shared_refs(store: Path) -> dict[str, str]:
+    return {
+        ref: oid
+        for ref, oid in tags(store).items()
+        if ref.startswith(("refs/tags/", "refs/runs/"))
+    }
+
+
+def test_versions_and_run_refs_travel_both_ways(
+    two: tuple[Store, Store, Path],
+) -> None:
+    from machine_git import versions
+
+    a, b, hub = two
+    assert a.head is not None
+    versions.create(a, "v1", a.head)
+    a.repo.references.create("refs/runs/sft-a1a1a1a1-abcdef", a.head.id)
+    pushed = sync.push(a)
+    assert (pushed.status, pushed.commits, pushed.versions, pushed.runs) == (
+        "pushed",
+        0,
+        ["v1"],
+        ["sft-a1a1a1a1-abcdef"],
+    )
+    assert shared_refs(hub) == shared_refs(a.path)
+    assert sync.push(a).status == "up-to-date"
+
+    pulled = sync.pull(b)
+    assert (pulled.status, pulled.versions, pulled.runs) == (
+        "up-to-date",
+        ["v1"],
+        ["sft-a1a1a1a1-abcdef"],
+    )
+    assert shared_refs(b.path) == shared_refs(a.path)
+    assert [v.name for v in versions.listing(b)] == ["v1"]
+
+    put(b, helpers.train_row("b1b1b1b1b1b1"))
+    assert b.head is not None
+    versions.create(b, "v2", b.head)
+    assert sync.push(b).versions == ["v2"]
+    pulled = sync.pull(a)
+    assert (pulled.status, pulled.added, pulled.versions) == ("fast-forward", 1, ["v2"])
+    assert shared_refs(a.path) == shared_refs(b.path) == shared_refs(hub)
+
+
+def test_one_version_name_on_two_commits_is_a_conflict(
+    two: tuple[Store, Store, Path],
+) -> None:
+    from machine_git import versions
+
+    a, b, hub = two
+    put(a, helpers.train_row("a2a2a2a2a2a2"))
+    put(b, helpers.train_row("b1b1b1b1b1b1"))
+    for store in (a, b):
+        assert store.head is not None
+        versions.create(store, "v1", store.head)
+    sync.push(a)
+    before = (head(b.path), shared_refs(b.path))
+    with pytest.raises(ConflictError) as e:
+        sync.pull(b)
+    assert str(e.value) == (
+        f"origin has version v1 (here {head(b.path)[:12]}, there "
+        f"{head(a.path)[:12]}); nothing was pulled. A name never moves: keep one "
+        "side's under a new name and delete the other (see the README, 'When "
+        "something goes wrong')"
+    )
+    assert (head(b.path), shared_refs(b.path)) == before
+    with pytest.raises(ConflictError, match="nothing was pushed"):
+        sync.push(b)
+    assert shared_refs(hub) == shared_refs(a.path)
+    # The way out: b keeps its v1 as v1-b, drops its v1, and pulls again.
+    assert b.head is not None
+    versions.create(b, "v1-b", b.head)
+    git(b.path, "tag", "-d", "v1")
+    assert sync.pull(b).versions == ["v1"]
+    assert sync.push(b).versions == ["v1-b"]
+    assert sorted(v.name for v in versions.listing(b)) == ["v1", "v1-b"]
+
+
+def test_one_version_named_on_both_sides_at_one_commit_is_no_conflict(
+    two: tuple[Store, Store, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from machine_git import versions
+
+    a, b, _ = two
+    assert a.head is not None and b.head is not None
+    versions.create(a, "v1", a.head, "from a")
+    versions.create(b, "v1", b.head, "from b")
+    assert tags(a.path)["refs/tags/v1"] != tags(b.path)["refs/tags/v1"]
+    sync.push(a)
+    pulled = sync.pull(b)
+    assert (pulled.status, pulled.versions) == ("up-to-date", [])
+    assert sync.push(b).status == "up-to-date"
+    assert [v.message for v in versions.listing(b)] == ["from b"]
+
+
+def test_a_push_moves_branch_and_refs_together_or_not_at_all(
+    two: tuple[Store, Store, Path],
+) -> None:
+    from machine_git import versions
+
+    a, b, hub = two
+    put(b, helpers.train_row("b1b1b1b1b1b1"))
+    sync.push(b)
+    put(a, helpers.train_row("a2a2a2a2a2a2"))
+    assert a.head is not None
+    versions.create(a, "v2", a.head)
+    with pytest.raises(RemoteError, match="run 'machine pull origin' first"):
+        sync.push(a)
+    assert "refs/tags/v2" not in tags(hub)
+
+
+def test_undo_after_a_pull_takes_back_what_the_merge_brought(
+    two: tuple[Store, Store, Path],
+) -> None:
+    from machine_git import edits
+
+    a, b, _ = two
+    put(a, helpers.train_row("a2a2a2a2a2a2"))
+    for n in range(3):
+        put(b, helpers.train_row(f"b{n}b{n}b{n}b{n}b{n}b{n}"))
+    sync.push(b)
+    merge = sync.pull(a).commit
+    undone, commit = edits.undo(a)
+    assert str(undone.id) == merge
+    # One new commit on top of the merge; the rows are as before the pull.
+    assert git(a.path, "rev-parse", "HEAD^") == f"{merge}\n"
+    assert head(a.path) == commit
+    assert row_ids(a.path) == ["a1a1a1a1a1a1", "a2a2a2a2a2a2"]
+    assert git(a.path, "log", "-1", "--format=%B") == (
+        "undo: merge origin: +3 rows from origin\n\n"
+        f"Machine-Action: undo\nMachine-Reverts: {merge}\n\n"
+    )
+    # The other side's commits stay in the history: a pull brings nothing
+    # back (as git revert of a merge), and b's rows are not lost there.
+    assert sync.pull(a).status == "up-to-date"
+    assert row_ids(a.path) == ["a1a1a1a1a1a1", "a2a2a2a2a2a2"]
+    assert git(a.path, "show", f"{merge}:rows/b0/b0/b0b0b0b0b0b0.json")

@@ -33,6 +33,7 @@ from typing import Any
 from machine_git import __version__
 from machine_git import bundled
 from machine_git.agents import footer
+from machine_git.errors import INVALID
 from machine_git.errors import InstallError
 from machine_git.schemas import KINDS
 from machine_git.sessions import pi as pi_sessions
@@ -50,6 +51,13 @@ TINKER_PROVIDER = "tinker"
 TINKER_PROVIDER_NAME = "Tinker (machine)"
 TINKER_OAI_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod/oai/api/v1"
 OAI_URL_ENV = "MACHINE_TINKER_OAI_URL"
+# Pi reads a provider's apiKey as an environment variable's name, and sends the
+# name itself as the key when that variable is unset (resolve-config-value.js:
+# ``process.env[config] || config``). A value starting with "!" is a command
+# whose output is the key; printenv prints nothing and fails when the variable
+# is unset, so Pi refuses the request instead of sending "TINKER_API_KEY".
+API_KEY_ENV = "TINKER_API_KEY"
+API_KEY_COMMAND = f"!printenv {API_KEY_ENV}"
 # Base models offered in Pi's /model before any student is set (tinker.md §9).
 CATALOG = (
     "thinkingmachines/Inkling-Small:peft:262144",
@@ -156,6 +164,9 @@ def render_pi_extension(scope: str) -> str:
             "BRANCH": json.dumps(BRANCH),
             "STATS_FILE": json.dumps(f"{WORK}/{footer.CACHE_FILE}"),
             "KINDS": json.dumps(list(KINDS)),
+            "TINKER_PROVIDER": json.dumps(TINKER_PROVIDER),
+            "KEY_ENV": json.dumps(API_KEY_ENV),
+            "INVALID_EXIT": str(INVALID),
         },
     )
 
@@ -181,11 +192,29 @@ def install_pi(project: Path | None = None) -> list[Outcome]:
 
 
 def uninstall_pi(project: Path | None = None) -> list[Outcome]:
-    """Remove the Pi extension; the provider goes with the last global extension."""
-    done = [_remove(pi_extension_path(project))]
+    """Remove the Pi extension; the provider goes with the last global extension.
+
+    Folders machine's file was the last thing in (``<project>/.pi/extensions``,
+    then ``<project>/.pi``) go too, and so does a ``models.json`` that holds
+    nothing once the provider is out: uninstalling leaves no empty traces.
+    """
+    target = pi_extension_path(project)
+    done = [_remove(target)]
+    if project is not None and done[0].action == "removed":
+        _remove_empty(target.parent, project)
     if not _ours(pi_extension_path()):
         done.append(_remove_provider(pi_models_path()))
     return done
+
+
+def _remove_empty(folder: Path, stop: Path) -> None:
+    """Remove ``folder`` and its parents up to (not including) ``stop`` while empty."""
+    while folder != stop and folder.is_relative_to(stop):
+        try:
+            folder.rmdir()  # only succeeds on an empty folder
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def add_pi_model(handle: str) -> Outcome:
@@ -378,8 +407,7 @@ def _add_provider(
         "name": TINKER_PROVIDER_NAME,
         "baseUrl": oai_url(),
         "api": "openai-completions",
-        # pi resolves an apiKey that names an environment variable at request time
-        "apiKey": "TINKER_API_KEY",
+        "apiKey": API_KEY_COMMAND,
         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
         "models": entries,
     }
@@ -395,7 +423,14 @@ def _remove_provider(path: Path) -> Outcome:
     if not _our_provider(models["providers"].get(TINKER_PROVIDER)):
         return Outcome(path, "absent")
     del models["providers"][TINKER_PROVIDER]
-    _write(path, (json.dumps(models, indent=2) + "\n").encode())
+    if models == {"providers": {}}:
+        # nothing of the user's is left in it: no empty file stays behind
+        try:
+            path.unlink()
+        except OSError as e:
+            raise InstallError(f"cannot remove {path}: {e.strerror}") from None
+    else:
+        _write(path, (json.dumps(models, indent=2) + "\n").encode())
     return Outcome(path, "removed")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_git import capture
+from machine_git import history
 from machine_git import jsonio
 from machine_git import lookup
 from machine_git import redaction
@@ -97,7 +98,7 @@ def build(
 
 
 def observe(store: Store, row: dict[str, Any], redact: bool = True) -> Observed:
-    """Commit an observed row, unless a row with its id exists (in any kind).
+    """Commit an observed row, unless its turn is stored already (in any shape).
 
     The run's content is cleared of secrets first, like every tagged row;
     ``redact=False`` keeps them and says so in the commit.
@@ -114,6 +115,12 @@ def observe(store: Store, row: dict[str, Any], redact: bool = True) -> Observed:
         if existing is not None:
             # Already observed, or observed and labeled since: never undo a label.
             seen["row"] = parse_row(existing, path)
+            return None
+        tagged = capture.turn_rows(snap, row)
+        if tagged:
+            # The turn was tagged (/good, /bad) before it was observed: it is
+            # in the dataset already, once.
+            seen["row"] = next(iter(tagged.values()))
             return None
         parent = row["source"].get("parent_row")
         trailers = {
@@ -141,7 +148,7 @@ def observe(store: Store, row: dict[str, Any], redact: bool = True) -> Observed:
 
 def recent(store: Store, limit: int) -> list[dict[str, Any]]:
     """Unlabeled observed rows, most recently recorded first."""
-    return capture.recent(store, limit, "observed")
+    return history.recent(store, limit, "observed")
 
 
 # -- labeling --------------------------------------------------------------------
@@ -163,7 +170,10 @@ def label(
     rewrite: str | None = None,
     note: str | None = None,
 ) -> Labeled:
-    """Turn observed row ``prefix`` into traces (good) or rejected (bad)."""
+    """Turn observed row ``prefix`` into traces (good) or rejected (bad).
+
+    A row that already carries ``verdict`` is left as it is (no commit).
+    """
     from machine_git import edits
 
     if verdict not in LABEL_KINDS:
@@ -174,12 +184,15 @@ def label(
     path = rows.row_path(row_id)
     seen: dict[str, Any] = {}
 
-    def plan(snap: Snapshot) -> Change:
+    def plan(snap: Snapshot) -> Change | None:
         data = snap.read(path)
         if data is None:
             raise UsageError(f"row {row_id} was removed meanwhile")
         before = parse_row(data, path)
         if before.get("kind") != "observed":
+            if before.get("tag") == verdict:  # labeled (or tagged) so already
+                seen.update(before=before, after=before)
+                return None
             raise UsageError(
                 f"row {row_id} is a {before.get('kind')} row, not observed; "
                 f"use machine move {row_id} --to {verdict}"

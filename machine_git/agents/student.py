@@ -6,30 +6,44 @@ a sampler checkpoint (``tinker://<run>/sampler_weights/<name>``), the two
 joined by ``;`` to choose the context length, or a behavior release id
 (``BR-001``, stored now and resolved once releases exist).
 
-Three committed settings, always written together in one commit:
-``student`` (the handle), ``chat`` (``student`` or ``work``: which model the
-project chats with) and ``work_model`` (the ``provider/id`` to switch back to).
+Committed settings, written together in one commit: ``student`` (the
+handle; for a release, its candidate checkpoint, with ``student_release``),
+``chat`` (``student`` or ``work``: whether the project last chose to chat with
+the student or went back), ``work_model`` (the ``provider/id`` to switch back
+to) and ``chat_session`` (the Pi session the student was chosen in).
+
+Inside Pi, choosing the student switches only the session it was asked in;
+``machine work`` (from a shell or ``/machine work``) sets ``chat`` back to
+``work``, and a session machine had switched goes back to its working model
+when it next starts or takes a prompt (the Pi extension checks ``chat`` then).
+``where`` says what is active where: the student, that session's model and
+the model new Pi sessions start on (agents.pimodel).
+
 The same endpoint answers ``ask`` (a chat completion) and ``list_models``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from machine_git import jsonio
 from machine_git import settings
 from machine_git.agents import install
+from machine_git.agents import pimodel
+from machine_git.errors import NotFoundError
 from machine_git.errors import StudentError
 from machine_git.errors import UsageError
 from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
 
-API_KEY_ENV = "TINKER_API_KEY"
+API_KEY_ENV = install.API_KEY_ENV
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _BASE = re.compile(rf"^{_NAME}/{_NAME}(:[A-Za-z0-9._-]+)*$")
 _CHECKPOINT = re.compile(r"^tinker://([^\s/]+)/([a-z_]+)/([^\s/]+)$")
@@ -43,11 +57,18 @@ class Handle:
 
     text: str
     kind: str  # base, checkpoint, release
+    release: str | None = None  # the release id a checkpoint was resolved from
 
     @property
     def sampleable(self) -> bool:
-        """True if Tinker's endpoint can sample it as is (not a release id)."""
-        return self.kind != "release"
+        """True if Tinker's endpoint can sample it as is (not a bare release id)."""
+        return not _RELEASE.match(self.text)
+
+    def describe(self) -> str:
+        """``HANDLE (kind)``, or ``BR-001 = CHECKPOINT (release)``."""
+        if self.release is not None:
+            return f"{self.release} = {self.text} (release)"
+        return f"{self.text} ({self.kind})"
 
 
 def parse(text: str) -> Handle:
@@ -82,32 +103,165 @@ def _checkpoint_ok(text: str) -> bool:
     return True
 
 
+def resolve(store: Store | None, handle: Handle) -> Handle:
+    """A release id as the checkpoint it releases; any other handle as it is.
+
+    A release id that names no release of this project is refused: setting it
+    would change nothing Pi or Tinker can use.
+    """
+    if handle.kind != "release" or handle.sampleable:
+        return handle  # a model id, a checkpoint, or a release already resolved
+    from machine_git import releases  # only for a release id: off every other path
+
+    record = None
+    if store is not None:
+        # A tampered release is refused with its reason, like every release
+        # command; only a missing one is "no release".
+        with contextlib.suppress(NotFoundError):
+            record = releases.frozen(store, handle.text)
+    if record is None:
+        raise NotFoundError(
+            f"no release {handle.text} in this project (machine release list)"
+        )
+    checkpoint = record.candidate.checkpoint
+    if not checkpoint:
+        raise StudentError(f"release {handle.text} names no checkpoint to sample")
+    return Handle(checkpoint, "release", release=handle.text)
+
+
 # -- settings --------------------------------------------------------------------
 
 
-def current(store: Store) -> dict[str, Any]:
-    """``student``, ``chat`` and ``work_model`` as committed."""
+NOTHING: dict[str, Any] = {
+    "student": None,
+    "student_release": None,
+    "chat": "work",
+    "work_model": None,
+    "chat_session": None,
+}
+
+
+def current(store: Store | None) -> dict[str, Any]:
+    """The student's settings as committed (NOTHING without a store)."""
+    if store is None:
+        return dict(NOTHING)
     values = settings.read(store)
-    return {
-        "student": values.get("student"),
-        "chat": values.get("chat") or "work",
-        "work_model": values.get("work_model"),
+    return {key: values.get(key) or NOTHING[key] for key in NOTHING}
+
+
+def check_work_model(work_model: str) -> str:
+    """``PROVIDER/MODEL``, or a one-line error."""
+    if not _WORK_MODEL.match(work_model):
+        raise UsageError(f"--work-model {work_model!r}: expected PROVIDER/MODEL")
+    return work_model
+
+
+def choose(
+    store: Store,
+    handle: Handle,
+    work_model: str | None = None,
+    session: str | None = None,
+) -> str | None:
+    """Chat with ``handle`` from now on (one commit); remembers the work model.
+
+    ``session`` is the Pi session it was chosen in (the extension passes it).
+    """
+    values: dict[str, Any] = {
+        "student": handle.text,
+        "chat": "student",
+        "student_release": handle.release,
     }
-
-
-def choose(store: Store, handle: Handle, work_model: str | None = None) -> str | None:
-    """Chat with ``handle`` from now on (one commit); remembers the work model."""
-    values: dict[str, Any] = {"student": handle.text, "chat": "student"}
     if work_model is not None:
-        if not _WORK_MODEL.match(work_model):
-            raise UsageError(f"--work-model {work_model!r}: expected PROVIDER/MODEL")
-        values["work_model"] = work_model
-    return _commit(store, values, f"student {handle.text}")
+        values["work_model"] = check_work_model(work_model)
+    if session is not None:
+        values["chat_session"] = session
+    return _commit(store, values, f"student {handle.release or handle.text}")
 
 
-def back_to_work(store: Store) -> str | None:
+def back_to_work(store: Store, work_model: str | None = None) -> str | None:
     """Chat with the working model again (one commit, or none if already)."""
-    return _commit(store, {"chat": "work"}, "chat with the working model")
+    values: dict[str, Any] = {"chat": "work"}
+    if work_model is not None:
+        values["work_model"] = check_work_model(work_model)
+    return _commit(store, values, "chat with the working model")
+
+
+@dataclass
+class Where:
+    """What is active where: the project's choice, one Pi session, Pi's default."""
+
+    values: dict[str, Any]
+    session: str | None  # the Pi session reported on
+    session_model: str | None  # provider/model that session continues with
+    default_model: str | None  # provider/model new Pi sessions start on
+
+    @property
+    def student_model(self) -> str | None:
+        """``tinker/<handle>``: the student as Pi names it."""
+        handle = self.values.get("student")
+        return f"{install.TINKER_PROVIDER}/{handle}" if handle else None
+
+    def lines(self) -> list[str]:
+        """What ``machine student`` prints."""
+        handle = self.values.get("student")
+        if handle is None:
+            out = [
+                "no student set; choose one with machine student HANDLE "
+                "(e.g. thinkingmachines/Inkling-Small:peft:262144)"
+            ]
+        else:
+            release = self.values.get("student_release")
+            out = [f"student {release} = {handle}" if release else f"student {handle}"]
+        if self.session is not None and self.session_model is not None:
+            name = Path(self.session).name
+            out.append(f"Pi session {name}: {self._name(self.session_model)}")
+        if self.default_model is not None:
+            out.append(f"new Pi sessions start on {self._name(self.default_model)}")
+        return out
+
+    def _name(self, model: str) -> str:
+        if model == self.student_model:
+            return f"the student ({model})"
+        if model.startswith(f"{install.TINKER_PROVIDER}/"):
+            return f"{model} (Tinker)"
+        return model
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings and where each model is active, for ``--json``."""
+        return {
+            **self.values,
+            "pi_session": self.session,
+            "pi_session_model": self.session_model,
+            "pi_default_model": self.default_model,
+        }
+
+
+def where(store: Store | None, session: str | None = None) -> Where:
+    """The student, the model of ``session`` (default: the one it was chosen
+    in) and the model new Pi sessions start on."""
+    values = current(store)
+    session = session or values.get("chat_session")
+    model = pimodel.session_model(Path(session)) if session else None
+    return Where(values, session, model, pimodel.default_model())
+
+
+def reset_pi_default(values: dict[str, Any]) -> str | None:
+    """Pi's default back to the work model if it is on Tinker; the old default.
+
+    An older machine wrote the student as Pi's default, so every new session
+    went to Tinker; ``machine work`` undoes that (and ``/model tinker/...``
+    made global), when the work model is known.
+    """
+    before = pimodel.default_model()
+    work_model = values.get("work_model")
+    if (
+        before is None
+        or not before.startswith(f"{install.TINKER_PROVIDER}/")
+        or not work_model
+    ):
+        return None
+    pimodel.set_default_model(str(work_model))
+    return before
 
 
 def _commit(store: Store, values: dict[str, Any], summary: str) -> str | None:
@@ -129,6 +283,11 @@ def _commit(store: Store, values: dict[str, Any], summary: str) -> str | None:
 
     oid = store.write(plan)
     return None if oid is None else str(oid)
+
+
+def pi_model(handle: Handle) -> str | None:
+    """``tinker/<handle>``: the model Pi chats with for it (None if not sampleable)."""
+    return f"{install.TINKER_PROVIDER}/{handle.text}" if handle.sampleable else None
 
 
 def offer_in_pi(handle: Handle) -> install.Outcome | None:

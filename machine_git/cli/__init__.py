@@ -139,6 +139,7 @@ def _register() -> None:
     from machine_git.cli import history
     from machine_git.cli import hooks
     from machine_git.cli import releases
+    from machine_git.cli import review
     from machine_git.cli import sync
     from machine_git.cli import tag
     from machine_git.cli import train
@@ -184,5 +185,6 @@ def _register() -> None:
         train.runs_command,
         releases.release,
         releases.lineage,
+        review.review,
     ):
         cli.add_command(command)

@@ -265,7 +265,7 @@ def observe(
         emit_json(
             {
                 "action": result.action,
-                "id": row["id"],
+                "id": result.row["id"],
                 "kind": result.row["kind"],
                 "parent": parent,
                 "commit": result.commit,
@@ -276,7 +276,8 @@ def observe(
         click.echo(f"observed {row['id']}: {rows.first_words(row)}{fork_of}")
     elif not if_auto:
         click.echo(
-            f"already recorded {row['id']} as {result.row['kind']}; nothing changed"
+            f"already recorded {result.row['id']} as {result.row['kind']}; "
+            "nothing changed"
         )
 
 
@@ -342,13 +343,18 @@ def label(
     done = observing.label(store, row_id, verdict, rewrite, note)
     footer.refresh(store)
     after = done.after
+    if done.commit is None and not as_json:
+        click.echo(
+            f"{after['id']} is already {verdict} ({after['kind']}); nothing changed"
+        )
+        return
     if as_json:
         emit_json(
             {
                 "action": "label",
                 "id": after["id"],
                 "kind": after["kind"],
-                "from": "observed",
+                "from": done.before["kind"],
                 "commit": done.commit,
             }
         )
@@ -370,10 +376,16 @@ def _dry_run(f: Any) -> Any:
     )(f)
 
 
-def _fork(row: dict[str, Any], words: tuple[str, ...], dry_run: bool) -> None:
+def _fork(
+    store: Store,
+    root: Path,
+    row: dict[str, Any],
+    words: tuple[str, ...],
+    dry_run: bool,
+) -> None:
     from machine_git.agents import fork as forks
 
-    made = forks.make(row, " ".join(words))
+    made = forks.make(row, " ".join(words), store)
     pi_bin = None if dry_run else forks.pi_path()
     if pi_bin is None:
         if not dry_run:
@@ -384,9 +396,34 @@ def _fork(row: dict[str, Any], words: tuple[str, ...], dry_run: bool) -> None:
         click.echo(made.shell_command())
         return
     click.echo(f"fork of {made.parent_id}: running pi -p", err=True)
-    status = forks.run(made, pi_bin)
-    if status != 0:
-        raise click.exceptions.Exit(status)  # pi's own code: it said why
+    ran = forks.run(made, pi_bin, root)
+    _record_fork(store, made.parent_id, ran.session)
+    if ran.status != 0:
+        raise click.exceptions.Exit(ran.status)  # pi's own code: it said why
+
+
+def _record_fork(store: Store, parent: str, session: Path | None) -> None:
+    """Observe the run a fork made, linked to its parent, whatever auto says."""
+    from machine_git.agents import observe as observing
+    from machine_git.errors import MachineError
+
+    if session is None:
+        warn(f"the fork of {parent} left no Pi session; nothing recorded")
+        return
+    try:
+        turn, _ = detect.PI.read(session)
+        row = observing.build(turn, parent=parent)
+        result = observing.observe(store, row)
+    except MachineError as e:
+        warn(f"the fork of {parent} was not recorded: {e}")
+        return
+    if result.commit is not None:
+        footer.refresh(store)
+    if result.action == "observed":  # else auto-capture recorded it and said so
+        click.echo(
+            f"observed {row['id']}: {rows.first_words(row)} (fork of {parent})",
+            err=True,
+        )
 
 
 @click.command()
@@ -396,10 +433,12 @@ def _fork(row: dict[str, Any], words: tuple[str, ...], dry_run: bool) -> None:
 def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> None:
     """Rerun the latest observed run in pi -p, with a correction.
 
-    The prompt restates the run's task and answer, then the correction. The
-    run gets MACHINE_FORK=1 and MACHINE_FORK_PARENT=<row id>, so when it is
-    observed it points back at the row it corrects. Without pi on PATH the
-    prompt and the exact command are printed.
+    The prompt restates the run's task (for a fork of a fork: the original
+    task) and answer, then the correction. The run gets MACHINE_FORK=1 and
+    MACHINE_FORK_PARENT=<row id>, and once pi is done machine records it as
+    an observed row pointing back at the row it corrects, whether or not
+    auto-capture is on. Without pi on PATH the prompt and the exact command
+    are printed.
 
     \b
     Example usage:
@@ -408,14 +447,15 @@ def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> No
     """
     from machine_git.agents import observe as observing
 
-    store = _existing_store(project)
+    root = project_of(project)
+    store = _existing_store(root)
     latest = [] if store is None else observing.recent(store, 1)
-    if not latest:
+    if store is None or not latest:
         raise NotFoundError(
             "no observed run to fork (machine auto on, then run pi -p; "
             "or machine correction --id ID)"
         )
-    _fork(latest[0], correction, dry_run)
+    _fork(store, root, latest[0], correction, dry_run)
 
 
 @click.command()
@@ -434,11 +474,12 @@ def correction(
     """
     from machine_git import lookup
 
-    store = open_store(project)
+    root = project_of(project)
+    store = open_store(root)
     found = store.read_row(lookup.resolve_id(store, row_id))
     if found is None:  # resolve_id found it a moment ago
         raise RowNotFoundError(f"row {row_id} was removed meanwhile")
-    _fork(found, correction_words, dry_run)
+    _fork(store, root, found, correction_words, dry_run)
 
 
 # -- the student -----------------------------------------------------------------
@@ -452,6 +493,15 @@ def _missing_key() -> str | None:
     return f"{students.API_KEY_ENV} is not set; pi and machine ask cannot reach Tinker"
 
 
+def _session_option(f: Any) -> Any:
+    return click.option(
+        "--session",
+        "session",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="The Pi session this is asked in (the Pi extension passes it).",
+    )(f)
+
+
 @click.command()
 @click.argument("handle", required=False)
 @click.option(
@@ -459,16 +509,25 @@ def _missing_key() -> str | None:
     metavar="PROVIDER/MODEL",
     help="The model to switch back to with machine work (the Pi extension sets it).",
 )
+@_session_option
 @project_option
 @json_option
 def student(
-    handle: str | None, work_model: str | None, project: Path | None, as_json: bool
+    handle: str | None,
+    work_model: str | None,
+    session: Path | None,
+    project: Path | None,
+    as_json: bool,
 ) -> None:
     """Show or set the student: the model to chat with, trained from the rows.
 
     HANDLE is a Tinker model id, a tinker://…/sampler_weights/… checkpoint,
-    BASE;CHECKPOINT, or a release id (BR-001). Setting it also lists it in
-    Pi's /model (provider tinker) when machine install pi added the provider.
+    BASE;CHECKPOINT, or a release id (BR-001: its candidate checkpoint).
+    Setting it also lists it in Pi's /model (provider tinker) when machine
+    install pi added the provider. In Pi, /machine student HANDLE switches the
+    session it is asked in, and only that one. Without HANDLE: the student,
+    the model of the Pi session it was chosen in, and the model new Pi
+    sessions start on.
 
     \b
     Example usage:
@@ -476,46 +535,26 @@ def student(
         machine student tinker://RUN/sampler_weights/000080
         machine student
     """
-    from machine_git.agents import install as installer
     from machine_git.agents import student as students
 
     if handle is None:
-        store = _existing_store(project)
-        info = (
-            students.current(store)
-            if store is not None
-            else {"student": None, "chat": "work", "work_model": None}
+        found = students.where(
+            _existing_store(project), str(session) if session else None
         )
-        if info["student"] is None:
-            message = (
-                "no student set; choose one with machine student HANDLE "
-                "(e.g. thinkingmachines/Inkling-Small:peft:262144)"
-            )
-        else:
-            with_whom = (
-                "chatting with the student"
-                if info["chat"] == "student"
-                else "chatting with the working model"
-            )
-            message = f"student {info['student']} ({with_whom})"
-        _say(as_json, message, {**info, "switch_to": None})
+        _say(as_json, "\n".join(found.lines()), {**found.to_json(), "switch_to": None})
         return
-    parsed = students.parse(handle)
+    # a release id must name a release before anything is written
+    parsed = students.resolve(_existing_store(project), students.parse(handle))
     store = open_store(project, create=True)
-    students.choose(store, parsed, work_model)
+    students.choose(store, parsed, work_model, str(session) if session else None)
     footer.refresh(store)
     offered = students.offer_in_pi(parsed)
-    if parsed.sampleable:
-        in_pi = (
-            "; in Pi: /model, provider tinker"
-            if offered is not None and offered.action != "skipped"
-            else ""
-        )
-        message = f"student {parsed.text} ({parsed.kind}){in_pi}"
-    else:
-        message = (
-            f"student {parsed.text} (a release id: stored, resolved once releases "
-            "exist)"
+    message = f"student {parsed.describe()}"
+    if session is None:  # from a shell: how to chat with it
+        message += (
+            "; machine install pi offers it in Pi"
+            if offered is None or offered.action == "skipped"
+            else f"; in Pi: /machine student {handle} switches one session to it"
         )
     missing = _missing_key()
     if missing and not as_json:
@@ -526,19 +565,29 @@ def student(
         {
             **students.current(store),
             "kind": parsed.kind,
+            "release": parsed.release,
             "warning": missing,
-            "switch_to": f"{installer.TINKER_PROVIDER}/{parsed.text}"
-            if parsed.sampleable
-            else None,
+            "switch_to": students.pi_model(parsed),
         },
     )
 
 
 @click.command()
+@click.option(
+    "--work-model",
+    metavar="PROVIDER/MODEL",
+    help="The working model to go back to (the Pi extension passes the session's).",
+)
 @project_option
 @json_option
-def work(project: Path | None, as_json: bool) -> None:
+def work(work_model: str | None, project: Path | None, as_json: bool) -> None:
     """Chat with the working model again instead of the student.
+
+    The same from a shell and as /machine work in Pi: the project goes back
+    to the working model, and a Pi session machine switched to the student
+    goes back when it next starts or takes a prompt (at once with /machine
+    work). If Pi's default model is on Tinker, it is set back to the working
+    model, so new sessions start there.
 
     \b
     Example usage:
@@ -547,14 +596,17 @@ def work(project: Path | None, as_json: bool) -> None:
     from machine_git.agents import student as students
 
     store = _existing_store(project)
-    info: dict[str, Any] = {"student": None, "chat": "work", "work_model": None}
+    info = {**students.current(None), "work_model": work_model}
     if store is not None:
-        students.back_to_work(store)
+        students.back_to_work(store, work_model)
         footer.refresh(store)
         info = students.current(store)
     model = info["work_model"]
-    message = "chatting with the working model" + (f" {model}" if model else "")
-    _say(as_json, message, {**info, "switch_to": model})
+    lines = ["chatting with the working model" + (f" {model}" if model else "")]
+    was = students.reset_pi_default(info)
+    if was is not None:
+        lines.append(f"new Pi sessions start on {model} again (Pi's default was {was})")
+    _say(as_json, "\n".join(lines), {**info, "switch_to": model, "pi_default_was": was})
 
 
 def _say(as_json: bool, message: str, info: dict[str, Any]) -> None:
@@ -608,9 +660,8 @@ def ask(
         handle = None if store is None else students.current(store)["student"]
         if handle is None:
             raise StudentError("no student set; choose one with machine student HANDLE")
-    answer = students.ask(
-        students.parse(handle), text, timeout=timeout, max_tokens=max_tokens
-    )
+    chosen = students.resolve(_existing_store(project), students.parse(handle))
+    answer = students.ask(chosen, text, timeout=timeout, max_tokens=max_tokens)
     click.echo(answer)
 
 

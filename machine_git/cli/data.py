@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from machine_git import capture
+from machine_git import history
 from machine_git import paths
 from machine_git import rows
 from machine_git import settings
@@ -102,7 +102,7 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
     found = (
         []
         if not (location / "HEAD").exists()
-        else capture.recent(Store.open(location), limit, kind)
+        else history.recent(Store.open(location), limit, kind)
     )
     if as_json:
         emit_json(found)

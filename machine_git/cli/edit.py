@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+from typing import TextIO
 
 import click
 
@@ -14,6 +16,8 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.errors import RowValidationError
+from machine_git.store import Store
 
 
 def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
@@ -52,31 +56,39 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
 
 @click.command()
 @click.argument("row_id")
+@click.option(
+    "--from",
+    "source",
+    type=click.File("r"),
+    help="Replace the row by this file's JSON ('-': stdin) instead of opening "
+    "$EDITOR (what Pi's /machine edit runs).",
+)
 @project_option
-def edit(row_id: str, project: Path | None) -> None:
+def edit(row_id: str, source: TextIO | None, project: Path | None) -> None:
     """Open a row in $EDITOR; it is validated on save and committed if valid.
 
     An invalid edit is shown with its problems and can be fixed or abandoned;
-    it is never committed.
+    it is never committed. With --from, no editor opens: the file's row is
+    validated and committed, or refused in one line.
 
     \b
     Example usage:
         EDITOR=vim machine edit 1a2b3c
+        machine edit 1a2b3c --from row.json
     """
     store = open_store(project)
     full_id = lookup.resolve_id(store, row_id)
     text = jsonio.canonical(store.read_row(full_id)).decode()
+    if source is not None:
+        _replace_from(store, full_id, text, source.read())
+        return
     while True:
         edited = click.edit(text, extension=".json", require_save=True)
         if edited is None:
             click.echo("edit abandoned: the row was not saved; nothing changed")
             return
         text = edited
-        try:
-            value = jsonio.loads(edited)
-            problems = edits.problems_of(value)
-        except jsonio.JSONDecodeError as e:
-            value, problems = None, [f"$: not valid JSON ({e})"]
+        value, problems = _parse_edit(edited)
         if not problems and isinstance(value, dict):
             result = edits.replace(store, full_id, value)
             footer.refresh(store)
@@ -93,6 +105,30 @@ def edit(row_id: str, project: Path | None) -> None:
         if choice == "abandon":
             click.echo("edit abandoned; nothing changed")
             return
+
+
+def _parse_edit(edited: str) -> tuple[Any, list[str]]:
+    """The edited row and its problems (one line each)."""
+    try:
+        value = jsonio.loads(edited)
+        return value, edits.problems_of(value)
+    except jsonio.JSONDecodeError as e:
+        return None, [f"$: not valid JSON ({e})"]
+
+
+def _replace_from(store: Store, row_id: str, text: str, edited: str) -> None:
+    """``machine edit --from``: commit the given row, or refuse it in one line."""
+    if edited.strip() == text.strip():
+        click.echo(f"{row_id}: nothing changed")
+        return
+    value, problems = _parse_edit(edited)
+    if problems or not isinstance(value, dict):
+        problems = problems or ["$: expected a JSON object"]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RowValidationError(f"the edited row is invalid: {problems[0]}{more}")
+    result = edits.replace(store, row_id, value)
+    footer.refresh(store)
+    _report("edited", result, False)
 
 
 @click.command()

@@ -87,6 +87,12 @@ def export(
     commit = revs.resolve(store, revision)
     chosen = exporting.normalize_kinds(kinds, fmt)
     label = "+".join(chosen)
+    if "observed" in chosen:
+        # observed rows are auto-captured runs no one has judged yet
+        warn(
+            "observed rows are unlabeled (neither good nor bad); "
+            "machine label ID good|bad judges them"
+        )
     if target is None:
         try:
             tally = exporting.write_stream(

@@ -50,7 +50,7 @@ def remote() -> None:
 @project_option
 @json_option
 def remote_add(name: str, url: str, project: Path | None, as_json: bool) -> None:
-    """Add remote NAME at URL (a git URL or a path to a bare repository).
+    """Add remote NAME at URL: a path (a bare repository), git://, http(s):// or ssh.
 
     \b
     Example usage:
@@ -89,7 +89,8 @@ def remote_list(project: Path | None, as_json: bool) -> None:
 @project_option
 @json_option
 def push(name: str, project: Path | None, as_json: bool) -> None:
-    """Send this store's commits to remote NAME (default: origin).
+    """Send this store's commits, versions and run refs to remote NAME (default:
+    origin), all or nothing.
 
     \b
     Example usage:
@@ -103,9 +104,23 @@ def push(name: str, project: Path | None, as_json: bool) -> None:
     elif result.status == "up-to-date":
         click.echo(f"{name} is up to date")
     else:
-        noun = "commit" if result.commits == 1 else "commits"
         head = (result.head or "")[:12]
-        click.echo(f"pushed {result.commits} {noun} to {name} ({head})")
+        click.echo(f"pushed {_sent(result)} to {name} ({head})")
+
+
+def _sent(result: sync.PushResult) -> str:
+    parts = []
+    if result.commits or not (result.versions or result.runs):
+        parts.append(f"{result.commits} commit{'' if result.commits == 1 else 's'}")
+    parts += _named(result.versions, "version", "versions")
+    parts += _named(result.runs, "run ref", "run refs")
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
+def _named(names: list[str], one: str, many: str) -> list[str]:
+    if not names:
+        return []
+    return [f"{one if len(names) == 1 else many} {', '.join(names)}"]
 
 
 @click.command()
@@ -118,10 +133,12 @@ def push(name: str, project: Path | None, as_json: bool) -> None:
 @project_option
 @json_option
 def pull(name: str, prefer: str | None, project: Path | None, as_json: bool) -> None:
-    """Fetch remote NAME (default: origin) and merge its rows into this store.
+    """Fetch remote NAME (default: origin), merge its rows into this store and
+    take its versions and run refs.
 
     Rows changed on one side are taken; a row changed differently on both
     sides stops the pull with nothing committed, until --prefer picks a side.
+    A store with nothing of its own takes the remote's history as it is.
 
     \b
     Example usage:
@@ -157,6 +174,10 @@ def _echo_pull(result: sync.PullResult) -> None:
         click.echo(
             f"kept {result.prefer} for {len(result.resolved)} conflicting {kept}"
         )
+    for what in _named(result.versions, "version", "versions") + _named(
+        result.runs, "run ref", "run refs"
+    ):
+        click.echo(f"{what} from {name}")
 
 
 def _echo_conflicts(result: sync.PullResult) -> None:

@@ -8,6 +8,7 @@ that says in one line how to install it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,11 @@ def train() -> None:
     default=_DEFAULTS.batch_size,
     show_default=True,
 )
+@click.option(
+    "--dump",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write each rendered example (tokens, weights, marked text) as JSONL.",
+)
 @project_option
 @json_option
 def validate(
@@ -90,6 +96,7 @@ def validate(
     kind: str | None,
     max_length: int,
     batch_size: int,
+    dump: Path | None,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -111,15 +118,26 @@ def validate(
         items, chosen, conversations, held, label = _file_items(Path(target), kind)
     else:
         items, chosen, conversations, held, label = _store_items(project, target, kind)
-    report = checking.check(
-        items,
-        source=label,
-        kind=chosen,
-        base_model=base_model,
-        max_length=max_length,
-        batch_size=batch_size,
-        rows_are_conversations=conversations,
-    )
+    from machine_git import paths
+
+    with contextlib.ExitStack() as stack:
+        out = None
+        if dump is not None:
+            target_path = paths.check_out_path(str(dump))
+            try:
+                out = stack.enter_context(open(target_path, "wb"))
+            except OSError as e:
+                raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
+        report = checking.check(
+            items,
+            source=label,
+            kind=chosen,
+            base_model=base_model,
+            max_length=max_length,
+            batch_size=batch_size,
+            rows_are_conversations=conversations,
+            dump=out,
+        )
     report.held_out = held
     if as_json:
         emit_json(report.to_json())
@@ -134,29 +152,14 @@ def _store_items(
     project: Path | None, revision: str | None, kind: str | None
 ) -> tuple[list[tuple[str, dict[str, Any]]], str, bool, int, str]:
     from machine_git import revs
-    from machine_git import rows
-    from machine_git.store import parse_row
-    from machine_git.train import evals
+    from machine_git.train import selection
 
     store = open_store(project)
     commit = revs.resolve(store, revision)
     chosen = kind or "train"
-    keep_out = evals.held_out(store)
-    items = []
-    held = 0
-    for path, data in store.iter_row_blobs(commit):
-        row_id = rows.id_of_path(path)
-        if row_id is None:
-            continue
-        row = parse_row(data, path)
-        if row.get("kind") != chosen:
-            continue
-        if keep_out.excludes(row):
-            held += 1
-            continue
-        items.append((row_id, row))
+    picked = selection.select(store, commit, chosen)
     label = f"{revision or 'HEAD'} ({str(commit.id)[:12]})"
-    return items, chosen, False, held, label
+    return picked.items, chosen, False, picked.held_out, label
 
 
 def _file_items(
@@ -297,6 +300,9 @@ def sft(
     store = open_store(project)
     commit = revs.resolve(store, rev)
     seen = rendering.rendering(base_model)
+    _refuse_what_validate_blocks(
+        store, commit, kind, base_model, max_length, batch_size
+    )
     hyper = Hyper(
         learning_rate=learning_rate,
         batch_size=batch_size,
@@ -348,6 +354,30 @@ def sft(
     click.echo("next: machine train smoke --yes  (two steps on Tinker)")
 
 
+def _refuse_what_validate_blocks(
+    store: Any,
+    commit: Any,
+    kind: str,
+    base_model: str,
+    max_length: int,
+    batch_size: int,
+) -> None:
+    from machine_git.train import pins
+    from machine_git.train import selection
+    from machine_git.train import validate as checking
+
+    chosen = selection.select(store, pins.data_commit(commit), kind)
+    report = checking.check(
+        chosen.items,
+        source=str(commit.id),
+        kind=kind,
+        base_model=base_model,
+        max_length=max_length,
+        batch_size=batch_size,
+    )
+    checking.refuse_blocking(report)
+
+
 # -- smoke and run -------------------------------------------------------------
 
 
@@ -397,8 +427,12 @@ def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> 
     )
     info = trainer.check_service(plan)
     click.echo(f"tinker ok: {info.base_url} ({info.seconds:.1f} s)", err=True)
+
+    def retried(line: str) -> None:
+        click.echo(f"retry: {line}", err=True)
+
     if smoke:
-        record = trainer.execute(store, plan)
+        record = trainer.execute(store, plan, report=retried)
         result = record["smoke"]
         click.echo(
             f"smoke passed: {len(result['steps'])} steps, loss "
@@ -409,7 +443,9 @@ def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> 
     with click.progressbar(
         length=plan.steps, label="training", file=sys.stderr, show_pos=True
     ) as bar:
-        record = trainer.execute(store, plan, progress=lambda step: bar.update(1))
+        record = trainer.execute(
+            store, plan, progress=lambda step: bar.update(1), report=retried
+        )
     final = record["checkpoints"][-1] if record["checkpoints"] else {}
     click.echo(
         f"done: {len(record['steps'])} steps, final loss "
@@ -602,7 +638,9 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
     if not records:
         click.echo("no training runs yet (prepare one with 'machine train sft')")
         return
-    table = [("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CHECKPOINTS", "SMOKE")]
+    table = [
+        ("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CHECKPOINTS", "SMOKE", "TRAINED")
+    ]
     for r in records:
         s = _summary(r)
         table.append(
@@ -614,6 +652,7 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
                 _loss(s["final_loss"]),
                 str(s["checkpoints"]),
                 s["smoke"] or "-",
+                _epochs(s["epochs"]),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -623,11 +662,13 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    from machine_git.train import runs
+
     checkpoints = record.get("checkpoints") or []
     finals = [c for c in checkpoints if c.get("final")]
     return {
         "id": record["id"],
-        "status": record.get("status"),
+        "status": runs.shown_status(record),
         "dataset_commit": record["dataset"]["commit"],
         "export_sha256": record["dataset"]["sha256"],
         "kind": record["dataset"]["kind"],
@@ -638,7 +679,17 @@ def _summary(record: dict[str, Any]) -> dict[str, Any]:
         "checkpoints": len(checkpoints),
         "final_sampler": finals[-1].get("sampler_path") if finals else None,
         "smoke": (record.get("smoke") or {}).get("status"),
+        "epochs": (record.get("trained") or {}).get("epochs") or [],
     }
+
+
+def _epochs(epochs: list[dict[str, Any]]) -> str:
+    """``e1 8 rows 1234 tok, e2 ...``: what each epoch's completed steps saw."""
+    if not epochs:
+        return "-"
+    return ", ".join(
+        f"e{e['epoch']} {e['rows']} rows {e['tokens']} tok" for e in epochs
+    )
 
 
 def _print_run(store: Any, record: dict[str, Any]) -> None:
@@ -647,7 +698,7 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
 
     data = record["dataset"]
     hyper = record["hyperparameters"]
-    click.echo(f"run      {record['id']}  ({record.get('status')})")
+    click.echo(f"run      {record['id']}  ({runs.shown_status(record)})")
     click.echo(f"data     {data['rows']} {data['kind']} rows at {data['commit']}")
     click.echo(f"export   {data['file']} sha256 {data['sha256']}")
     click.echo(
@@ -662,6 +713,11 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         f"steps    {len(steps)}/{record.get('steps_planned')}, final loss "
         f"{_loss(record.get('final_loss'))}"
     )
+    for e in (record.get("trained") or {}).get("epochs") or []:
+        click.echo(
+            f"epoch {e['epoch']}  seed {e['seed']}: {e['steps']} steps, "
+            f"{e['rows']} rows, {e['tokens']} trained tokens"
+        )
     for c in record.get("checkpoints") or []:
         click.echo(
             f"ckpt     {c['name']} step {c['step']}: "
@@ -669,6 +725,8 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         )
     if record.get("error"):
         click.echo(f"error    {record['error']}")
+    if record.get("last_checkpoint"):
+        click.echo(f"last     {record['last_checkpoint']}")
     click.echo(f"folder   {runs.folder(store, record['id'])}")
     click.echo("")
     head = store.head

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from machine_git import revs
-from machine_git import stats
 from machine_git import versions as named
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
@@ -51,7 +50,9 @@ def versions(project: Path | None, as_json: bool) -> None:
         machine versions
     """
     store = open_store(project)
-    listed = [(v, stats.counts(store, v.commit)) for v in named.listing(store)]
+    found = named.listing(store)
+    kept = named.counts(store, found)
+    listed = [(v, kept[str(v.commit.id)]) for v in found]
     if as_json:
         emit_json(
             [

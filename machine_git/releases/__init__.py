@@ -56,6 +56,7 @@ __all__ = [
     "audit_store",
     "check",
     "check_id",
+    "detail",
     "findings",
     "frozen",
     "listing",
@@ -152,6 +153,37 @@ def _folders(snap: Snapshot) -> list[str | None]:
 
 def _number(release_id: str) -> int:
     return int(release_id[3:])
+
+
+def detail(store: Store, release_id: str) -> dict[str, Any]:
+    """A release's records as JSON values, with its state (for pages).
+
+    ``prereg`` is None if there is none at the newest commit; the state says
+    ``tampered``, with the lines, when the audit found any.
+    """
+    check_id(release_id)
+    view = _view(store.snapshot(), release_id, audit_store(store))
+    folder = steps.folder(store.snapshot(), release_id)
+    state: dict[str, Any] = view.state()
+    for key, data in (
+        ("trial", folder.trial_bytes),
+        ("activated", folder.activation_bytes),
+    ):
+        if data is not None:
+            state[key] = _json(data)
+    return {
+        "prereg": None if folder.prereg_bytes is None else _json(folder.prereg_bytes),
+        "state": state,
+        "checks": [_json(data) for data in folder.check_bytes],
+    }
+
+
+def _json(data: bytes) -> dict[str, Any]:
+    try:
+        value = jsonio.loads(data)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def frozen(store: Store, release_id: str) -> Prereg:

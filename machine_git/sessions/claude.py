@@ -227,7 +227,17 @@ def _chain(
     by_uuid: dict[str, tuple[int, dict[str, Any]]],
     entry: str | None,
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Root-to-leaf rows of the active branch (file order if there are no uuids)."""
+    """Root-to-leaf rows of the active branch, or file order without links.
+
+    A file whose rows link no parent (hand-written, exported, or trimmed, as
+    in letta-ai/trajectory's own fixtures) has no tree to follow: it is read
+    in file order, as agent-trajectory reads it. A file with links is a tree.
+    """
+    if not any(string(row.get("parentUuid")) for _, row in order):
+        names = [string(row.get("uuid")) or f"L{n}" for n, row in order]
+        if entry is None:
+            return order
+        return order[: files.entries_until(names, entry, path)]
     if entry is not None:
         leaf = by_uuid.get(entry)
         if leaf is None:

@@ -10,6 +10,7 @@ across every host that has one.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,9 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
             f"unknown host {host!r} (expected one of {', '.join(HOSTS)})"
         )
     if session is not None:
+        # Rows record where their turn came from: an absolute path, not one
+        # relative to wherever the command happened to run.
+        session = Path(os.path.abspath(session))
         form = sniff(session)
         if host not in (AUTO, form.host):
             raise SessionError(

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
@@ -22,15 +23,19 @@ _FIRST_LINE = 4 * 1024 * 1024
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, or a one-line error; an empty file is a TurnError."""
+    """The file's bytes, or a one-line error; an empty file is a TurnError.
+
+    Only a regular file is read (a FIFO would block, /dev/zero never end),
+    up to inputs.SESSION_LIMIT; a leading UTF-8 byte-order mark is dropped.
+    """
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SessionError(f"{path}: no such session file") from None
-    except IsADirectoryError:
-        raise SessionError(f"{path}: is a folder, not a session file") from None
-    except OSError as e:
-        raise SessionError(f"{path}: cannot read session: {e.strerror}") from None
+        data = inputs.read(path, inputs.SESSION_LIMIT)
+    except inputs.Unreadable as e:
+        if e.missing:
+            raise SessionError(f"{path}: no such session file") from None
+        if e.folder:
+            raise SessionError(f"{path}: is a folder, not a session file") from None
+        raise SessionError(f"{path}: cannot read session: {e}") from None
     if not data.strip():
         raise TurnError(f"{path}: the session file is empty")
     return data
@@ -43,9 +48,7 @@ def json_lines(data: bytes, report: ReadReport) -> list[tuple[int, dict[str, Any
     skipped and counted as corrupt: a crash mid-write leaves a torn last line.
     """
     rows: list[tuple[int, dict[str, Any]]] = []
-    for number, text in enumerate(data.split(b"\n"), start=1):
-        if not text.strip():
-            continue
+    for number, text in inputs.numbered_lines(data):
         try:
             if len(text) > MAX_LINE:
                 raise ValueError("line too long")
@@ -80,10 +83,10 @@ def load_json(path: Path) -> Any:
 def first_object(path: Path) -> dict[str, Any] | None:
     """The first line of a JSONL file parsed, if it is an object."""
     try:
-        with path.open("rb") as f:
+        with inputs.open_regular(path) as f:
             first = f.readline(_FIRST_LINE)
-        value = jsonio.loads(first)
-    except (OSError, ValueError):
+        value = jsonio.loads(first.removeprefix(inputs.BOM))
+    except (OSError, ValueError, inputs.Unreadable):
         return None
     return value if isinstance(value, dict) else None
 

@@ -21,6 +21,7 @@ from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
+from machine_git.sessions import files
 from machine_git.sessions import piai
 from machine_git.sessions.records import EPOCH
 from machine_git.sessions.records import Records
@@ -60,6 +61,23 @@ def encode_cwd(cwd: Path) -> str:
 
 def find_session(project: Path) -> Path:
     """The newest Pi session of ``project`` or of a folder inside it."""
+    where, candidates = _candidates(project)
+    if not candidates:
+        raise NoSessionError(
+            f"no Pi session for {project} in {where} "
+            "(run pi in the project first, set PI_CODING_AGENT_DIR, "
+            "or pass --session PATH)"
+        )
+    return max(candidates)[1]
+
+
+def session_files(project: Path) -> list[Path]:
+    """Every Pi session file of ``project`` (and its subfolders), oldest first."""
+    return [path for _, path in sorted(_candidates(project)[1])]
+
+
+def _candidates(project: Path) -> tuple[Path, list[tuple[float, Path]]]:
+    """Where the project's sessions live, and each session file with its mtime."""
     override = os.environ.get("PI_CODING_AGENT_SESSION_DIR")
     if override:
         folders = [Path(override).expanduser()]
@@ -82,13 +100,7 @@ def find_session(project: Path) -> Path:
             if folder != where and not _inside(_header_cwd(path), project):
                 continue
             candidates.append((path.stat().st_mtime, path))
-    if not candidates:
-        raise NoSessionError(
-            f"no Pi session for {project} in {where} "
-            "(run pi in the project first, set PI_CODING_AGENT_DIR, "
-            "or pass --session PATH)"
-        )
-    return max(candidates)[1]
+    return where, candidates
 
 
 def _jsonl_files(folder: Path) -> Iterable[Path]:
@@ -156,13 +168,32 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
     return turn, report
 
 
+def model_of(path: Path) -> str | None:
+    """``provider/model`` the session at ``path`` continues with, if it names one.
+
+    As pi restores it (session-manager.js ``buildSessionContext``): the last
+    ``model_change`` or assistant message on the active branch of the last entry.
+    """
+    _, entries = _load(path, ReadReport(str(path)))
+    if not entries:
+        return None
+    by_id = {e.id: e for e in entries}
+    found: str | None = None
+    for e in _branch(entries[-1], by_id, ReadReport(str(path))):
+        message = _message(e)
+        if e.type == "model_change":
+            provider, model = _str(e.data.get("provider")), _str(e.data.get("modelId"))
+        elif message is not None and message.get("role") == "assistant":
+            provider, model = _str(message.get("provider")), _str(message.get("model"))
+        else:
+            continue
+        if provider and model:
+            found = f"{provider}/{model}"
+    return found
+
+
 def _load(path: Path, report: ReadReport) -> tuple[dict[str, Any], list[_Entry]]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SessionError(f"{path}: no such session file") from None
-    except OSError as e:
-        raise SessionError(f"{path}: cannot read session: {e.strerror}") from None
+    data = files.read_bytes(path)  # a regular file, size-limited, BOM dropped
     header: dict[str, Any] | None = None
     raw: list[tuple[int, dict[str, Any]]] = []
     for number, text in enumerate(data.split(b"\n"), start=1):

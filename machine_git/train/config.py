@@ -23,9 +23,9 @@ from machine_git import bundled
 from machine_git import jsonio
 from machine_git.errors import TrainingError
 
-# Its renderer and tokenizer ship offline in tml-renderers (Qwen3 family):
-# an instruct model whose renderer extends a trace as one sequence.
-DEFAULT_BASE_MODEL = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+# Its tokenizer ships offline in tml-renderers, and its family's published chat
+# template is a test fixture that machine's rendering is checked against.
+DEFAULT_BASE_MODEL = "Qwen/Qwen3-30B-A3B"
 CONFIG_FILE = "tinker.yaml"
 SCRIPT_FILE = "train_sft.py"
 DATA_FILE = "data.jsonl"

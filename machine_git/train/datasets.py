@@ -11,6 +11,7 @@ Heavy: imports tinker-cookbook (torch). Import after ``stack.require()``.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from machine_git import jsonio
 from machine_git.errors import TrainingError
 from machine_git.train import config
 from machine_git.train import rendering
+from machine_git.train import runs
 
 Example = tuple[tinker.ModelInput, torch.Tensor]
 
@@ -101,26 +103,63 @@ def datum(example: Example, max_length: int | None) -> tinker.Datum:
     )
 
 
-class ListDataset(SupervisedDataset):
-    """Datums in export order, cut into whole batches.
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The shuffle seed of ``epoch`` (0-based) of a run seeded ``seed``."""
+    return seed * 1000 + epoch
 
-    The order is the export's (rows sorted by id at the pinned commit) and is
-    the same every epoch, so a run is reproducible from its dataset commit.
+
+def trained_tokens(d: tinker.Datum) -> int:
+    """Tokens of a datum that carry loss (weight above 0)."""
+    return sum(1 for w in d.loss_fn_inputs["weights"].data if w > 0)
+
+
+class ListDataset(SupervisedDataset):
+    """Datums cut into batches, shuffled every epoch, the last batch partial.
+
+    Every sequence is in exactly one batch of every epoch: the order is a
+    permutation drawn from the epoch's seed (:func:`epoch_seed`, recorded in
+    the run), and a last batch smaller than ``batch_size`` is trained too.
+    ``rows[i]`` names the row datum ``i`` came from.
     """
 
-    def __init__(self, datums: list[tinker.Datum], batch_size: int) -> None:
+    def __init__(
+        self,
+        datums: list[tinker.Datum],
+        batch_size: int,
+        rows: list[str] | None = None,
+        seed: int = 0,
+    ) -> None:
         self.datums = datums
         self.batch_size = batch_size
-
-    def get_batch(self, index: int) -> list[tinker.Datum]:
-        start = index * self.batch_size
-        return self.datums[start : start + self.batch_size]
-
-    def __len__(self) -> int:
-        return len(self.datums) // self.batch_size
+        self.rows = rows if rows is not None else [""] * len(datums)
+        self.seed = seed
+        self.epoch_seed = epoch_seed(seed, 0)
+        self.order = list(range(len(datums)))
+        self.set_epoch(0)
 
     def set_epoch(self, seed: int = 0) -> None:
-        """No shuffling: the order is pinned by the dataset commit."""
+        """Shuffle for epoch ``seed`` (0-based), from the run's seed."""
+        self.epoch_seed = epoch_seed(self.seed, seed)
+        self.order = list(range(len(self.datums)))
+        random.Random(self.epoch_seed).shuffle(self.order)
+
+    def _indices(self, index: int) -> list[int]:
+        start = index * self.batch_size
+        return self.order[start : start + self.batch_size]
+
+    def get_batch(self, index: int) -> list[tinker.Datum]:
+        return [self.datums[i] for i in self._indices(index)]
+
+    def batch_rows(self, index: int) -> list[str]:
+        """The row ids in batch ``index`` of the current epoch."""
+        return [self.rows[i] for i in self._indices(index)]
+
+    def __len__(self) -> int:
+        return -(-len(self.datums) // self.batch_size)  # the last batch may be short
+
+    @property
+    def row_count(self) -> int:
+        return len(set(self.rows))
 
 
 @chz.chz
@@ -128,6 +167,7 @@ class ExportBuilder(ChatDatasetBuilder):
     """Reads a ``machine export --format tinker`` file (a run's data.jsonl)."""
 
     file_path: str
+    seed: int = 0
 
     def __call__(self) -> tuple[SupervisedDataset, SupervisedDataset | None]:
         cc = self.common_config
@@ -136,32 +176,34 @@ class ExportBuilder(ChatDatasetBuilder):
             cc.train_on_what or renderers.TrainOnWhat.ALL_ASSISTANT_MESSAGES
         )
         datums: list[tinker.Datum] = []
+        labels: list[str] = []
         rows = 0
+        ids = runs.row_ids(Path(self.file_path))
         with open(self.file_path, "rb") as f:
             for number, line in enumerate(f, start=1):
                 if not line.strip():
                     continue
+                label = ids[rows] if ids and rows < len(ids) else f"line {number}"
                 rows += 1
                 try:
                     conversation = cookbook_messages(jsonio.loads(line)["messages"])
                     for example in examples(conversation, seen.renderer, train_on):
                         datums.append(datum(example, cc.max_length))
+                        labels.append(label)
                 except (ValueError, KeyError, TypeError) as e:
                     raise TrainingError(
                         f"{self.file_path}:{number}: cannot render: {e}"
                     ) from None
-        dataset = ListDataset(datums, cc.batch_size)
-        if len(dataset) == 0:
-            raise TrainingError(too_few(rows, len(datums), cc.batch_size))
-        return dataset, None
+        if rows < cc.batch_size:
+            raise TrainingError(too_few(rows, cc.batch_size))
+        return ListDataset(datums, cc.batch_size, labels, self.seed), None
 
 
-def too_few(rows: int, sequences: int, batch_size: int) -> str:
-    """Why a dataset gives zero steps, in one line."""
+def too_few(rows: int, batch_size: int) -> str:
+    """Why a dataset is refused: fewer rows than one batch, in one line."""
     return (
-        f"{_count(sequences, 'sequence')} from {_count(rows, 'row')}: fewer than "
-        f"one batch of {batch_size}, so 0 training steps (tag more rows or lower "
-        "--batch-size)"
+        f"{_count(rows, 'row')} to train: fewer than one batch of {batch_size} "
+        "(tag more rows or lower --batch-size)"
     )
 
 
@@ -179,7 +221,7 @@ def builder(cfg: config.RunConfig, folder: Path) -> ExportBuilder:
         batch_size=cfg.hyper.batch_size,
         train_on_what=renderers.TrainOnWhat(cfg.train_on_what),
     )
-    return ExportBuilder(common_config=common, file_path=str(path))
+    return ExportBuilder(common_config=common, file_path=str(path), seed=cfg.hyper.seed)
 
 
 def build(cfg: config.RunConfig, folder: Path) -> ListDataset:

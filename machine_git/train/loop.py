@@ -12,6 +12,7 @@ Heavy: imports tinker and tinker-cookbook. Import after ``stack.require()``.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -50,6 +51,8 @@ class Step:
     tokens: int
     loss_tokens: int
     seconds: float
+    rows: list[str] = field(default_factory=list)  # row ids in the batch
+    seed: int = 0  # the shuffle seed of this step's epoch
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -123,11 +126,12 @@ def train(
     on_step: Callable[[Step], None] | None = None,
     on_checkpoint: Callable[[Saved], None] | None = None,
     on_ready: Callable[[], None] | None = None,
+    retries: service.Retries | None = None,
 ) -> Outcome:
     """Train ``cfg`` on ``dataset``; ``smoke`` takes two steps and saves one
     short-lived sampler checkpoint instead of the run's checkpoints."""
     if len(dataset) == 0:
-        raise TrainingError("the dataset has no whole batch: 0 training steps")
+        raise TrainingError("the dataset is empty: 0 training steps")
     total = total_steps(cfg, dataset, SMOKE_STEPS if smoke else max_steps)
     hyper = cfg.hyper
     log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -154,26 +158,36 @@ def train(
         if on_checkpoint is not None:
             on_checkpoint(checkpoint)
 
+    # Every call is bounded by MACHINE_TINKER_TIMEOUT (service.bounded).
+    # Creating the client and saving a named checkpoint are safe to repeat;
+    # a training step is not (it may have been applied), so it is tried once.
     client = service.service_client(user_metadata=metadata(cfg))
-    training = client.create_lora_training_client(
-        base_model=cfg.base_model,
-        rank=hyper.lora_rank,
-        seed=hyper.seed,
-        user_metadata=metadata(cfg),
-    ).result()
+    training = service.bounded(
+        "creating the training client",
+        lambda: client.create_lora_training_client(
+            base_model=cfg.base_model,
+            rank=hyper.lora_rank,
+            seed=hyper.seed,
+            user_metadata=metadata(cfg),
+        ).result(),
+        tries=3,
+        retries=retries,
+    )
     if on_ready is not None:
         on_ready()
     batches = len(dataset)
     for step in range(total):
         started = time.monotonic()
         epoch, index = divmod(step, batches)
+        if index == 0:
+            dataset.set_epoch(epoch)  # a new order every epoch, from the run's seed
         batch = dataset.get_batch(index)
         rate = hyper.learning_rate * max(0.0, 1.0 - step / total)
         adam = tinker.AdamParams(learning_rate=rate, beta1=0.9, beta2=0.95, eps=1e-8)
-        backward = training.forward_backward(batch, loss_fn="cross_entropy")
-        optimize = training.optim_step(adam)
-        result = backward.result()
-        optimize.result()
+        result = service.bounded(
+            f"step {step + 1}",
+            functools.partial(_step, training, batch, adam),
+        )
         weights = [d.loss_fn_inputs["weights"] for d in batch]
         logprobs = [out["logprobs"] for out in result.loss_fn_outputs]
         done = Step(
@@ -187,6 +201,8 @@ def train(
             tokens=sum(d.model_input.length for d in batch),
             loss_tokens=sum(sum(1 for w in t.data if w > 0) for t in weights),
             seconds=time.monotonic() - started,
+            rows=dataset.batch_rows(index),
+            seed=dataset.epoch_seed,
         )
         _append(metrics_path, {**done.as_dict(), **stamp})
         outcome.steps.append(done)
@@ -196,23 +212,60 @@ def train(
         periodic = hyper.save_every > 0 and finished % hyper.save_every == 0
         if not smoke and periodic and finished < total:
             name = f"{finished:06d}"
-            state = training.save_state(
-                name, ttl_seconds=hyper.ttl_seconds, user_metadata=metadata(cfg)
-            ).result()
+            state = service.bounded(
+                f"saving checkpoint {name}",
+                functools.partial(
+                    _save_state, training, name, hyper.ttl_seconds, metadata(cfg)
+                ),
+                tries=3,
+                retries=retries,
+            )
             saved(Saved(name, finished, epoch, False, state.path, None))
     last_epoch = (total - 1) // batches
     if smoke:
-        sampler = training.save_weights_for_sampler(
-            "smoke", ttl_seconds=SMOKE_TTL, user_metadata=metadata(cfg)
-        ).result()
+        sampler = service.bounded(
+            "saving the smoke checkpoint",
+            lambda: training.save_weights_for_sampler(
+                "smoke", ttl_seconds=SMOKE_TTL, user_metadata=metadata(cfg)
+            ).result(),
+            tries=3,
+            retries=retries,
+        )
         saved(Saved("smoke", total, last_epoch, True, None, sampler.path))
         return outcome
-    state = training.save_state("final", user_metadata=metadata(cfg)).result()
-    sampler = training.save_weights_for_sampler(
-        "final", user_metadata=metadata(cfg)
-    ).result()
+    state = service.bounded(
+        "saving the final checkpoint",
+        lambda: training.save_state("final", user_metadata=metadata(cfg)).result(),
+        tries=3,
+        retries=retries,
+    )
+    sampler = service.bounded(
+        "saving the final sampler weights",
+        lambda: training.save_weights_for_sampler(
+            "final", user_metadata=metadata(cfg)
+        ).result(),
+        tries=3,
+        retries=retries,
+    )
     saved(Saved("final", total, last_epoch, True, state.path, sampler.path))
     return outcome
+
+
+def _step(training: Any, batch: list[tinker.Datum], adam: tinker.AdamParams) -> Any:
+    # Both requests are submitted before either is awaited (one round trip).
+    backward = training.forward_backward(batch, loss_fn="cross_entropy")
+    optimize = training.optim_step(adam)
+    result = backward.result()
+    optimize.result()
+    return result
+
+
+def _save_state(
+    training: Any, name: str, ttl: int | None, user_metadata: dict[str, str]
+) -> Any:
+    return training.save_state(
+        name, ttl_seconds=ttl, user_metadata=user_metadata
+    ).result()
 
 
 def _truncate(path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -21,13 +20,11 @@ from typing import Any
 from typing import Literal
 from urllib.parse import urlsplit
 
-from machine_git import env
 from machine_git.errors import TinkerServiceError
 from machine_git.train import service
 
 KEY_ENV = "TINKER_API_KEY"
-TIMEOUT_ENV = "MACHINE_TINKER_TIMEOUT"
-DEFAULT_TIMEOUT = 20.0
+TIMEOUT_ENV = service.TIMEOUT_ENV
 _PROXY_ENVS = (
     "HTTPS_PROXY",
     "https_proxy",
@@ -50,8 +47,8 @@ class ServiceInfo:
 
 
 def timeout_seconds() -> float:
-    """The preflight's patience: ``$MACHINE_TINKER_TIMEOUT`` or 20 s."""
-    return env.seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+    """The preflight's patience: the same per-call limit as every Tinker call."""
+    return service.timeout_seconds()
 
 
 def check(
@@ -130,25 +127,16 @@ def _capabilities() -> Any:
 
 
 def _bounded(url: str, timeout: float, call: Callable[[], Any]) -> Any:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = call()
-        except Exception as e:  # noqa: BLE001 - reported below, in one line
-            box["error"] = e
-
-    thread = threading.Thread(target=target, name="tinker-preflight", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise TinkerServiceError(
-            f"Tinker at {url} did not answer within {timeout:g} s "
-            f"(set {TIMEOUT_ENV} to wait longer)"
-        )
-    if "error" in box:
-        raise TinkerServiceError(f"Tinker refused the check: {one_line(box['error'])}")
-    return box["value"]
+    try:
+        return service.bounded("the capabilities check", call, timeout=timeout)
+    except TinkerServiceError as e:
+        text = str(e)
+        if text.startswith("Tinker did not answer"):
+            raise TinkerServiceError(
+                f"Tinker at {url} did not answer within {timeout:g} s "
+                f"(set {TIMEOUT_ENV} to wait longer)"
+            ) from None
+        raise TinkerServiceError(f"Tinker refused the check: {text}") from None
 
 
 def _check_model(caps: Any, base_model: str | None, purpose: Purpose) -> list[str]:
@@ -173,8 +161,5 @@ def _check_model(caps: Any, base_model: str | None, purpose: Purpose) -> list[st
 
 
 def one_line(error: BaseException) -> str:
-    """An exception as one short line: its type and first line."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    if len(text) > 300:
-        text = text[:299] + "…"
-    return f"{type(error).__name__}: {text}"
+    """An exception as one short line (an HTTP error names its status)."""
+    return service.describe(error)

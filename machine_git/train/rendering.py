@@ -4,6 +4,12 @@ tml-renderers bundles the real tokenizers of the Qwen3 family (tinker.md §4),
 so machine renders rows into the exact token ids Tinker will train on without
 downloading anything. The cookbook asks for tokenizers by model name; we
 register an adapter for each model here so its own code finds them.
+
+Only families whose published chat template machine keeps as a test fixture
+are accepted (tests/fixtures/templates/): a test renders traces through this
+path and through the model's own Jinja template and asserts equal token ids.
+Where the cookbook's renderer differs from the template, the fix is here
+(:class:`GroupedQwen3Renderer`).
 Heavy: imports tinker-cookbook (torch). Import after ``stack.require()``.
 """
 
@@ -14,33 +20,101 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from typing import NamedTuple
 from typing import cast
 
+import tinker
 from tinker_cookbook import model_info
 from tinker_cookbook import renderers
 from tinker_cookbook import tokenizer_utils
 from tinker_cookbook.exceptions import ConfigurationError
+from tinker_cookbook.renderers.base import RenderContext
+from tinker_cookbook.renderers.base import RenderedMessage
+from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 
 from machine_git.errors import TrainingError
 from machine_git.train.config import DEFAULT_BASE_MODEL
 
-# Base-model name prefix -> the tml_renderers tokenizer with its exact vocabulary.
-# Qwen3.5 and 3.6 share one tokenizer (model_info says so); 3.5 must be
-# matched before the shorter "Qwen/Qwen3-" prefix.
-_OFFLINE = (
-    ("Qwen/Qwen3.5-", "Qwen35Tokenizer"),
-    ("Qwen/Qwen3.6-", "Qwen35Tokenizer"),
-    ("Qwen/Qwen3-", "Qwen3Tokenizer"),
-)
 _EOS = "<|im_end|>"
+
+# Added tokens Hugging Face marks "special": false in the Qwen tokenizers
+# (tokenizer_config.json, added_tokens_decoder). They are still single tokens
+# in text, but split_special_tokens does not split them and decoding with
+# skip_special_tokens keeps them. tml_renderers lists them all as special.
+NOT_SPECIAL = frozenset(
+    {
+        "<tool_call>",
+        "</tool_call>",
+        "<|fim_prefix|>",
+        "<|fim_middle|>",
+        "<|fim_suffix|>",
+        "<|fim_pad|>",
+        "<|repo_name|>",
+        "<|file_sep|>",
+        "<tool_response>",
+        "</tool_response>",
+        "<think>",
+        "</think>",
+    }
+)
+
+
+class Family(NamedTuple):
+    """A model family machine renders, and the template that proves it."""
+
+    name: str
+    tokenizer_class: str  # in tml_renderers.tokenizers
+    renderer: str  # the cookbook renderer name machine uses
+    template: str  # tests/fixtures/templates/<template>/
+
+
+QWEN3 = Family("Qwen3", "Qwen3Tokenizer", "qwen3", "qwen3")
+QWEN3_5 = Family("Qwen3.5", "Qwen35Tokenizer", "qwen3_5", "qwen3_5")
+
+# Why the others are refused, in one line each (the README says the same).
+_REFUSED = (
+    (
+        "-Instruct-2507",
+        "its published chat template is not among machine's fixtures, so its "
+        "rendering cannot be checked token for token",
+    ),
+    (
+        "-Thinking-2507",
+        "its renderer is not one machine checks against the template",
+    ),
+    (
+        "-Base",
+        "a base model's renderer (role_colon) follows no chat template and drops "
+        "tool calls",
+    ),
+    ("-VL-", "vision-language models are not rendered offline"),
+)
+
+
+def family(base_model: str) -> Family:
+    """The accepted family of ``base_model``, or a one-line refusal."""
+    for part, why in _REFUSED:
+        if part in base_model:
+            raise TrainingError(f"{base_model} is not accepted: {why}{_ACCEPTED}")
+    if base_model.startswith("Qwen/Qwen3.5-"):
+        return QWEN3_5
+    if base_model.startswith("Qwen/Qwen3-"):
+        return QWEN3
+    raise TrainingError(f"{base_model} is not accepted{_ACCEPTED}")
+
+
+_ACCEPTED = (
+    " (machine renders Qwen3 and Qwen3.5 chat models, checked against their "
+    f"published chat templates; default {DEFAULT_BASE_MODEL})"
+)
 
 
 class TmlTokenizer:
     """A tml_renderers tokenizer with the slice of the HF API the cookbook uses.
 
-    Like an HF Qwen tokenizer, special-token literals in text encode as the
-    special token; ``split_special_tokens=True`` keeps only the ``<|...|>``
-    markers special, so tool-call tags in content are never split.
+    As in Hugging Face, every added token in text encodes as that token;
+    ``split_special_tokens=True`` splits only the tokens HF marks special (the
+    ``<|...|>`` markers), so tool-call and think tags in content stay whole.
     """
 
     def __init__(self, tml: Any, name_or_path: str, eos: str = _EOS) -> None:
@@ -48,8 +122,10 @@ class TmlTokenizer:
         self.name_or_path = name_or_path
         added = list(tml.all_special_tokens)
         self._all = _splitter(added)
-        self._plain = _splitter([s for s in added if not s.startswith("<|")])
-        self._specials = set(added)
+        self._plain = _splitter([s for s in added if s in NOT_SPECIAL])
+        self._special_ids = frozenset(
+            int(tml.encode_special(s)) for s in added if s not in NOT_SPECIAL
+        )
         self.eos_token = eos
         self.eos_token_id = int(tml.encode_special(eos))
         self.bos_token: str | None = None
@@ -76,7 +152,8 @@ class TmlTokenizer:
         return str(self.tml_tokenizer.decode(list(token_ids)))
 
     def is_special_token(self, token_id: int) -> bool:
-        return bool(self.tml_tokenizer.is_special_token(int(token_id)))
+        """Special as Hugging Face says: ``<|im_end|>`` is, ``<tool_call>`` is not."""
+        return int(token_id) in self._special_ids
 
 
 def _splitter(tokens: list[str]) -> re.Pattern[str] | None:
@@ -86,29 +163,41 @@ def _splitter(tokens: list[str]) -> re.Pattern[str] | None:
     return re.compile(f"({alternatives})")
 
 
-def offline_tokenizer_class(base_model: str) -> str | None:
-    """The tml_renderers tokenizer class for ``base_model``, or None."""
-    for prefix, name in _OFFLINE:
-        if base_model.startswith(prefix) and "-VL-" not in base_model:
-            return name
-    return None
-
-
 @functools.cache
 def tokenizer(base_model: str) -> TmlTokenizer:
     """The base model's real tokenizer, offline; registered with the cookbook."""
-    name = offline_tokenizer_class(base_model)
-    if name is None:
-        raise TrainingError(
-            f"no offline tokenizer for {base_model}: machine renders the Qwen3, "
-            f"Qwen3.5 and Qwen3.6 families (default {DEFAULT_BASE_MODEL})"
-        )
     import tml_renderers.tokenizers
 
-    tok = TmlTokenizer(getattr(tml_renderers.tokenizers, name)(), base_model)
+    chosen = family(base_model)
+    tml = getattr(tml_renderers.tokenizers, chosen.tokenizer_class)()
+    tok = TmlTokenizer(tml, base_model)
     # The cookbook types tokenizers as HF ones; ours has the slice it uses.
     tokenizer_utils.register_tokenizer(base_model, lambda: cast(Any, tok))
     return tok
+
+
+class GroupedQwen3Renderer(Qwen3Renderer):
+    """The cookbook's Qwen3 renderer with consecutive tool results in one block.
+
+    Qwen3's chat template opens ``<|im_start|>user`` before the first of a
+    run of tool messages and closes it after the last, so parallel results
+    read ``</tool_response>\\n<tool_response>``; the cookbook (0.5.8) gives
+    each result its own user block, which the model never saw.
+    """
+
+    def render_message(self, message: Any, ctx: RenderContext) -> RenderedMessage:
+        rendered = super().render_message(message, ctx)
+        if message["role"] != "tool":
+            return rendered
+        header = rendered.header
+        output = list(rendered.output)
+        previous, following = ctx.prev_message, ctx.next_message
+        if previous is not None and previous["role"] == "tool":
+            # The block is open: the template writes only "\n" before the next.
+            header = tinker.types.EncodedTextChunk(tokens=self.tokenizer.encode("\n"))
+        if following is not None and following["role"] == "tool":
+            output = output[:-1]  # no <|im_end|>: the next result continues
+        return RenderedMessage(header=header, output=output)
 
 
 @dataclass
@@ -122,18 +211,33 @@ class Rendering:
 
 
 def renderer_name(base_model: str) -> str:
-    """The renderer the cookbook recommends for ``base_model``."""
+    """The renderer machine uses for ``base_model`` (the cookbook's choice)."""
+    chosen = family(base_model)
     try:
-        return str(model_info.get_recommended_renderer_name(base_model))
-    except (ConfigurationError, KeyError, ValueError) as e:
-        raise TrainingError(f"no renderer known for {base_model}: {e}") from None
+        recommended = str(model_info.get_recommended_renderer_name(base_model))
+    except (ConfigurationError, KeyError, ValueError):
+        recommended = chosen.renderer  # a new size of a known family
+    if recommended != chosen.renderer:
+        raise TrainingError(
+            f"{base_model}: the cookbook recommends renderer {recommended}, which "
+            f"machine does not check against the {chosen.name} chat template"
+        )
+    return recommended
 
 
 @functools.cache
 def rendering(base_model: str, name: str | None = None) -> Rendering:
-    """Tokenizer and renderer (``name``, default: the recommended one)."""
+    """Tokenizer and renderer (``name``, default: the family's)."""
     tok = tokenizer(base_model)
     chosen = name or renderer_name(base_model)
+    if chosen != family(base_model).renderer:
+        raise TrainingError(
+            f"renderer {chosen} is not checked against the "
+            f"{family(base_model).name} chat template (machine uses "
+            f"{family(base_model).renderer})"
+        )
+    if chosen == QWEN3.renderer:
+        return Rendering(base_model, chosen, GroupedQwen3Renderer(cast(Any, tok)), tok)
     try:
         renderer = renderers.get_renderer(chosen, cast(Any, tok), model_name=base_model)
     except (ConfigurationError, KeyError, ValueError) as e:

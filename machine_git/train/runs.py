@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import socket
 import string
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -40,11 +41,11 @@ from machine_git.store import WORK
 from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
-from machine_git.store import parse_row
 from machine_git.store import private_objects
 from machine_git.train import config
 from machine_git.train import evals
 from machine_git.train import pins
+from machine_git.train import selection
 from machine_git.train.config import Hyper
 from machine_git.train.config import RunConfig
 
@@ -167,32 +168,26 @@ def write_export(
     commit: Commit,
     revision: str,
     kind: str,
-    keep_out: evals.HeldOut,
     target: Path,
 ) -> Exported:
     """The run's data: ``machine export --format tinker`` minus the eval set.
 
     Same bytes as the plain export when no eval set is in force; the manifest
-    beside it says what was left out and why.
+    beside it says what was left out and why, and which row each line is.
     """
     digest = hashlib.sha256()
-    count = held = 0
+    count = 0
+    ids: list[str] = []
+    chosen = selection.select(store, commit, kind)
     with open(target, "wb") as out:
-        for path, data in store.iter_row_blobs(commit):
-            if rows.id_of_path(path) is None:
-                continue
-            row = parse_row(data, path)
-            if row.get("kind") != kind:
-                continue
-            if keep_out.excludes(row):
-                held += 1
-                continue
+        for row_id, row in chosen.items:
             rendered = export.render(row, "tinker")
             if rendered is None:
                 continue
             line = jsonio.line(rendered)
             out.write(line)
             digest.update(line)
+            ids.append(row_id)
             count += 1
         out.flush()
         os.fsync(out.fileno())
@@ -206,9 +201,22 @@ def write_export(
         skipped=0,
         sha256=digest.hexdigest(),
     ).as_dict()
-    manifest["held_out"] = {"eval": keep_out.eval_id, "rows": held}
+    manifest["held_out"] = {"eval": chosen.eval_id, "rows": chosen.held_out}
+    manifest["row_ids"] = ids  # line n of the export is row row_ids[n - 1]
     export.manifest_path(target).write_bytes(jsonio.canonical(manifest))
-    return Exported(count, held, digest.hexdigest())
+    return Exported(count, chosen.held_out, digest.hexdigest())
+
+
+def row_ids(data_file: Path) -> list[str] | None:
+    """The row id of each line of a run's export, from its manifest (or None)."""
+    try:
+        manifest = jsonio.loads(export.manifest_path(data_file).read_bytes())
+    except (OSError, ValueError):
+        return None
+    ids = manifest.get("row_ids") if isinstance(manifest, dict) else None
+    if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
+        return ids
+    return None
 
 
 def prepare(
@@ -241,9 +249,7 @@ def prepare(
     where = folder(store, run_id)
     with _private(), lock(where):
         _clear(where)
-        exported = write_export(
-            store, commit, revision, kind, keep_out, where / config.DATA_FILE
-        )
+        exported = write_export(store, commit, revision, kind, where / config.DATA_FILE)
         if exported.rows == 0:
             shutil.rmtree(where, ignore_errors=True)
             held = (
@@ -291,7 +297,7 @@ def prepare(
         "renderer": renderer,
         "train_on_what": train_on_what,
         "hyperparameters": hyper.as_dict(),
-        "steps_planned": (sequences // hyper.batch_size) * hyper.num_epochs,
+        "steps_planned": -(-sequences // hyper.batch_size) * hyper.num_epochs,
         "folder": f"{WORK}/{RUNS_DIR}/{run_id}",
         "versions": {"machine-git": __version__, **_stack_versions()},
         "attempts": 0,
@@ -340,6 +346,35 @@ def _clear(where: Path) -> None:
             shutil.rmtree(item)
         else:
             item.unlink()
+
+
+# -- a run's process -------------------------------------------------------------
+
+
+def process_stamp() -> dict[str, Any]:
+    """Which process is training (so a record whose process died shows stale)."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def shown_status(record: dict[str, Any]) -> str:
+    """The status to show: ``stale`` when a running record's process is gone.
+
+    A process killed without a chance to write (SIGKILL, power loss) leaves
+    ``running`` behind; on the host that ran it we can tell it is gone.
+    """
+    status = str(record.get("status"))
+    if status != "running":
+        return status
+    pid, host = record.get("pid"), record.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return status
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "stale"
+    except PermissionError:
+        return status  # alive, someone else's
+    return status
 
 
 # -- updating a run ------------------------------------------------------------

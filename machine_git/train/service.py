@@ -1,18 +1,135 @@
-"""The one place machine constructs a Tinker client.
+"""The one place machine constructs a Tinker client, and bounds its calls.
 
 Everything that talks to Tinker (the preflight, the training loop, eval
 sampling) gets its client from :func:`service_client` and uses only the SDK's
-public surface on it. Tests replace this function with an in-process fake;
+public surface on it. Tests replace that function with an in-process fake;
 the code around it stays the code that runs against the real service.
+
+The SDK retries an unresponsive service for five minutes per request, and
+``.result(timeout=...)`` does not bound that (tinker.md §2.6). So every call
+goes through :func:`bounded`: it runs in a daemon thread that we stop waiting
+for after ``MACHINE_TINKER_TIMEOUT`` seconds. Calls that are safe to repeat
+are retried, and each retry is counted and reported.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
 from typing import Any
+from typing import TypeVar
+
+from machine_git import env
+from machine_git.errors import TinkerServiceError
+
+TIMEOUT_ENV = "MACHINE_TINKER_TIMEOUT"
+DEFAULT_TIMEOUT = 20.0
+T = TypeVar("T")
+
+# HTTP statuses the SDK raises, named the way a user can act on them.
+_STATUS = {
+    400: "bad request",
+    401: "the API key was refused",
+    402: "billing: the account cannot pay for this",
+    403: "permission denied",
+    404: "not found",
+    409: "conflict",
+    422: "the request was not accepted",
+    429: "rate limited",
+}
 
 
 def service_client(**kwargs: Any) -> Any:
-    """A ``tinker.ServiceClient`` (lazy: constructing it makes no request)."""
+    """A ``tinker.ServiceClient`` (lazy: constructing it makes no request).
+
+    The SDK's telemetry (which posts usage and failures to Tinker) stays off
+    unless the user turned it on by setting ``TINKER_TELEMETRY`` themselves.
+    """
+    os.environ.setdefault("TINKER_TELEMETRY", "0")
     import tinker
 
     return tinker.ServiceClient(**kwargs)
+
+
+def timeout_seconds() -> float:
+    """Each Tinker call's patience: ``$MACHINE_TINKER_TIMEOUT`` or 20 s."""
+    return env.seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)
+
+
+class Retries:
+    """How many calls were repeated after a time-out, and what to tell."""
+
+    def __init__(self, report: Callable[[str], None] | None = None) -> None:
+        self.count = 0
+        self.report = report
+
+    def note(self, line: str) -> None:
+        self.count += 1
+        if self.report is not None:
+            self.report(line)
+
+
+def bounded(
+    what: str,
+    call: Callable[[], T],
+    *,
+    timeout: float | None = None,
+    tries: int = 1,
+    retries: Retries | None = None,
+) -> T:
+    """``call()``, given at most ``timeout`` seconds per try, ``tries`` tries.
+
+    A call that does not answer in time is abandoned (its thread is a daemon)
+    and tried again while tries are left; then one line says which call and
+    how long it waited. An error from the SDK is named (HTTP status first).
+    """
+    limit = timeout if timeout is not None else timeout_seconds()
+    for attempt in range(1, tries + 1):
+        box: dict[str, Any] = {}
+        thread = threading.Thread(
+            target=_run_into, args=(call, box), name=f"tinker {what}", daemon=True
+        )
+        thread.start()
+        thread.join(limit)
+        if thread.is_alive():
+            if attempt < tries:
+                if retries is not None:
+                    retries.note(
+                        f"Tinker did not answer {what} within {limit:g} s; "
+                        f"trying again ({attempt + 1} of {tries})"
+                    )
+                continue
+            tried = f" ({tries} tries)" if tries > 1 else ""
+            raise TinkerServiceError(
+                f"Tinker did not answer {what} within {limit:g} s{tried} (set "
+                f"{TIMEOUT_ENV} to wait longer)"
+            )
+        if "error" in box:
+            error = box["error"]
+            if isinstance(error, KeyboardInterrupt | TinkerServiceError):
+                raise error
+            raise TinkerServiceError(describe(error)) from None
+        return box["value"]  # type: ignore[no-any-return]
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _run_into(call: Callable[[], Any], box: dict[str, Any]) -> None:
+    try:
+        box["value"] = call()
+    except BaseException as e:  # noqa: BLE001 - the caller reports it, in one line
+        box["error"] = e
+
+
+def describe(error: BaseException) -> str:
+    """An SDK exception as one line; an HTTP error names its status."""
+    status = getattr(error, "status_code", None)
+    text = " ".join(str(getattr(error, "message", "") or error).split())
+    if len(text) > 300:
+        text = text[:299] + "…"
+    if isinstance(status, int):
+        meaning = _STATUS.get(status) or (
+            "the service failed" if status >= 500 else "refused"
+        )
+        return f"HTTP {status} ({meaning}): {text or type(error).__name__}"
+    return f"{type(error).__name__}: {text or type(error).__name__}"

@@ -11,7 +11,11 @@ Heavy: imports the loop (tinker). Import after ``stack.require()``.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +24,12 @@ from machine_git.errors import MachineError
 from machine_git.errors import TinkerServiceError
 from machine_git.errors import TrainingError
 from machine_git.store import Store
+from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import loop
 from machine_git.train import preflight
 from machine_git.train import runs
+from machine_git.train import service
 from machine_git.train.config import RunConfig
 
 Progress = Callable[[loop.Step], None]
@@ -49,9 +55,34 @@ def plan(store: Store, run_id: str | None, smoke: bool) -> Plan:
             f"run {record['id']} is done; prepare a new one with 'machine train sft'"
         )
     cfg, where = runs.run_config(store, record)
+    _refuse_blocking(cfg, where)
     dataset = datasets.build(cfg, where)
     steps = loop.total_steps(cfg, dataset, loop.SMOKE_STEPS if smoke else None)
     return Plan(record, cfg, dataset, steps, smoke)
+
+
+def _refuse_blocking(cfg: RunConfig, where: Any) -> None:
+    # The same checks as `machine train validate`, on the exact export.
+    from machine_git import jsonio
+    from machine_git.train import validate
+
+    path = config.check_export(cfg, where)
+    items = [
+        (f"{cfg.data_file}:{n}", jsonio.loads(line))
+        for n, line in enumerate(path.read_bytes().splitlines(), start=1)
+        if line.strip()
+    ]
+    report = validate.check(
+        items,
+        source=str(path),
+        kind=cfg.kind,
+        base_model=cfg.base_model,
+        max_length=cfg.hyper.max_length,
+        batch_size=cfg.hyper.batch_size,
+        rows_are_conversations=True,
+        renderer=cfg.renderer,
+    )
+    validate.refuse_blocking(report)
 
 
 def check_service(p: Plan) -> preflight.ServiceInfo:
@@ -59,8 +90,44 @@ def check_service(p: Plan) -> preflight.ServiceInfo:
     return preflight.check(p.cfg.base_model, "train")
 
 
-def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str, Any]:
-    """Train, committing the record at every event; returns the final record."""
+def execute(
+    store: Store,
+    p: Plan,
+    progress: Progress | None = None,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train, committing the record at every event; returns the final record.
+
+    ``report`` gets one line per retried call. SIGTERM is handled like Ctrl-C:
+    the record says ``interrupted``, where, and the last checkpoint saved.
+    """
+    with _terminate_as_interrupt():
+        return _execute(store, p, progress, report)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    # `kill PID` should leave an honest record, as Ctrl-C does.
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _execute(
+    store: Store,
+    p: Plan,
+    progress: Progress | None,
+    report: Callable[[str], None] | None,
+) -> dict[str, Any]:
     run_id = p.cfg.run_id
     where = runs.folder(store, run_id)
     event = "smoke" if p.smoke else "run"
@@ -77,7 +144,14 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
             runs.update(
                 store, run_id, "start", f"train start {run_id}: {p.steps} steps", _start
             )
-        last: dict[str, Any] = {"step": -1, "ready": False, "total": p.steps}
+        last: dict[str, Any] = {
+            "step": -1,
+            "ready": False,
+            "total": p.steps,
+            "checkpoint": None,
+        }
+        retries = service.Retries(report)
+        seen: dict[int, set[str]] = {}  # epoch -> rows of its completed steps
 
         def on_ready() -> None:
             last["ready"] = True
@@ -90,13 +164,14 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
                 f"{event}-step" if p.smoke else "step",
                 f"train {event} {run_id}: step {step.step + 1}/{step.total} "
                 f"loss {step.loss:.4f}",
-                lambda r: _add_step(r, step, p.smoke),
+                lambda r: _add_step(r, step, p.smoke, seen),
             )
             if progress is not None:
                 progress(step)
 
         def on_checkpoint(saved: loop.Saved) -> None:
             path = saved.sampler_path or saved.state_path
+            last["checkpoint"] = path
             runs.update(
                 store,
                 run_id,
@@ -115,16 +190,22 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
                 on_step=on_step,
                 on_checkpoint=on_checkpoint,
                 on_ready=on_ready,
+                retries=retries,
             )
         except KeyboardInterrupt:
-            _fail(store, run_id, p.smoke, _where(last), "interrupted")
+            _fail(store, run_id, p.smoke, last, "interrupted", retries.count)
             raise
+        except TinkerServiceError as e:
+            _fail(store, run_id, p.smoke, last, str(e), retries.count)
+            raise TinkerServiceError(
+                f"{event} of {run_id} failed at {_where(last)}: {e}"
+            ) from None
         except MachineError as e:
-            _fail(store, run_id, p.smoke, _where(last), str(e))
+            _fail(store, run_id, p.smoke, last, str(e), retries.count)
             raise
         except Exception as e:  # noqa: BLE001 - any failure must mark the run failed
-            reason = preflight.one_line(e)
-            _fail(store, run_id, p.smoke, _where(last), reason)
+            reason = service.describe(e)
+            _fail(store, run_id, p.smoke, last, reason, retries.count)
             raise TinkerServiceError(
                 f"{event} of {run_id} failed at {_where(last)}: {reason}"
             ) from None
@@ -135,21 +216,24 @@ def execute(store: Store, p: Plan, progress: Progress | None = None) -> dict[str
             run_id,
             f"{event}-done" if p.smoke else "done",
             f"train {event} {run_id}: done, {len(outcome.steps)} steps, loss {shown}",
-            lambda r: _finish(r, loss, p.smoke),
+            lambda r: _finish(r, loss, p.smoke, retries.count),
         )
 
 
 def _smoke_start(record: dict[str, Any]) -> None:
     record["smoke"] = {
+        **runs.process_stamp(),
         "status": "running",
         "started_at": rows.now(),
         "steps": [],
         "checkpoint": None,
         "error": None,
+        "trained": {"rows": [], "epochs": []},
     }
 
 
 def _start(record: dict[str, Any]) -> None:
+    record.update(runs.process_stamp())
     record["status"] = "running"
     record["attempts"] = int(record.get("attempts") or 0) + 1
     record["started_at"] = rows.now()
@@ -158,18 +242,52 @@ def _start(record: dict[str, Any]) -> None:
     record["checkpoints"] = []
     record["final_loss"] = None
     record["error"] = None
+    record["trained"] = {"rows": [], "epochs": []}
 
 
-def _add_step(record: dict[str, Any], step: loop.Step, smoke: bool) -> None:
+def _add_step(
+    record: dict[str, Any], step: loop.Step, smoke: bool, seen: dict[int, set[str]]
+) -> None:
     entry = {
         "step": step.step,
+        "epoch": step.epoch + 1,
         "loss": round(step.loss, 6),
         "learning_rate": step.learning_rate,
         "sequences": step.sequences,
         "tokens": step.tokens,
+        "trained_tokens": step.loss_tokens,
     }
     target = record["smoke"] if smoke else record
     target["steps"].append(entry)
+    add_trained(target, step, seen)
+
+
+def add_trained(
+    target: dict[str, Any], step: loop.Step, seen: dict[int, set[str]]
+) -> None:
+    """Count a completed step in ``trained``: its rows, and its epoch's tally.
+
+    ``trained.rows`` holds every row id whose tokens were in a completed
+    optimizer step; ``trained.epochs`` the steps, distinct rows and trained
+    tokens (weight above 0) of each epoch, with the epoch's shuffle seed. It
+    is rewritten after every step, so a run that fails names exactly what it
+    learned from.
+    """
+    trained = target.setdefault("trained", {"rows": [], "epochs": []})
+    rows_seen = set(trained["rows"]) | set(step.rows)
+    trained["rows"] = sorted(rows_seen)
+    epochs = trained["epochs"]
+    number = step.epoch + 1
+    if not epochs or epochs[-1]["epoch"] != number:
+        epochs.append(
+            {"epoch": number, "seed": step.seed, "steps": 0, "rows": 0, "tokens": 0}
+        )
+    current = epochs[-1]
+    current["steps"] += 1
+    current["tokens"] += step.loss_tokens
+    rows_of_epoch = seen.setdefault(number, set())
+    rows_of_epoch.update(step.rows)
+    current["rows"] = len(rows_of_epoch)
 
 
 def _add_checkpoint(record: dict[str, Any], saved: loop.Saved, smoke: bool) -> None:
@@ -179,13 +297,16 @@ def _add_checkpoint(record: dict[str, Any], saved: loop.Saved, smoke: bool) -> N
     record["checkpoints"].append({**saved.as_dict(), "at": rows.now()})
 
 
-def _finish(record: dict[str, Any], loss: float | None, smoke: bool) -> None:
+def _finish(
+    record: dict[str, Any], loss: float | None, smoke: bool, retried: int
+) -> None:
     final = None if loss is None else round(loss, 6)
     if smoke:
         record["smoke"].update(
-            status="passed", finished_at=rows.now(), final_loss=final
+            status="passed", finished_at=rows.now(), final_loss=final, retries=retried
         )
         return
+    record["retries"] = retried
     record["status"] = "done"
     record["finished_at"] = rows.now()
     record["final_loss"] = final
@@ -200,18 +321,31 @@ def _where(last: dict[str, Any]) -> str:
     return f"step {int(last['step']) + 2}"
 
 
-def _fail(store: Store, run_id: str, smoke: bool, where: str, reason: str) -> None:
-    def mark(record: dict[str, Any]) -> None:
-        if smoke:
-            record["smoke"].update(
-                status="failed", finished_at=rows.now(), error=reason
-            )
-            return
-        record["status"] = "failed"
-        record["finished_at"] = rows.now()
-        record["error"] = f"{where}: {reason}"
+def _fail(
+    store: Store,
+    run_id: str,
+    smoke: bool,
+    last: dict[str, Any],
+    reason: str,
+    retried: int,
+) -> None:
+    where = _where(last)
+    status = "interrupted" if reason == "interrupted" else "failed"
 
-    event = "smoke-failed" if smoke else "failed"
+    def mark(record: dict[str, Any]) -> None:
+        target = record["smoke"] if smoke else record
+        target.update(
+            status=status,
+            finished_at=rows.now(),
+            retries=retried,
+            last_checkpoint=last["checkpoint"],
+        )
+        if smoke:
+            target["error"] = reason
+        else:
+            target["error"] = f"{where}: {reason}"
+
+    event = ("smoke-" if smoke else "") + status
     runs.update(
         store, run_id, event, f"train {event} {run_id} at {where}: {reason}", mark
     )

@@ -15,10 +15,12 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
+from typing import IO
 from typing import Any
 
 from machine_git import jsonio
 from machine_git import schemas
+from machine_git.errors import TrainingError
 from machine_git.train import datasets
 from machine_git.train import rendering
 
@@ -55,10 +57,11 @@ class Report:
     tokens: list[int] = field(default_factory=list)  # per row, all its sequences
     problems: list[Problem] = field(default_factory=list)
     held_out: int = 0
+    trainable: int = 0  # rows that render into at least one sequence
 
     @property
     def steps(self) -> int:
-        return self.sequences // self.batch_size
+        return -(-self.sequences // self.batch_size)  # the last batch may be short
 
     @property
     def blocking(self) -> list[Problem]:
@@ -104,9 +107,11 @@ def check(
     max_length: int,
     batch_size: int,
     rows_are_conversations: bool = False,
+    renderer: str | None = None,
+    dump: IO[bytes] | None = None,
 ) -> Report:
     """Check and render every item; ``rows_are_conversations`` for export files."""
-    seen = rendering.rendering(base_model)
+    seen = rendering.rendering(base_model, renderer)
     train_on = datasets.train_on_what(kind)
     report = Report(
         source, kind, base_model, seen.renderer_name, max_length, batch_size
@@ -143,9 +148,13 @@ def check(
         except Exception as e:  # noqa: BLE001 - any renderer failure is this row's problem
             problem(f"does not render ({type(e).__name__}: {_first_line(e)})", label)
             continue
+        if dump is not None:
+            for number, (mi, w) in enumerate(sequences, start=1):
+                dump.write(jsonio.line(dumped(label, number, mi, w, seen)))
         lengths = [mi.length for mi, _ in sequences]
         report.tokens.append(sum(lengths))
         report.sequences += len(sequences)
+        report.trainable += 1 if sequences else 0
         if any(n > max_length for n in lengths):
             problem(f"longer than --max-length {max_length} (truncated)", label)
         if not any(_trained_within(mi.length, w, max_length) for mi, w in sequences):
@@ -160,14 +169,62 @@ def check(
         report.problems.append(
             Problem(False, f"{len(duplicates)} duplicate prompts", ids)
         )
-    if report.rows and report.sequences < batch_size:
+    if report.rows and report.trainable < batch_size:
         report.problems.append(
-            Problem(True, datasets.too_few(report.rows, report.sequences, batch_size))
+            Problem(True, datasets.too_few(report.trainable, batch_size))
         )
     if report.rows == 0:
         report.problems.append(Problem(True, f"no {kind} rows to train on"))
     report.problems.sort(key=lambda p: not p.blocking)  # blocking first, stable
     return report
+
+
+TRAINED_OPEN, TRAINED_CLOSE = "\u27e6", "\u27e7"  # ⟦ trained text ⟧
+
+
+def dumped(
+    label: str, number: int, model_input: Any, weights: Any, seen: Any
+) -> dict[str, Any]:
+    """One rendered example as ``--dump`` writes it.
+
+    ``tokens`` and ``weights`` are exactly what Tinker trains on (weights 0/1
+    before the per-sequence mean); ``text`` is the decoded sequence with each
+    trained span between ⟦ and ⟧.
+    """
+    ids = model_input.to_ints()
+    marks = [1 if float(w) > 0 else 0 for w in weights]
+    pieces: list[str] = []
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or marks[i] != marks[start]:
+            text = seen.tokenizer.decode(ids[start:i])
+            pieces.append(
+                f"{TRAINED_OPEN}{text}{TRAINED_CLOSE}" if marks[start] else text
+            )
+            start = i
+    return {
+        "row": label,
+        "example": number,
+        "tokens": ids,
+        "weights": marks,
+        "text": "".join(pieces),
+    }
+
+
+def refuse_blocking(report: Report) -> None:
+    """Stop before anything is spent if validation found a blocking problem.
+
+    ``train sft``, ``smoke`` and ``run`` call this with the same checks as
+    ``train validate``; the error names the first problem and how many more.
+    """
+    blocking = report.blocking
+    if not blocking:
+        return
+    more = f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else ""
+    raise TrainingError(
+        f"refused, nothing was spent: {blocking[0].line().removeprefix('blocking  ')}"
+        f"{more}; see 'machine train validate'"
+    )
 
 
 def _is_blocking(what: str) -> bool:

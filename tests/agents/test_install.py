@@ -119,7 +119,7 @@ def test_the_tinker_provider_joins_other_providers() -> None:
         "name": "Tinker (machine)",
         "baseUrl": install.TINKER_OAI_URL,
         "api": "openai-completions",
-        "apiKey": "TINKER_API_KEY",
+        "apiKey": "!printenv TINKER_API_KEY",
         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
     }
     assert [m["id"] for m in tinker["models"]] == list(install.CATALOG)
@@ -179,16 +179,38 @@ def test_uninstall_keeps_the_provider_while_the_global_extension_stays(
     project.mkdir()
     install.install_pi()
     install.install_pi(project)
+    (project / ".pi" / "settings.json").write_text("{}")  # the user's own
     removed = install.uninstall_pi(project)
     assert [o.action for o in removed] == ["removed"]
+    # machine's folder goes with its file; the user's .pi stays
+    assert sorted(p.name for p in (project / ".pi").iterdir()) == ["settings.json"]
     assert "tinker" in models()["providers"]  # type: ignore[operator]
     removed = install.uninstall_pi()
     assert [(o.path.name, o.action) for o in removed] == [
         ("machine.ts", "removed"),
         ("models.json", "removed"),
     ]
-    assert models() == {"providers": {}}
+    # models.json held only machine's provider: no empty file is left
+    assert not (agent_dir() / "models.json").exists()
     assert [o.action for o in install.uninstall_pi()] == ["absent", "absent"]
+
+
+def test_uninstall_in_a_project_leaves_no_empty_folders(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    install.install_pi(project)
+    install.uninstall_pi(project)
+    assert list(project.iterdir()) == []
+
+
+def test_uninstall_keeps_the_user_s_other_providers() -> None:
+    path = agent_dir() / "models.json"
+    path.parent.mkdir(parents=True)
+    ollama = {"baseUrl": "http://localhost:11434/v1", "models": [{"id": "llama"}]}
+    path.write_text(json.dumps({"providers": {"ollama": ollama}}))
+    install.install_pi()
+    install.uninstall_pi()
+    assert models() == {"providers": {"ollama": ollama}}
 
 
 def test_letta_install_and_uninstall() -> None:

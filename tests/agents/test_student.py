@@ -56,20 +56,27 @@ def test_a_training_checkpoint_cannot_be_sampled() -> None:
 def test_choosing_a_student_is_one_commit(store: Store) -> None:
     assert student.current(store) == {
         "student": None,
+        "student_release": None,
         "chat": "work",
         "work_model": None,
+        "chat_session": None,
     }
-    student.choose(store, student.parse(INKLING), "anthropic/claude-sonnet-4-5")
+    student.choose(
+        store, student.parse(INKLING), "anthropic/claude-sonnet-4-5", "/s/a.jsonl"
+    )
     assert student.current(store) == {
         "student": INKLING,
+        "student_release": None,
         "chat": "student",
         "work_model": "anthropic/claude-sonnet-4-5",
+        "chat_session": "/s/a.jsonl",
     }
     log = git(store.path, "log", "-1", "--format=%s%n%(trailers)")
     assert log == (
         f"student {INKLING}\n"
         "Machine-Action: setting\n"
-        "Machine-Setting: student, chat, work_model\n\n"
+        "Machine-Setting: student, chat, student_release, work_model, "
+        "chat_session\n\n"
     )
     assert student.choose(store, student.parse(INKLING)) is None  # nothing new
     assert student.back_to_work(store) is not None
@@ -79,7 +86,9 @@ def test_choosing_a_student_is_one_commit(store: Store) -> None:
     stored = orjson.loads(git(store.path, "show", "HEAD:settings.json"))
     assert stored == {
         "chat": "work",
+        "chat_session": "/s/a.jsonl",
         "student": INKLING,
+        "student_release": None,
         "work_model": "anthropic/claude-sonnet-4-5",
     }
 

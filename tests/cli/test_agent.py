@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
 from machine_git.agents import install
@@ -17,6 +18,8 @@ from machine_git.errors import NOT_FOUND
 from machine_git.errors import USAGE
 from machine_git.sessions import detect
 from machine_git.sessions import pi
+from machine_git.store import Change
+from machine_git.store import Store
 from tests.agents import conftest as oai_stub
 from tests.conftest import FIXTURES
 from tests.conftest import PI_SESSIONS
@@ -213,26 +216,36 @@ def test_label_turns_an_observed_run_into_a_trace(project: Path, run: Run) -> No
     row = row_at_head(project, row_id)
     assert (row["kind"], row["tag"], row["note"]) == ("traces", "good", "right tools")
     assert run("observed").stdout.startswith("no observed runs yet")
+    head = git(store_of(project), "rev-parse", "HEAD")
+    same = run("label", row_id, "good")
+    assert (same.exit_code, same.stdout) == (
+        0,
+        f"{row_id} is already good (traces); nothing changed\n",
+    )
     again = run("label", row_id, "bad")
     assert again.exit_code == USAGE
     assert again.stderr == (
         f"Error: row {row_id} is a traces row, not observed; "
         f"use machine move {row_id} --to bad\n"
     )
+    assert git(store_of(project), "rev-parse", "HEAD") == head
 
 
 # -- forks -----------------------------------------------------------------------
 
 
-def fake_pi(tmp_path: Path, status: int = 0) -> Path:
-    """A stand-in ``pi`` that records its argv and MACHINE_FORK* environment."""
+def fake_pi(tmp_path: Path, status: int = 0, writes: Path | None = None) -> Path:
+    """A stand-in ``pi`` that records its argv and MACHINE_FORK* environment,
+    and leaves the session file ``writes`` (one the real pi wrote) behind."""
     folder = tmp_path / "bin"
     folder.mkdir()
     script = folder / "pi"
+    copy = f'cp "{writes}" "{writes.parent / "fork.jsonl"}"\n' if writes else ""
     script.write_text(
         "#!/bin/sh\n"
         f'printf "%s\\n" "$@" > "{tmp_path}/pi-args"\n'
         f'env | grep "^MACHINE_FORK" | sort > "{tmp_path}/pi-env"\n'
+        f"{copy}"
         f"exit {status}\n"
     )
     script.chmod(stat.S_IRWXU)
@@ -284,7 +297,10 @@ def test_fork_runs_pi_with_the_parent_in_its_environment(
     monkeypatch.setenv("PATH", f"{fake_pi(tmp_path)}{os.pathsep}/usr/bin:/bin")
     result = run("fork", "use", "markdown")
     assert result.exit_code == 0, result.output
-    assert result.stderr == f"fork of {row_id}: running pi -p\n"
+    assert result.stderr == (
+        f"fork of {row_id}: running pi -p\n"
+        f"warning: the fork of {row_id} left no Pi session; nothing recorded\n"
+    )
     assert (
         (tmp_path / "pi-args")
         .read_text()
@@ -293,6 +309,31 @@ def test_fork_runs_pi_with_the_parent_in_its_environment(
     assert (tmp_path / "pi-env").read_text() == (
         f"MACHINE_FORK=1\nMACHINE_FORK_PARENT={row_id}\n"
     )
+
+
+def test_fork_records_the_new_run_with_its_parent_while_auto_is_off(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    install_session(project, "multi-turn")
+    run("observe")
+    parent = observed_id("multi-turn")
+    # the session the forked pi writes (a real one: the basic fixture)
+    target = pi.agent_dir() / "sessions" / pi.encode_cwd(project) / "src.jsonl"
+    target.write_bytes((PI_SESSIONS / "basic.jsonl").read_bytes())
+    monkeypatch.setenv(
+        "PATH", f"{fake_pi(tmp_path, writes=target)}{os.pathsep}/usr/bin:/bin"
+    )
+    result = run("fork", "use", "markdown")
+    assert result.exit_code == 0, result.output
+    assert run("auto").stdout == f"auto-capture off for {project}\n"
+    fork_id = observed_id()
+    assert result.stderr == (
+        f"fork of {parent}: running pi -p\n"
+        f"observed {fork_id}: {BASIC_USER} (fork of {parent})\n"
+    )
+    row = row_at_head(project, fork_id)
+    assert row["source"]["parent_row"] == parent  # type: ignore[index]
+    assert row["source"]["session_file"].endswith("/fork.jsonl")  # type: ignore[index]
 
 
 def test_correction_of_a_train_row_passes_pi_failures_on(
@@ -314,6 +355,13 @@ def test_correction_of_a_train_row_passes_pi_failures_on(
 # -- the student -----------------------------------------------------------------
 
 
+def pi_settings(**values: str) -> Path:
+    path = pi.agent_dir() / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"theme": "dark", **values}))
+    return path
+
+
 def test_student_set_show_and_back_to_work(
     project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -326,45 +374,115 @@ def test_student_set_show_and_back_to_work(
     handle = "tinker://run-7:train:0/sampler_weights/final"
     result = run("student", handle, "--work-model", "fake/fake-1")
     assert result.stdout == (
-        f"student {handle} (checkpoint); in Pi: /model, provider tinker\n"
+        f"student {handle} (checkpoint); in Pi: /machine student {handle} "
+        "switches one session to it\n"
     )
     assert result.stderr == (
         "warning: TINKER_API_KEY is not set; pi and machine ask cannot reach Tinker\n"
     )
     offered = json.loads(install.pi_models_path().read_text())
     assert offered["providers"]["tinker"]["models"][-1]["id"] == handle
-    assert run("student").stdout == f"student {handle} (chatting with the student)\n"
+    # chosen from a shell: no session switched, Pi's default untouched
+    assert run("student").stdout == f"student {handle}\n"
+    pi_settings(defaultProvider="fake", defaultModel="fake-1")
+    assert run("student").stdout == (
+        f"student {handle}\nnew Pi sessions start on fake/fake-1\n"
+    )
+    # what a session continues with (a real Pi session on the fake model)
+    session = install_session(project, "basic")
+    assert run("student", "--session", str(session)).stdout == (
+        f"student {handle}\n"
+        "Pi session basic.jsonl: fake/fake-1\n"
+        "new Pi sessions start on fake/fake-1\n"
+    )
     assert json.loads(run("work", "--json").stdout) == {
         "chat": "work",
+        "chat_session": None,
         "message": "chatting with the working model fake/fake-1",
+        "pi_default_was": None,
         "student": handle,
+        "student_release": None,
         "switch_to": "fake/fake-1",
         "work_model": "fake/fake-1",
     }
+
+
+def test_work_puts_pi_s_default_back_when_it_is_on_tinker(
+    project: Path, run: Run
+) -> None:
+    """What an older machine left behind: every new Pi session on Tinker."""
+    run("student", INKLING, "--work-model", "fake/fake-1")
+    path = pi_settings(defaultProvider="tinker", defaultModel=INKLING)
     assert run("student").stdout == (
-        f"student {handle} (chatting with the working model)\n"
+        f"student {INKLING}\nnew Pi sessions start on the student (tinker/{INKLING})\n"
     )
+    done = run("work")
+    assert done.stdout == (
+        "chatting with the working model fake/fake-1\n"
+        f"new Pi sessions start on fake/fake-1 again (Pi's default was "
+        f"tinker/{INKLING})\n"
+    )
+    assert json.loads(path.read_text()) == {
+        "theme": "dark",
+        "defaultProvider": "fake",
+        "defaultModel": "fake-1",
+    }
+    assert run("work").stdout == "chatting with the working model fake/fake-1\n"
 
 
 def test_student_json_tells_the_extension_what_to_switch_to(
-    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("TINKER_API_KEY", "tml-test")
-    result = run("student", INKLING, "--json")
+    session = tmp_path / "live.jsonl"
+    result = run("student", INKLING, "--json", "--session", str(session))
     assert json.loads(result.stdout) == {
         "chat": "student",
+        "chat_session": str(session),
         "kind": "base",
         "message": f"student {INKLING} (base)",
+        "release": None,
         "student": INKLING,
+        "student_release": None,
         "switch_to": f"tinker/{INKLING}",
         "warning": None,
         "work_model": None,
     }
-    release = json.loads(run("student", "BR-002", "--json").stdout)
-    assert (release["switch_to"], release["message"]) == (
-        None,
-        "student BR-002 (a release id: stored, resolved once releases exist)",
+
+
+def test_a_release_id_is_its_checkpoint_and_a_missing_one_is_refused(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    missing = run("student", "BR-999")
+    assert missing.exit_code == NOT_FOUND
+    assert missing.stderr == (
+        "Error: no release BR-999 in this project (machine release list)\n"
     )
+    assert not store_of(project).exists()  # nothing written
+    checkpoint = "tinker://run-7:train:0/sampler_weights/final"
+    store = Store.create(store_of(project), project)
+    store.write(
+        lambda snap: Change(
+            summary="release BR-001",
+            files={
+                "releases/BR-001/prereg.json": jsonio.canonical(
+                    {"id": "BR-001", "candidate": {"checkpoint": checkpoint}}
+                )
+            },
+        )
+    )
+    chosen = json.loads(run("student", "BR-001", "--json").stdout)
+    assert (chosen["switch_to"], chosen["message"], chosen["release"]) == (
+        f"tinker/{checkpoint}",
+        f"student BR-001 = {checkpoint} (release); machine install pi offers it in Pi",
+        "BR-001",
+    )
+    assert run("student").stdout == f"student BR-001 = {checkpoint}\n"
+    with oai_stub.serve() as stub:
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        assert run("ask", "--student", "BR-001", "hi").stdout == "Four.\n"
+    assert stub.requests[0]["body"]["model"] == checkpoint
 
 
 def test_student_refuses_a_bad_handle(project: Path, run: Run) -> None:

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from machine_git import paths
+from machine_git.errors import INVALID
 from machine_git.errors import USAGE
 from machine_git.store import Store
 from tests import helpers
@@ -203,6 +204,39 @@ def test_an_invalid_edit_can_be_fixed(
     result = run("edit", row_id, input="edit\n")
     assert "not valid JSON" in result.stderr
     assert row(project, row_id)["note"] == "fixed"
+
+
+def test_edit_from_a_file_or_stdin_opens_no_editor(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What Pi's /machine edit runs: the text of Pi's own editor, no $EDITOR."""
+    row_id = tagged(project, run)
+    monkeypatch.setenv("EDITOR", "false")  # an editor would fail the test
+    current = run("show", row_id).stdout
+    unchanged = run("edit", row_id[:6], "--from", "-", input=current)
+    assert (unchanged.exit_code, unchanged.stdout) == (
+        0,
+        f"{row_id}: nothing changed\n",
+    )
+    value = orjson.loads(current)
+    value["note"] = "edited in pi"
+    target = tmp_path / "row.json"
+    target.write_bytes(orjson.dumps(value))
+    done = run("edit", row_id, "--from", str(target))
+    assert done.stdout == f"edited {row_id} ({head(project)[:12]})\n"
+    assert row(project, row_id)["note"] == "edited in pi"
+    value["kind"] = "nonsense"
+    before = head(project)
+    bad = run("edit", row_id, "--from", "-", input=orjson.dumps(value).decode())
+    assert bad.exit_code == INVALID
+    assert bad.stderr == (
+        "Error: the edited row is invalid: $.kind: unknown kind 'nonsense' "
+        "(expected one of train, traces, rejected, observed)\n"
+    )
+    broken = run("edit", row_id, "--from", "-", input="{oops")
+    assert broken.exit_code == INVALID
+    assert broken.stderr.startswith("Error: the edited row is invalid: $: not valid ")
+    assert head(project) == before
 
 
 def test_changing_the_id_in_an_edit_is_refused(

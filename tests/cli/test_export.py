@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import resource
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,9 @@ from machine_git import paths
 from machine_git import rows
 from machine_git.errors import CONFLICT
 from machine_git.errors import INVALID
+from machine_git.errors import IO
 from machine_git.errors import NOT_FOUND
+from machine_git.errors import USAGE
 from machine_git.sessions import pi
 from tests import helpers
 from tests.conftest import PI_SESSIONS
@@ -363,6 +368,13 @@ def test_kind_filters_and_observed_only_when_named(
         "Turn three: write-file summary.txt with a short summary."
     ]
     assert users("--kind", "observed") == ["fix it"]
+    # said once on stderr: these rows are no one's verdict
+    observed_export = run("export", "--kind", "observed", "--kind", "train")
+    assert observed_export.stderr == (
+        "warning: observed rows are unlabeled (neither good nor bad); "
+        "machine label ID good|bad judges them\n"
+    )
+    assert run("export", "--kind", "traces").stderr == ""
     everything = users(
         *(a for k in ("train", "traces", "rejected") for a in ("--kind", k))
     )
@@ -521,7 +533,7 @@ def test_a_bad_line_imports_nothing(project: Path, run: Run, tmp_path: Path) -> 
         f"{seed}:3: $: not valid JSON (unexpected character, expected a "
         "string key: line 1 column 2 (char 1))\n"
         f"{seed}:4: $.messages[0].role: "
-        '"robot" is not one of "system", "user" or 2 other candidates\n'
+        '"robot" is not one of "system", "user", "assistant", "tool"\n'
         f"{seed}:5: $: unknown line shape: no messages or trajectory (expected a "
         "machine row with kind and id, a messages line or a trajectory line)\n"
         f"{seed}:6: $.id: duplicate id {good_id} (also line 1)\n"
@@ -631,3 +643,49 @@ def test_a_reader_that_stops_early_is_not_an_error(
     )
     assert done.stdout == b'{"messages'
     assert done.stderr == b"exit 141\n"  # as if killed by SIGPIPE, no traceback
+
+
+def test_export_to_a_device_or_a_fifo_is_one_line(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    for target, kind in (("/dev/full", "a character device"), (str(fifo), "a FIFO")):
+        result = run("export", "-o", target)
+        assert result.exit_code == USAGE
+        assert result.stderr == (
+            f"Error: output path '{target}' is not a regular file ({kind})\n"
+        )
+    # Never replaced by a file renamed over it, and no temporary file left.
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert not [p for p in os.listdir("/dev") if p.startswith(".full.")]
+
+
+def test_export_on_a_full_disk_is_one_line_and_leaves_nothing(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    target = tmp_path / "out" / "data.jsonl"
+    target.parent.mkdir()
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10, 10))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "machine_git", "export", "-o", str(target)],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=limit,
+    )
+    assert done.returncode == IO
+    assert done.stderr == (
+        f"Error: cannot write {target}: file size limit reached; nothing was written\n"
+    )
+    assert os.listdir(target.parent) == []

@@ -45,3 +45,29 @@ def test_help_lists_every_command(run: Run) -> None:
     listed = run("--help").stdout
     for name in cli.commands:
         assert f"  {name} " in listed or f"  {name}\n" in listed
+
+
+def test_only_machine_review_loads_the_web_stack() -> None:
+    # machine review's extra (starlette, jinja2, uvicorn) is optional: no other
+    # command, nor --help of any command, may import it or machine_git.review.
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from machine_git.cli import cli\n"
+        "runner = CliRunner()\n"
+        "runner.invoke(cli, ['--help'])\n"
+        "for name in list(cli.commands):\n"
+        "    runner.invoke(cli, [name, '--help'])\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    web = {"starlette", "jinja2", "uvicorn", "markupsafe", "httpx2"}
+    loaded = [
+        m
+        for m in done.stdout.split()
+        if m.split(".")[0] in web or m.startswith("machine_git.review")
+    ]
+    assert loaded == []
+    assert "machine_git.cli.review" in done.stdout.split()  # it was looked at

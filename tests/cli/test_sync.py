@@ -2,23 +2,35 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pygit2
 import pytest
+from pygit2.enums import FileMode
 
+from machine_git import capture
+from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
 from machine_git.errors import CONFLICT
 from machine_git.errors import REMOTE
 from machine_git.errors import USAGE
+from machine_git.store import BRANCH
+from machine_git.store import Change
 from machine_git.store import Store
+from tests import helpers
 from tests.cli.test_tag import answer_id
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
 from tests.test_sync import commit_bad_row
+from tests.test_transport import GitServer
+from tests.test_transport import git_daemon  # noqa: F401 (a fixture)
 
 CONFLICT_HINT = (
     "Error: 1 row was changed differently here and on origin; nothing was merged. "
@@ -171,6 +183,8 @@ def test_two_machines_share_their_rows_through_a_hub(
         "conflicts": [],
         "resolved": [],
         "prefer": None,
+        "versions": [],
+        "runs": [],
     }
     counts = orjson.loads(run("data", "--json").stdout)["counts"]
     assert counts == {"train": 2, "traces": 0, "rejected": 0, "observed": 0}
@@ -235,6 +249,14 @@ def test_a_conflict_shows_both_versions_and_prefer_resolves_it(
         "Machine-Action: merge\nMachine-Remote: origin\n"
         f"Machine-Prefer: theirs\nMachine-Resolved: {row_id}\n\n"
     )
+    # The row's life: the resolution, both sides' moves to bad, the first tag;
+    # and each side's version is still there to see.
+    life = orjson.loads(run("log", "--id", row_id, "--json").stdout)
+    assert [e["action"] for e in life] == ["merge", "move", "move", "tag"]
+    assert [e["trailers"].get("Tag") for e in life] == [None, "bad", "bad", "good"]
+    mine = orjson.loads(run("show", row_id, "--at", "HEAD^1", "--json").stdout)
+    other = orjson.loads(run("show", row_id, "--at", "HEAD^2", "--json").stdout)
+    assert (mine, other) == (ours, theirs)
 
 
 def test_pull_from_an_empty_hub(project: Path, run: Run, hub: Path) -> None:
@@ -281,3 +303,171 @@ def test_clone_makes_a_working_copy_and_refuses_a_full_folder(
     assert again.stderr == (
         f"Error: {target} exists and is not empty; clone into a new folder\n"
     )
+
+
+# -- three machines, a real git server -----------------------------------------------
+
+
+def tag_row(store: Store, row_id: str, when: int | None = None) -> str:
+    """Tag a train row as ``machine good`` does; at time ``when`` if given."""
+    row = helpers.train_row(row_id)
+    if when is None:
+        capture.tag(store, row, redaction="on")
+    else:
+        # A tag made earlier, on a machine that was offline: a commit dated then.
+        repo = store.repo
+        parent = repo.references[BRANCH].peel(pygit2.Commit)
+        index = pygit2.Index()
+        index.read_tree(parent.tree)
+        blob = repo.create_blob(jsonio.canonical(row))
+        index.add(pygit2.IndexEntry(rows.row_path(row_id), blob, FileMode.BLOB))
+        sig = pygit2.Signature("Offline", "off@example.com", when, 0)
+        message = (
+            f"good {row_id}: hi\n\nMachine-Action: tag\nMachine-Row: {row_id}\n"
+            "Machine-Kind: train\nMachine-Tag: good\n"
+        )
+        repo.create_commit(
+            BRANCH, sig, sig, message, index.write_tree(repo), [parent.id]
+        )
+    head = store.head
+    assert head is not None
+    return str(head.id)
+
+
+def add_run(store: Store, run_id: str) -> None:
+    """A training run's record and ref, as ``machine train sft`` leaves them."""
+    head = store.head
+    assert head is not None
+    record = {"id": run_id, "dataset": {"commit": str(head.id)}}
+    store.write(
+        lambda snap: Change(
+            f"train sft {run_id}",
+            {f"runs/{run_id}.json": jsonio.canonical(record)},
+            {"Action": "train-sft", "Run": run_id},
+        )
+    )
+    store.repo.references.create(f"refs/runs/{run_id}", head.id)
+
+
+def test_three_machines_share_rows_versions_runs_and_history(
+    project: Path,
+    run: Run,
+    on: Any,
+    git_daemon: GitServer,  # noqa: F811 (a fixture)
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = git_daemon.bare("hub.git")
+    made: dict[str, Store] = {}
+
+    def machine(name: str) -> Store:
+        on(name)
+        if name not in made:
+            # Each person's own first commit (same second, same author: one).
+            monkeypatch.setenv("GIT_AUTHOR_NAME", f"Person {name}")
+            made[name] = Store.create(paths.store_path(project), project)
+            assert run("remote", "add", "origin", url).exit_code == 0
+        return made[name]
+
+    a = machine("a")
+    tag_row(a, "a1a1a1a1a1a1")
+    tag_row(a, "a2a2a2a2a2a2")
+    assert run("version", "va").exit_code == 0
+    add_run(a, "sft-a2a2a2a2-000001")
+    assert run("push").stdout.startswith(
+        "pushed 4 commits, version va and run ref sft-a2a2a2a2-000001 to origin"
+    )
+
+    # b tagged an hour ago, offline; then names a version, pulls and pushes.
+    b = machine("b")
+    old = int(time.time()) - 3600
+    offline = tag_row(b, "b1b1b1b1b1b1", when=old)
+    assert run("version", "vb").exit_code == 0
+    pulled = run("pull")
+    assert pulled.stdout.splitlines() == [
+        f"merged origin ({short(b.path)}): +2 rows from origin",
+        "version va from origin",
+        "run ref sft-a2a2a2a2-000001 from origin",
+    ]
+    assert run("push").exit_code == 0
+
+    # a, offline meanwhile: one more tag and version; then pull and push.
+    machine("a")
+    tag_row(a, "a3a3a3a3a3a3")
+    assert run("version", "va2").exit_code == 0
+    assert run("pull").stdout.splitlines()[1:] == ["version vb from origin"]
+    assert run("push").exit_code == 0
+
+    # c has nothing of its own: it takes the history, then adds to it.
+    c = machine("c")
+    taken = run("pull")
+    assert taken.stdout.splitlines()[0] == (
+        f"fast-forward to {short(c.path)}: +4 rows from origin"
+    )
+    # c's own first commit is gone: the roots are a's and b's.
+    assert sorted(git(c.path, "rev-list", "--max-parents=0", "HEAD").split()) == sorted(
+        git(a.path, "rev-list", "--max-parents=0", "HEAD").split()
+    )
+    tag_row(c, "c1c1c1c1c1c1")
+    assert run("version", "vc").exit_code == 0
+    assert run("push").exit_code == 0
+    for name in ("a", "b"):
+        machine(name)
+        assert run("pull").exit_code == 0
+
+    hub = git_daemon.base / "hub.git"
+    everything = {
+        "head": short(hub),
+        "rows": [
+            "a1a1a1a1a1a1",
+            "a2a2a2a2a2a2",
+            "a3a3a3a3a3a3",
+            "b1b1b1b1b1b1",
+            "c1c1c1c1c1c1",
+        ],
+        "refs": sorted(
+            ["refs/runs/sft-a2a2a2a2-000001"]
+            + [f"refs/tags/{v}" for v in ("va", "va2", "vb", "vc")]
+        ),
+        "history": sorted(git(hub, "rev-list", "HEAD").split()),
+    }
+    for name, store in made.items():
+        machine(name)
+        log = orjson.loads(run("log", "--json").stdout)
+        found = {
+            "head": short(store.path),
+            "rows": sorted(
+                r["id"] for r in orjson.loads(run("tagged", "--json").stdout)
+            ),
+            "refs": sorted(
+                git(
+                    store.path,
+                    "for-each-ref",
+                    "--format=%(refname)",
+                    "refs/tags",
+                    "refs/runs",
+                ).split()
+            ),
+            "history": sorted(e["commit"] for e in log),
+        }
+        assert found == everything, name
+        assert git(store.path, "show", "HEAD:runs/sft-a2a2a2a2-000001.json")
+        assert [v["name"] for v in orjson.loads(run("versions", "--json").stdout)] == [
+            "vb",
+            "va",
+            "va2",
+            "vc",
+        ]
+        # The offline tag, reached through merges: its own history and dates.
+        life = orjson.loads(run("log", "--id", "b1b1b1b1b1b1", "--json").stdout)
+        assert [(e["commit"], e["action"]) for e in life] == [(offline, "tag")]
+        then = f"@{{{datetime.fromtimestamp(old + 1, UTC).isoformat()}}}"
+        assert (
+            orjson.loads(run("log", then, "-n", "1", "--json").stdout)[0]["commit"]
+            == offline
+        )
+        assert (
+            orjson.loads(run("show", "b1b1b1b1b1b1", "--at", then, "--json").stdout)[
+                "id"
+            ]
+            == "b1b1b1b1b1b1"
+        )

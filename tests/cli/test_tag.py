@@ -151,6 +151,96 @@ def test_good_and_good_trace_are_two_rows(project: Path, run: Run) -> None:
     }
 
 
+def turn_id(shape: str, name: str = "basic") -> str:
+    turn, _ = pi.read_turn(PI_SESSIONS / f"{name}.jsonl")
+    return rows.make_id("pi", turn.session_id, turn.entry_ids, shape)
+
+
+def row_files(project: Path) -> list[str]:
+    files = git(store_of(project), "ls-tree", "-r", "--name-only", "HEAD").split()
+    return [f for f in files if f.startswith("rows/")]
+
+
+def commits(project: Path) -> int:
+    return len(git(store_of(project), "log", "--format=%H").split())
+
+
+def test_bad_after_good_moves_every_row_of_the_turn(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good")
+    run("good", "--trace")
+    before = commits(project)
+    result = run("bad", "not", "quite")
+    answer, trace = turn_id("answer"), turn_id("trace")
+    assert result.stdout == (
+        f"moved {answer} train -> rejected: {BASIC_USER}\n"
+        f"moved {trace} traces -> rejected (the same turn)\n"
+    )
+    assert commits(project) == before + 1  # one commit for the turn
+    assert [row_at_head(project, i)["kind"] for i in (answer, trace)] == [
+        "rejected",
+        "rejected",
+    ]
+    message = git(store_of(project), "log", "-1", "--format=%B")
+    assert f"also {trace} traces -> rejected (the same turn)" in message
+    assert f"Machine-Also: {trace}\n" in message
+    # log of the trace row shows the commit that moved it
+    logged = run("log", "--id", trace[:8]).stdout.splitlines()
+    assert len(logged) == 2
+    # good again: both rows back, still one commit
+    again = run("good", "--json")
+    assert orjson.loads(again.stdout)["also"] == [
+        {"id": trace, "from": "rejected", "kind": "traces"}
+    ]
+    assert commits(project) == before + 2
+
+
+def test_tagging_an_observed_turn_labels_that_row(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("observe")
+    observed = turn_id("observed")
+    before = commits(project)
+    result = run("good", "--as", "The directory does not exist.", "checked")
+    assert result.stdout == (
+        f"labeled {observed} good: observed -> traces: {BASIC_USER}\n"
+    )
+    assert commits(project) == before + 1
+    assert row_files(project) == [rows.row_path(observed)]  # one row, same id
+    row = row_at_head(project, observed)
+    assert (row["kind"], row["tag"], row["note"]) == ("traces", "good", "checked")
+    assert row["trajectory"][-1]["content"] == "The directory does not exist."
+    assert row["original_answer"] == BASIC_ANSWER
+    trailers = git(store_of(project), "log", "-1", "--format=%(trailers:only)")
+    assert "Machine-Action: label\n" in trailers
+    assert "Machine-From: observed\n" in trailers
+    # the turn's other shapes find the same row
+    assert run("good", "--trace").stdout == (
+        f"already tagged {observed} as traces; nothing changed\n"
+    )
+    moved = run("bad")
+    assert moved.stdout == f"moved {observed} traces -> rejected: {BASIC_USER}\n"
+    assert row_files(project) == [rows.row_path(observed)]
+    assert run("observed").stdout.startswith("no observed runs yet")
+
+
+def test_observing_a_tagged_turn_records_nothing(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good")
+    before = commits(project)
+    result = run("observe")
+    assert result.stdout == (
+        f"already recorded {answer_id()} as train; nothing changed\n"
+    )
+    assert commits(project) == before
+    assert row_files(project) == [rows.row_path(answer_id())]
+    as_json = orjson.loads(run("observe", "--json").stdout)
+    assert (as_json["action"], as_json["id"], as_json["kind"]) == (
+        "duplicate",
+        answer_id(),
+        "train",
+    )
+
+
 def test_out_writes_a_validated_row_and_leaves_no_store(
     project: Path, run: Run, tmp_path: Path
 ) -> None:

@@ -341,3 +341,42 @@ def test_an_unfinished_turn_needs_an_answer(
     )
     result = run("good", "--session", str(path), "--as", "The test fails; fixing it.")
     assert result.exit_code == 0, result.output
+
+
+def test_a_claude_file_without_parent_links_is_tagged_in_file_order(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    # letta-ai/trajectory's Claude Code fixtures have no parentUuid: such a
+    # file was refused "no user message on the active branch".
+    session = tmp_path / "linkless.jsonl"
+    lines = [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "sessionId": "s9",
+            "cwd": str(project),
+            "timestamp": "2026-03-06T14:15:22.394Z",
+            "message": {"role": "user", "content": "fix the flaky retry test"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "timestamp": "2026-03-06T14:15:30.000Z",
+            "message": {
+                "role": "assistant",
+                "model": "claude-opus-4-6",
+                "content": [{"type": "text", "text": "Patched the backoff."}],
+            },
+        },
+    ]
+    session.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    result = run("good", "--session", str(session))
+    assert result.exit_code == 0, result.output
+    row_id = result.stdout.split()[1]
+    assert result.stdout == f"good {row_id} -> train: fix the flaky retry test\n"
+    row = row_at_head(project, row_id)
+    assert row["messages"][1] == {
+        "role": "assistant",
+        "content": "Patched the backoff.",
+    }
+    assert row["source"]["entry_ids"] == ["u1", "a1"]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from machine_git.errors import SERVICE
 from machine_git.errors import USAGE
+from machine_git.store import Store
 from machine_git.train import rendering
 from machine_git.train import service
 from tests.conftest import Run
@@ -59,7 +61,7 @@ def traces(project: Path, run: Run) -> Path:
     return support.store_path(project)
 
 
-def _json(text: str) -> Any:
+def _json(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
@@ -143,11 +145,37 @@ def test_validate_renders_every_row_offline(traces: Path, run: Run) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
         f"validate HEAD ({head[:12]}): 8 traces rows\n"
-        f"model    {MODEL} (renderer qwen3_instruct, loss on all_assistant_messages)\n"
-        "tokens   min 32, median 72, max 209, total 744 (per row)\n"
-        "batches  8 sequences / batch size 8 = 1 step per epoch\n"
+        f"model    {MODEL} (renderer qwen3, loss on all_assistant_messages)\n"
+        "tokens   min 36, median 126, max 576, total 1400 (per row)\n"
+        "batches  16 sequences / batch size 8 = 2 steps per epoch\n"
         f"warning  1 duplicate prompts: {_branch_turns(traces)}\n"
     )
+
+
+def test_validate_dump_writes_what_trains(
+    traces: Path, run: Run, tmp_path: Path
+) -> None:
+    dump = tmp_path / "examples.jsonl"
+    result = run("train", "validate", "--kind", "traces", "--dump", str(dump))
+    assert result.exit_code == 0, result.stderr
+    examples = [_json(line) for line in dump.read_bytes().splitlines()]
+    assert len(examples) == 16  # one per rendered sequence
+    tok = rendering.tokenizer(MODEL)
+    for example in examples:
+        ids, weights = example["tokens"], example["weights"]
+        assert len(ids) == len(weights) and set(weights) <= {0, 1}
+        trained = tok.decode([t for t, w in zip(ids, weights, strict=True) if w])
+        marked = re.findall("\u27e6(.*?)\u27e7", example["text"], re.S)
+        assert "".join(marked) == trained
+        assert example["text"].replace("\u27e6", "").replace("\u27e7", "") == (
+            tok.decode(ids)
+        )
+        assert trained.endswith("<|im_end|>") and ids[-1] == tok.eos_token_id
+    store = Store.open(traces)
+    traces_ids = {
+        _json(data)["id"] for _, data in store.iter_row_blobs() if b"traces" in data
+    }
+    assert {e["row"] for e in examples} == traces_ids
 
 
 def _branch_turns(store: Path) -> str:
@@ -163,8 +191,8 @@ def test_validate_blocks_when_rows_make_no_batch(traces: Path, run: Run) -> None
     result = run("train", "validate", "--kind", "traces", "--batch-size", "16")
     assert result.exit_code == 1
     assert result.stdout.splitlines()[-2:] == [
-        "blocking  8 sequences from 8 rows: fewer than one batch of 16, so 0 training "
-        "steps (tag more rows or lower --batch-size)",
+        "blocking  8 rows to train: fewer than one batch of 16 (tag more rows or "
+        "lower --batch-size)",
         f"warning  1 duplicate prompts: {_branch_turns(traces)}",
     ]
     assert result.stderr == "Error: 1 blocking problem\n"
@@ -229,8 +257,8 @@ def test_sft_pins_the_data_and_writes_a_run_folder(traces: Path, run: Run) -> No
         f"prepared run {run_id}\n"
         f"  data    8 traces rows at {data_commit[:12]} (HEAD)\n"
         f"  export  data.jsonl sha256 {sha}\n"
-        f"  model   {MODEL}, renderer qwen3_instruct, loss on all_assistant_messages\n"
-        "  steps   4 (8 sequences, batch size 2, 1 epoch)\n"
+        f"  model   {MODEL}, renderer qwen3, loss on all_assistant_messages\n"
+        "  steps   8 (16 sequences, batch size 2, 1 epoch)\n"
         f"  folder  {folder}\n"
         "next: machine train smoke --yes  (two steps on Tinker)\n"
     )
@@ -266,13 +294,13 @@ def test_sft_pins_the_data_and_writes_a_run_folder(traces: Path, run: Run) -> No
         "file": "data.jsonl",
         "sha256": sha,
         "rows": 8,
-        "sequences": 8,
+        "sequences": 16,
         "held_out_eval": None,
         "held_out_rows": 0,
     }
     assert (record["status"], record["renderer"], record["train_on_what"]) == (
         "prepared",
-        "qwen3_instruct",
+        "qwen3",
         "all_assistant_messages",
     )
     assert record["hyperparameters"]["batch_size"] == 2
@@ -313,13 +341,43 @@ def test_sft_refuses_a_run_with_zero_steps(traces: Path, run: Run) -> None:
     result = run("train", "sft", "--kind", "traces", "--batch-size", "9")
     assert result.exit_code == 1
     assert result.stderr == (
-        "Error: 8 sequences from 8 rows: fewer than one batch of 9, so 0 training "
-        "steps (tag more rows or lower --batch-size)\n"
+        "Error: refused, nothing was spent: 8 rows to train: fewer than one batch "
+        "of 9 (tag more rows or lower --batch-size); see 'machine train validate'\n"
     )
     assert git(traces, "rev-parse", "HEAD").strip() == head
     assert not (traces / "machine" / "runs").exists() or not any(
         (traces / "machine" / "runs").iterdir()
     )
+
+
+def test_sft_refuses_examples_with_nothing_to_learn(traces: Path, run: Run) -> None:
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run("train", "sft", "--kind", "traces", "--max-length", "8")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: refused, nothing was spent: nothing to learn (no trained token "
+        "within --max-length): "
+    )
+    assert result.stderr.endswith(", ...; see 'machine train validate'\n")
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+
+
+def test_smoke_refuses_a_run_whose_export_validate_blocks(
+    traces: Path, run: Run, fake: FakeTinker
+) -> None:
+    record = _sft(run)
+    folder = traces / "machine" / "runs" / record["id"]
+    yaml = (folder / "tinker.yaml").read_text()
+    (folder / "tinker.yaml").write_text(
+        yaml.replace("max_length: 32768", "max_length: 8")
+    )
+    result = run("train", "smoke", "--yes")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: refused, nothing was spent: nothing to learn (no trained token "
+        "within --max-length): data.jsonl:1"
+    )
+    assert fake.calls == []
 
 
 @pytest.mark.slow
@@ -336,7 +394,7 @@ def test_the_generated_script_runs_on_its_own(traces: Path, run: Run) -> None:
     )
     assert (check.returncode, check.stdout) == (
         0,
-        f"{record['id']}: 8 rows, 8 sequences, 4 steps of 2 on {MODEL}\n",
+        f"{record['id']}: 8 rows, 16 sequences, 8 steps of 2 on {MODEL}\n",
     )
     lint = subprocess.run(
         [
@@ -455,39 +513,33 @@ def test_run_trains_every_batch_and_records_checkpoints(
     assert result.exit_code == 0, result.stderr
     prefix = "tinker://fake-run:train:0"
     assert result.stdout == (
-        "done: 4 steps, final loss 0.1250\n"
+        "done: 8 steps, final loss 0.0625\n"
         f"sampler {prefix}/sampler_weights/final\n"
         f"state   {prefix}/weights/final\n"
     )
     assert "training" in result.stderr  # the progress bar (not a terminal: its label)
+    two_steps = ["forward_backward", "optim_step"] * 2
     assert fake.names()[2:] == [
         "ServiceClient",
         "create_lora_training_client",
-        "forward_backward",
-        "optim_step",
-        "forward_backward",
-        "optim_step",
+        *two_steps,
         "save_state",
-        "forward_backward",
-        "optim_step",
-        "forward_backward",
-        "optim_step",
+        *two_steps,
+        "save_state",
+        *two_steps,
+        "save_state",
+        *two_steps,
         "save_state",
         "save_weights_for_sampler",
     ]
     rates = [c[1]["learning_rate"] for c in fake.calls if c[0] == "optim_step"]
-    assert rates == pytest.approx([2e-4, 1.5e-4, 1e-4, 5e-5])
-    # Every batch once, in export order: the datums are the export's rows.
-    assert sum(len(b) for b in fake.batches) == 8
-    assert _subjects(traces, 8) == [
-        f"train run {run_id}: done, 4 steps, loss 0.1250",
+    assert rates == pytest.approx([2e-4 * (1 - k / 8) for k in range(8)])
+    # Every sequence once: 8 rows -> 16 sequences (one per assistant turn).
+    assert sum(len(b) for b in fake.batches) == 16
+    assert _subjects(traces, 3) == [
+        f"train run {run_id}: done, 8 steps, loss 0.0625",
         f"train run {run_id}: checkpoint final {prefix}/sampler_weights/final",
-        f"train run {run_id}: step 4/4 loss 0.1250",
-        f"train run {run_id}: step 3/4 loss 0.1667",
-        f"train run {run_id}: checkpoint 000002 {prefix}/weights/000002",
-        f"train run {run_id}: step 2/4 loss 0.2500",
-        f"train run {run_id}: step 1/4 loss 0.5000",
-        f"train start {run_id}: 4 steps",
+        f"train run {run_id}: step 8/8 loss 0.0625",
     ]
     assert git(traces, "log", "-1", "--format=%(trailers:key=Machine-Action)") == (
         "Machine-Action: train-done\n\n"
@@ -495,18 +547,23 @@ def test_run_trains_every_batch_and_records_checkpoints(
     final = _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))
     assert (final["status"], final["final_loss"], final["attempts"]) == (
         "done",
-        0.125,
+        0.0625,
         1,
     )
-    assert [c["name"] for c in final["checkpoints"]] == ["000002", "final"]
-    assert final["checkpoints"][1]["state_path"] == f"{prefix}/weights/final"
+    assert [c["name"] for c in final["checkpoints"]] == [
+        "000002",
+        "000004",
+        "000006",
+        "final",
+    ]
+    assert final["checkpoints"][-1]["state_path"] == f"{prefix}/weights/final"
     folder = traces / "machine" / "runs" / run_id
     checkpoints = [
         _json(x) for x in (folder / "checkpoints.jsonl").read_bytes().splitlines()
     ]
     assert checkpoints[-1] == {
         "name": "final",
-        "batch": 4,
+        "batch": 8,
         "epoch": 0,
         "final": True,
         "state_path": f"{prefix}/weights/final",
@@ -515,12 +572,6 @@ def test_run_trains_every_batch_and_records_checkpoints(
         "dataset_commit": data["commit"],
         "export_sha256": data["sha256"],
     }
-    listing = run("runs")
-    assert listing.stdout == (
-        "RUN" + " " * (len(run_id) - 1) + "STATUS  DATA          STEPS  LOSS    "
-        "CHECKPOINTS  SMOKE\n"
-        f"{run_id}  done    {data['commit'][:12]}  4/4    0.1250  2            -\n"
-    )
     again = run("train", "run", "--yes")
     assert again.exit_code == 1
     assert again.stderr == (
@@ -590,7 +641,7 @@ def test_a_service_error_mid_run_marks_the_run_failed(
     fake.fail_at_step = 3
     result = run("train", "run", "--yes")
     assert result.exit_code == SERVICE
-    reason = "InternalServerError: worker lost"
+    reason = "HTTP 500 (the service failed): worker lost"
     assert result.stderr.splitlines()[-1] == (
         f"Error: run of {run_id} failed at step 3: {reason}"
     )

@@ -50,3 +50,34 @@ def test_version_names_cannot_escape(project: Path, run: Run) -> None:
         assert result.exit_code == USAGE
         assert message in result.stderr
     assert git(paths.store_path(project), "tag").strip() == ""
+
+
+def test_names_git_would_read_as_something_else_are_refused(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    store = paths.store_path(project)
+    head = git(store, "rev-parse", "HEAD").strip()
+    git(store, "update-ref", "refs/runs/sft-1234abcd-0a1b2c", head)
+    for args, why in [
+        (("HEAD",), "is a name git already uses"),
+        (("main",), "is a name git already uses"),
+        (("--", "-x"), "may not start with '-' (it would read as an option)"),
+        ((head[:12],), "looks like a commit id (4 to 40 hex characters)"),
+        (("cafe",), "looks like a commit id (4 to 40 hex characters)"),
+        (("BR-007",), "looks like a release id (BR-NNN)"),
+        (("sft-1234abcd-0a1b2c",), "is a training run id"),
+        (("v1.lock",), "is not a valid git tag name"),
+    ]:
+        result = run("version", *args)
+        name = args[-1]
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            USAGE,
+            "",
+            f"Error: version name {name!r} {why}; pick another\n",
+        ), args
+    assert git(store, "tag").strip() == ""
+    # A name with a letter beyond a-f is fine, and HEAD still means HEAD.
+    assert run("version", "cafe-2").exit_code == 0
+    assert run("show", "HEAD").exit_code == 0

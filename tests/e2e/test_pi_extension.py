@@ -154,6 +154,8 @@ def test_good_and_bad_inside_pi_tag_the_turn_on_screen(agent: Pi) -> None:
 
     bad = agent("-c", "-p", "/bad too terse")
     bad_id = said("bad ID -> rejected: Run `echo e2e-second`.", bad.stderr)
+    # the turn's trace carries the new verdict too: a turn is good or bad, once
+    assert bad.stderr.endswith(f"moved {trace_id} traces -> rejected (the same turn)\n")
     rejected = row_at_head(agent.cwd, bad_id)
     assert rejected["note"] == "too terse"
     assert rejected["messages"] == [
@@ -185,7 +187,7 @@ def test_good_and_bad_inside_pi_tag_the_turn_on_screen(agent: Pi) -> None:
     assert [line.split()[:2] for line in listed.stderr.splitlines()] == [
         [train_id, "train"],
         [bad_id, "rejected"],
-        [trace_id, "traces"],
+        [trace_id, "rejected"],
         ["Error:", "bad"],
     ]
     assert listed.stderr.endswith(
@@ -279,8 +281,10 @@ def test_global_and_project_installs_register_once_and_switch_models(
 
     agent.env["TINKER_API_KEY"] = "tml-e2e"
     student = agent("-c", "-p", f"/machine student {INKLING}")
-    assert (
-        student.stderr == f"student {INKLING} (base); in Pi: /model, provider tinker\n"
+    assert student.stderr == (
+        f"student {INKLING} (base)\n"
+        f"this session now chats with tinker/{INKLING}; other sessions keep their "
+        "model\n"
     )
     work = agent("-c", "-p", "/machine work")
     assert work.stderr == "chatting with the working model fake/fake-1\n"
@@ -290,9 +294,10 @@ def test_global_and_project_installs_register_once_and_switch_models(
         if e["type"] == "model_change"
     ]
     assert changes[-2:] == [("tinker", INKLING), ("fake", "fake-1")]
-    assert (
-        run("student").stdout
-        == f"student {INKLING} (chatting with the working model)\n"
+    assert run("student").stdout == (
+        f"student {INKLING}\n"
+        f"Pi session {agent.session().name}: fake/fake-1\n"
+        "new Pi sessions start on fake/fake-1\n"
     )
 
 
@@ -396,7 +401,11 @@ def test_tinker_use_work_and_models_inside_pi(agent: Pi, run: Run) -> None:
     agent("-p", "Run `echo tinker`.")
     agent.env["TINKER_API_KEY"] = "tml-e2e"
     used = agent("-c", "-p", f"/tinker use {INKLING}")
-    assert used.stderr == f"student {INKLING} (base); in Pi: /model, provider tinker\n"
+    assert used.stderr == (
+        f"student {INKLING} (base)\n"
+        f"this session now chats with tinker/{INKLING}; other sessions keep their "
+        "model\n"
+    )
     work = agent("-c", "-p", "/tinker work")
     assert work.stderr == "chatting with the working model fake/fake-1\n"
     changes = [
@@ -413,3 +422,183 @@ def test_tinker_use_work_and_models_inside_pi(agent: Pi, run: Run) -> None:
     agent.env["MACHINE_TINKER_OAI_URL"] = oai_stub.closed_port_url()
     down = agent("-c", "-p", "/tinker models --timeout 2", code=1)
     assert down.stderr.startswith("Error: Tinker is unreachable at http://127.0.0.1:")
+
+
+# -- issue 20: the student per session, no blocking, each turn once ----------------
+
+
+def sessions(agent: Pi) -> list[Path]:
+    folder = pi_sessions.agent_dir() / "sessions" / pi_sessions.encode_cwd(agent.cwd)
+    return sorted(folder.glob("*.jsonl"))
+
+
+def pi_settings() -> dict[str, Any]:
+    value = json.loads((pi_sessions.agent_dir() / "settings.json").read_text())
+    assert isinstance(value, dict)
+    return value
+
+
+def test_the_student_is_chosen_for_one_session_only(
+    agent: Pi, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with oai_stub.serve() as stub:
+        # the provider points at a stand-in Tinker that records each request
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        agent.env["MACHINE_TINKER_OAI_URL"] = stub.url
+        assert run("install", "pi").exit_code == 0
+        agent.env["TINKER_API_KEY"] = "tml-e2e"
+        agent("-p", "Run `echo in-a`.")
+        (first,) = sessions(agent)
+        chosen = agent("-c", "-p", f"/machine student {INKLING}")
+        assert chosen.stderr.endswith("other sessions keep their model\n")
+        # Pi's default for new sessions is what it was
+        assert pi_settings() == SETTINGS
+
+        # a second session, started after: the working model, no request to Tinker
+        second = agent("-p", "Run `echo in-b`.")
+        assert second.stdout == "The command printed: in-b\n"
+        assert stub.requests == []
+        assert run("student").stdout == (
+            f"student {INKLING}\n"
+            f"Pi session {first.name}: the student (tinker/{INKLING})\n"
+            "new Pi sessions start on fake/fake-1\n"
+        )
+
+        # the first session, continued: still the student (the request reaches
+        # Tinker, with the key; the stand-in's answer is no stream pi can read)
+        assert agent("--session", str(first), "-p", "Hello student.").stdout == ""
+        (request,) = stub.requests
+        assert request["authorization"] == "Bearer tml-e2e"
+        assert request["body"]["model"] == INKLING
+
+        # machine work from a shell: the first session goes back when it next runs
+        assert run("work").stdout == "chatting with the working model fake/fake-1\n"
+        back = agent("--session", str(first), "-p", "Run `echo back`.")
+        assert back.stdout == "The command printed: back\n"
+        assert back.stderr == "back to the working model fake/fake-1 (machine work)\n"
+        assert len(stub.requests) == 1
+    assert pi_settings() == SETTINGS
+    assert run("student").stdout == (
+        f"student {INKLING}\n"
+        f"Pi session {first.name}: fake/fake-1\n"
+        "new Pi sessions start on fake/fake-1\n"
+    )
+
+
+def test_no_key_no_switch_and_the_key_s_name_is_never_sent(
+    agent: Pi, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent("-p", "Run `echo keyless`.")
+    refused = agent("-c", "-p", f"/machine student {INKLING}", code=1)
+    assert refused.stderr == (
+        "Error: TINKER_API_KEY is not set: export TINKER_API_KEY=<your Tinker API "
+        "key>, then start pi again\n"
+    )
+    assert not store_of(agent.cwd).exists()  # nothing was chosen
+    assert [e for e in agent.entries() if e["type"] == "model_change"] == [
+        agent.entries()[0]
+    ]
+    # Pi's own --model tinker/... without the key: Pi refuses to send the request
+    with oai_stub.serve() as stub:
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        agent.env["MACHINE_TINKER_OAI_URL"] = stub.url
+        assert run("install", "pi").exit_code == 0
+        direct = agent("--model", f"tinker/{INKLING}", "-p", "hello", code=1)
+    assert stub.requests == []
+    assert 'Failed to resolve API key for provider "tinker"' in (
+        direct.stdout + direct.stderr
+    )
+
+
+def test_machine_edit_inside_pi_never_blocks(agent: Pi, run: Run) -> None:
+    agent("-p", "Run `echo edit-me`.")
+    tagged = agent("-c", "-p", "/good")
+    row_id = said("good ID -> train: Run `echo edit-me`.", tagged.stderr)
+    # print mode: no editor to open, the shell command instead, at once
+    agent.env["EDITOR"] = "vim"
+    printed = agent("-c", "-p", f"/machine edit {row_id}", code=1)
+    assert printed.stderr == (
+        "Error: /machine edit needs Pi's editor (pi with a UI); in a shell run: "
+        f"machine edit {row_id}\n"
+    )
+    # with a UI (RPC mode): Pi's own editor; pi still answers while it is open
+    rpc = Rpc(agent)
+    rpc.send(type="prompt", message=f"/machine edit {row_id}")
+    request = rpc.wait(
+        lambda line: (
+            line.get("type") == "extension_ui_request"
+            and line.get("method") == "editor"
+        )
+    )
+    assert request["title"] == (
+        f"machine edit {row_id}: save to commit, or empty it to abandon"
+    )
+    rpc.send(id="state", type="get_state")
+    rpc.wait(lambda line: line.get("id") == "state")
+    row = json.loads(request["prefill"])
+    row["note"] = "edited in pi's editor"
+    rpc.send(type="extension_ui_response", id=request["id"], value=json.dumps(row))
+    done = rpc.wait(lambda line: line.get("method") == "notify")
+    head = git(store_of(agent.cwd), "rev-parse", "HEAD").strip()
+    assert done["message"] == f"edited {row_id} ({head[:12]})"
+    assert "Extension error" not in rpc.close()
+    assert row_at_head(agent.cwd, row_id)["note"] == "edited in pi's editor"
+
+
+def test_a_turn_observed_then_tagged_is_one_row(agent: Pi) -> None:
+    first = agent("-p", "/machine auto on", "Run `echo once-only`.")
+    observed = said("observed ID: Run `echo once-only`.", first.stderr)
+    store = store_of(agent.cwd)
+    before = git(store, "rev-list", "--count", "HEAD")
+    tagged = agent("-c", "-p", "/good")
+    assert tagged.stderr == (
+        f"labeled {observed} good: observed -> traces: Run `echo once-only`.\n"
+    )
+    assert int(git(store, "rev-list", "--count", "HEAD")) == int(before) + 1
+    files = git(store, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert [f for f in files if f.startswith("rows/")] == [rows.row_path(observed)]
+    assert row_at_head(agent.cwd, observed)["kind"] == "traces"
+
+
+def test_a_fork_with_auto_off_is_linked_and_a_fork_of_it_quotes_the_task(
+    agent: Pi, run: Run
+) -> None:
+    first = agent("-p", "/machine auto on", "Run `echo original-task`.")
+    parent = said("observed ID: Run `echo original-task`.", first.stderr)
+    assert run("auto", "off").exit_code == 0
+    pi_path = os.pathsep.join([str(agent.bin.parent), agent.env["PATH"]])
+
+    def fork(*words: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "machine_git", "fork", *words],
+            cwd=agent.cwd,
+            env={**agent.env, "PATH": pi_path},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    forked = fork("use", "printf")
+    child = said(
+        "observed ID: Redo this task with a correction. Task: Run `echo original-… "
+        f"(fork of {parent})",
+        forked.stderr,
+    )
+    assert row_at_head(agent.cwd, child)["source"]["parent_row"] == parent
+    again = fork("say", "more")
+    grandchild = said(
+        "observed ID: Redo this task with a correction. Task: Run `echo original-… "
+        f"(fork of {child})",
+        again.stderr,
+    )
+    row = row_at_head(agent.cwd, grandchild)
+    assert row["trajectory"][1]["content"] == (
+        "Redo this task with a correction.\n\n"
+        "Task:\nRun `echo original-task`.\n\n"
+        "Previous answer:\nThe command printed: original-task\n\n"
+        "Correction:\nsay more\n"
+    )

@@ -1,9 +1,9 @@
 """Lineage says what the training loop consumed, not what it was handed.
 
 The run record's ``trained`` field (rows whose tokens were in a completed
-optimizer step, and per epoch: seed, steps, rows, tokens) is written by the
-training loop; here the tests write it through the same store write path
-(``runs.update``) from what the fake Tinker service actually received.
+optimizer step, and per epoch: seed, steps, rows, trained tokens) is written
+by the training loop; the tests check it against what the fake Tinker service
+actually received, then that lineage shows exactly that.
 """
 
 from __future__ import annotations
@@ -45,18 +45,23 @@ def rows_of_datums(
     return found
 
 
-def record_trained(store: Path, run_id: str, fake: FakeTinker, steps: int) -> list[str]:
-    """Write ``trained`` as the loop does: only the batches of completed steps."""
+def received(store: Path, fake: FakeTinker, steps: int) -> dict[str, Any]:
+    """``trained`` as the service saw it: the batches of the completed steps."""
     done = fake.batches[:steps]
     ids = sorted(set().union(*(rows_of_datums(store, fake, b) for b in done)))
-    tokens = sum(d.model_input.length for b in done for d in b)
+    tokens = sum(
+        sum(1 for w in d.loss_fn_inputs["weights"].data if w > 0)
+        for b in done
+        for d in b
+    )
     epoch = {"epoch": 1, "seed": 0, "steps": steps, "rows": len(ids), "tokens": tokens}
+    return {"rows": ids, "epochs": [epoch]}
 
-    def change(record: dict[str, Any]) -> None:
-        record["trained"] = {"rows": ids, "epochs": [epoch]}
 
-    runs.update(Store.open(store), run_id, "trained", f"trained {run_id}", change)
-    return ids
+def trained_of(store: Path, run_id: str) -> Any:
+    record = runs.read(Store.open(store), run_id)
+    assert record is not None
+    return record.get("trained")
 
 
 def eval_rows(store: Path) -> list[str]:
@@ -82,16 +87,17 @@ def test_a_run_that_drops_nothing_shows_every_exported_row_trained(
 ) -> None:
     store = trained["store"]
     assert len(fake.batches) == 3  # batch size 1: one row per step
-    ids = record_trained(store, trained["run"], fake, steps=3)
+    expected = received(store, fake, steps=3)
+    assert trained_of(store, trained["run"]) == expected
+    ids, tokens = expected["rows"], expected["epochs"][0]["tokens"]
     held = eval_rows(store)
     assert ids == sorted(set(train_rows(store)) - set(held))
     found = orjson.loads(run("lineage", trained["run"], "--rows", "--json").stdout)
     assert roles(found) == {"eval": held, "trained": ids}
-    tokens = sum(d.model_input.length for b in fake.batches for d in b)
     assert found["dataset"]["trained"] == {
         "rows": 3,
         "tokens": tokens,
-        "epochs": [{"epoch": 1, "seed": 0, "steps": 3, "rows": 3, "tokens": tokens}],
+        "epochs": expected["epochs"],
     }
     text = run("lineage", trained["run"]).stdout.splitlines()
     eval_id = found["dataset"]["held_out_eval"]
@@ -113,7 +119,9 @@ def test_a_run_that_failed_mid_way_shows_only_the_rows_it_trained(
     fake.fail_at_step = 2
     assert run("train", "run", "--yes").exit_code != 0
     assert len(fake.batches) == 2  # the second step was sent, never completed
-    ids = record_trained(store, made["id"], fake, steps=1)
+    expected = received(store, fake, steps=1)
+    assert trained_of(store, made["id"]) == expected
+    ids = expected["rows"]
     assert len(ids) == 1
     held = eval_rows(store)
     found = orjson.loads(run("lineage", made["id"], "--rows", "--json").stdout)
@@ -122,13 +130,21 @@ def test_a_run_that_failed_mid_way_shows_only_the_rows_it_trained(
     assert roles(found) == {"eval": held, "not trained": untrained, "trained": ids}
     text = run("lineage", made["id"]).stdout.splitlines()
     assert text[3].startswith("rows       1 train row trained of 3 exported (")
-    assert text[4].startswith("epoch 1    1 row, ")
-    assert text[4].endswith(" tokens, 1 step (seed 0)")
+    tokens = expected["epochs"][0]["tokens"]
+    assert text[4] == f"epoch 1    1 row, {tokens} tokens, 1 step (seed 0)"
 
 
 def test_a_run_without_per_step_records_is_never_shown_as_all_rows(
     trained: dict[str, Any], run: Run
 ) -> None:
+    # A run recorded before the loop kept per-step records.
+    runs.update(
+        Store.open(trained["store"]),
+        trained["run"],
+        "older",
+        "as an older machine recorded it",
+        lambda record: record.pop("trained"),
+    )
     found = orjson.loads(run("lineage", trained["run"], "--rows", "--json").stdout)
     assert found["dataset"]["trained"] is None
     assert {r["role"] for r in found["dataset"]["rows"]} == {"eval", "unknown"}

@@ -166,9 +166,8 @@ def test_lineage_goes_from_release_to_rows(
     assert found["run"]["id"] == trained["run"]
     assert found["checkpoint"] == CHECKPOINT
     assert found["dataset"]["history"] == {"tag": 6}
-    # The run predates per-step records: what it trained on is unknown.
     roles = sorted(r["role"] for r in found["dataset"]["rows"])
-    assert roles == ["eval"] * 3 + ["unknown"] * 3
+    assert roles == ["eval"] * 3 + ["trained"] * 3
     by_checkpoint = orjson.loads(run("lineage", CHECKPOINT, "--json").stdout)
     assert by_checkpoint["run"]["id"] == trained["run"]
     text = run("lineage", trained["run"]).stdout.splitlines()

@@ -179,6 +179,58 @@ def test_a_rewind_is_followed_on_the_active_branch(tmp_path: Path) -> None:
     assert old.records == expected()
 
 
+def test_a_file_without_parent_links_is_read_in_file_order(tmp_path: Path) -> None:
+    # The shape of letta-ai/trajectory's own Claude Code fixtures: uuids, but
+    # no parentUuid after the first row. There is no tree to follow.
+    rows_ = [
+        user("u1", None, "fix the flaky retry test"),
+        assistant(
+            "a1",
+            None,
+            "msg_1",
+            [
+                {"type": "text", "text": "Looking at retry.py now."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_01A",
+                    "name": "Read",
+                    "input": {"file_path": "retry.py"},
+                },
+            ],
+        ),
+        user(
+            "u2",
+            None,
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_01A",
+                    "content": [{"type": "text", "text": "1\tdef retry():"}],
+                    "is_error": True,
+                }
+            ],
+        ),
+        assistant("a2", None, "msg_2", [{"type": "text", "text": "Patched it."}]),
+    ]
+    for r in rows_:
+        del r["parentUuid"]
+    path = write(tmp_path / "s.jsonl", rows_)
+    turn, _ = claude.read_turn(path)
+    assert (turn.user_text, turn.answer) == ("fix the flaky retry test", "Patched it.")
+    assert turn.entry_ids == ["u1", "a1", "u2", "a2"]
+    assert [(r["role"], r.get("content")) for r in turn.records[1:]] == [
+        ("user", "fix the flaky retry test"),
+        ("assistant", "Looking at retry.py now."),
+        ("assistant", None),
+        ("tool", "Error: 1\tdef retry():"),
+        ("assistant", "Patched it."),
+    ]
+    assert turn.records[4]["ok"] is False
+    # --entry still names a row, by uuid.
+    first, _ = claude.read_turn(path, "a1")
+    assert first.entry_ids == ["u1", "a1"]
+
+
 def test_entry_selects_the_first_turn() -> None:
     source = lines()
     turn, _ = claude.read_turn(SESSION, source[7]["uuid"])

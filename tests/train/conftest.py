@@ -35,7 +35,7 @@ from tests.conftest import install_session
 
 # Captured before any test clears it: the opt-in real-service test uses it.
 REAL_KEY = os.environ.get("TINKER_API_KEY")
-MODEL = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+MODEL = "Qwen/Qwen3-30B-A3B"
 _TINKER_ENVS = (
     "TINKER_API_KEY",
     "TINKER_BASE_URL",
@@ -160,9 +160,7 @@ class Done:
 class FakeTinker:
     """The fake service's state: what it was asked, and how it should behave."""
 
-    models: list[str] = field(
-        default_factory=lambda: ["Qwen/Qwen3-30B-A3B-Instruct-2507"]
-    )
+    models: list[str] = field(default_factory=lambda: [MODEL])
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     batches: list[list[tinker.Datum]] = field(default_factory=list)
     fail_at_step: int | None = None  # forward_backward number (1-based) that fails
@@ -171,13 +169,21 @@ class FakeTinker:
     raise_on: dict[str, BaseException] = field(default_factory=dict)  # call -> raise
     tokenizer: Any = None  # for sampling answers (the real offline tokenizer)
     run_id: str = "fake-run:train:0"
+    stall: set[str] = field(default_factory=set)  # calls that never answer
+    on_call: dict[str, Any] = field(default_factory=dict)  # call -> f(nth call)
+    released: threading.Event = field(default_factory=threading.Event)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
 
     def record(self, name: str, args: dict[str, Any]) -> None:
-        """Log a call, then raise if the test asked this call to fail."""
+        """Log a call; then stall, act or raise if the test asked for it."""
         self.calls.append((name, args))
+        if name in self.on_call:
+            self.on_call[name](self.names().count(name))
+        if name in self.stall:
+            self.released.wait()  # a service that stopped answering
+            raise RuntimeError("released at the end of the test")
         if name in self.raise_on:
             raise self.raise_on.pop(name)
 
@@ -315,12 +321,13 @@ def _tinker_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, listener: str) -> FakeTinker:
+def fake(monkeypatch: pytest.MonkeyPatch, listener: str) -> Iterator[FakeTinker]:
     """A key, a reachable loopback port, and the fake service at the seam."""
     set_key(monkeypatch, listener)
     fake_service = FakeTinker(tokenizer=rendering.tokenizer(MODEL))
     monkeypatch.setattr(service, "service_client", fake_service.service_client)
-    return fake_service
+    yield fake_service
+    fake_service.released.set()  # free the threads of stalled calls
 
 
 @pytest.fixture

@@ -5,9 +5,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tml_renderers.chat
-import tml_renderers.renderers
-import tml_renderers.tinker
 
 from machine_git import export
 from machine_git import jsonio
@@ -30,14 +27,13 @@ def _rows(project: Path, kind: str) -> list[dict[str, Any]]:
     return [r for r in found if r["kind"] == kind]
 
 
-def _datum(row: dict[str, Any]) -> Any:
+def _data(row: dict[str, Any]) -> list[Any]:
     seen = rendering.rendering(support.MODEL)
     messages = datasets.cookbook_messages(datasets.row_messages(row))
     examples = datasets.examples(
         messages, seen.renderer, datasets.train_on_what(row["kind"])
     )
-    assert len(examples) == 1  # qwen3_instruct extends: one sequence per trace
-    return datasets.datum(examples[0], 32768)
+    return [datasets.datum(example, 32768) for example in examples]
 
 
 def _tokens_and_mask(datum: Any) -> tuple[list[int], list[int], list[bool]]:
@@ -47,71 +43,66 @@ def _tokens_and_mask(datum: Any) -> tuple[list[int], list[int], list[bool]]:
     return inputs, targets, mask
 
 
-def test_trace_datum_matches_the_native_qwen3_renderer(project: Path, run: Run) -> None:
-    support.tag(run, project, ("file-repair",), "--trace")
-    row = support.only(_rows(project, "traces"))
-    inputs, targets, mask = _tokens_and_mask(_datum(row))
-    tokens = [*inputs, targets[-1]]
-    assert targets == tokens[1:]
-
-    # Oracle: tml_renderers' own Qwen3 instruct renderer, an independent
-    # implementation, splits the trace into one example per assistant turn.
-    native = tml_renderers.renderers.Qwen3.instruct()
-    messages = datasets.row_messages(row)
-    examples = native.render_for_sft(
-        tml_renderers.chat.MessageList.from_oss_messages(messages)
-    )
-    assert len(examples) == 4  # read, edit, bash, answer
-    union = [False] * len(tokens)
-    for example in examples:
-        ids, weights = (
-            tml_renderers.tinker.training_example_to_tinker_model_input_and_weights(
-                example
-            )
-        )
-        assert tokens[: ids.length] == ids.to_ints()
-        for i, w in enumerate(weights):
-            union[i] = union[i] or w > 0
-    assert tokens == ids.to_ints()
-    assert mask == union[1:]
-
-    tok = rendering.tokenizer(support.MODEL)
-    trained = tok.decode([t for t, m in zip(targets, mask, strict=True) if m])
-    assert trained == (
-        '<tool_call>\n{"name": "read", "arguments": {"path": "calc.py"}}\n'
-        "</tool_call><|im_end|>"
-        '<tool_call>\n{"name": "edit", "arguments": {"path": "calc.py", "edits": '
-        '[{"oldText": "def add(a, b)\\n", "newText": "def add(a, b):\\n"}]}}\n'
-        "</tool_call><|im_end|>"
-        '<tool_call>\n{"name": "bash", "arguments": {"command": "python3 calc.py"}}\n'
-        "</tool_call><|im_end|>"
-        "Fixed the missing colon in calc.py; `python3 calc.py` now prints 5.<|im_end|>"
-    )
-    weighted_ids = {t for t, m in zip(targets, mask, strict=True) if m}
-    context_ids = {t for t, m in zip(targets, mask, strict=True) if not m}
-    assert TOOL_CALL in weighted_ids and IM_END in weighted_ids
-    assert TOOL_RESPONSE in context_ids and TOOL_RESPONSE not in weighted_ids
-
-
-def test_tool_results_are_context_not_loss(project: Path, run: Run) -> None:
-    support.tag(run, project, ("basic",), "--trace")
-    datum = _datum(support.only(_rows(project, "traces")))
+def _trained(datum: Any) -> str:
     _, targets, mask = _tokens_and_mask(datum)
     tok = rendering.tokenizer(support.MODEL)
+    return tok.decode([t for t, m in zip(targets, mask, strict=True) if m])
+
+
+def test_a_trace_trains_each_assistant_turn_once(project: Path, run: Run) -> None:
+    support.tag(run, project, ("file-repair",), "--trace")
+    row = support.only(_rows(project, "traces"))
+    data = _data(row)
+    # qwen3 (a thinking renderer) writes history differently from the turn it
+    # produces, so each assistant turn is its own sequence, ending at it.
+    assert len(data) == 4  # read, edit, bash, answer
+    for datum in data:
+        inputs, targets, _ = _tokens_and_mask(datum)
+        assert targets == [*inputs[1:], targets[-1]]
+    empty = "<think>\n\n</think>\n\n"
+    assert [_trained(d) for d in data] == [
+        empty + '<tool_call>\n{"name": "read", "arguments": {"path": "calc.py"}}\n'
+        "</tool_call><|im_end|>",
+        empty + '<tool_call>\n{"name": "edit", "arguments": {"path": "calc.py", '
+        '"edits": [{"oldText": "def add(a, b)\\n", "newText": "def add(a, b):\\n"}]}}'
+        "\n</tool_call><|im_end|>",
+        empty
+        + '<tool_call>\n{"name": "bash", "arguments": {"command": "python3 calc.py"}}'
+        "\n</tool_call><|im_end|>",
+        empty + "Fixed the missing colon in calc.py; `python3 calc.py` now prints 5."
+        "<|im_end|>",
+    ]
+    weighted = {
+        t for d in data for t, m in zip(*_tokens_and_mask(d)[1:], strict=True) if m
+    }
+    assert TOOL_CALL in weighted and IM_END in weighted
+    assert TOOL_RESPONSE not in weighted
+
+
+def test_parallel_tool_results_are_one_user_block_of_context(
+    project: Path, run: Run
+) -> None:
+    support.tag(run, project, ("basic",), "--trace")
+    data = _data(support.only(_rows(project, "traces")))
+    assert len(data) == 2  # the parallel calls, then the answer
+    _, targets, mask = _tokens_and_mask(data[-1])
+    tok = rendering.tokenizer(support.MODEL)
     context = tok.decode([t for t, m in zip(targets, mask, strict=True) if not m])
+    # Qwen3's template keeps one user block open around consecutive results.
     assert context == (
         "user\nNow two-tools: read notes.md and list /nonexistent-dir.<|im_end|>\n"
-        "<|im_start|>assistant\n\n"
+        "<|im_start|>assistant\n"
+        '<tool_call>\n{"name": "read", "arguments": {"path": "notes.md"}}\n'
+        "</tool_call>\n"
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "ls '
+        '/nonexistent-dir"}}\n</tool_call><|im_end|>\n'
         "<|im_start|>user\n<tool_response>\n# Notes\nfixture notes line 2\n\n"
-        "</tool_response><|im_end|>\n"
-        "<|im_start|>user\n<tool_response>\nError: ls: cannot access "
+        "</tool_response>\n<tool_response>\nError: ls: cannot access "
         "'/nonexistent-dir': No such file or directory\n\n\nCommand exited with code 2"
         "\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
-    trained = tok.decode([t for t, m in zip(targets, mask, strict=True) if m])
-    assert trained.startswith('<tool_call>\n{"name": "read"')
-    assert trained.endswith("No such file or directory<|im_end|>")
-    weights = datum.loss_fn_inputs["weights"].data
+    assert _trained(data[-1]).endswith("No such file or directory<|im_end|>")
+    weights = data[-1].loss_fn_inputs["weights"].data
     assert sum(weights) == pytest.approx(1.0)  # mean reduction: 1 per sequence
     assert len(set(w for w in weights if w > 0)) == 1
 
@@ -119,10 +110,10 @@ def test_tool_results_are_context_not_loss(project: Path, run: Run) -> None:
 def test_answer_row_trains_only_its_answer(project: Path, run: Run) -> None:
     support.tag(run, project, ("mixed",))
     row = support.only(_rows(project, "train"))
-    _, targets, mask = _tokens_and_mask(_datum(row))
-    tok = rendering.tokenizer(support.MODEL)
-    trained = tok.decode([t for t, m in zip(targets, mask, strict=True) if m])
-    assert trained == row["messages"][-1]["content"] + "<|im_end|>"
+    (datum,) = _data(row)
+    assert _trained(datum) == (
+        "<think>\n\n</think>\n\n" + row["messages"][-1]["content"] + "<|im_end|>"
+    )
 
 
 def test_cookbook_messages_need_tool_call_objects_and_no_nulls() -> None:
@@ -159,13 +150,13 @@ def _cfg(tmp: Path, lines: list[bytes], batch_size: int) -> config.RunConfig:
         export_sha256=hashlib.sha256(data).hexdigest(),
         rows=len(lines),
         base_model=support.MODEL,
-        renderer="qwen3_instruct",
+        renderer="qwen3",
         train_on_what="all_assistant_messages",
         hyper=config.Hyper(batch_size=batch_size),
     )
 
 
-def test_export_builder_batches_the_export_and_refuses_zero_steps(
+def test_export_builder_batches_the_export_and_refuses_fewer_rows_than_a_batch(
     project: Path, run: Run, tmp_path: Path
 ) -> None:
     support.tag(run, project, ("basic", "mixed", "file-repair"), "--trace")
@@ -173,16 +164,17 @@ def test_export_builder_batches_the_export_and_refuses_zero_steps(
     lines = [jsonio.line(export.to_tinker(r)) for r in traces]
     cfg = _cfg(tmp_path, lines, batch_size=2)
     dataset = datasets.build(cfg, tmp_path)
-    assert (len(dataset), len(dataset.datums)) == (1, 3)  # the third waits for a batch
-    direct = [_datum(r) for r in traces]
-    assert [d.model_input.to_ints() for d in dataset.get_batch(0)] == [
-        d.model_input.to_ints() for d in direct[:2]
+    direct = [d for r in traces for d in _data(r)]
+    assert len(dataset.datums) == len(direct) == 8  # basic 2, mixed 2, file-repair 4
+    assert len(dataset) == 4  # batches of 2
+    assert [d.model_input.to_ints() for d in dataset.datums] == [
+        d.model_input.to_ints() for d in direct
     ]
     with pytest.raises(TrainingError) as e:
         datasets.build(_cfg(tmp_path, lines, batch_size=4), tmp_path)
     assert str(e.value) == (
-        "3 sequences from 3 rows: fewer than one batch of 4, so 0 training steps "
-        "(tag more rows or lower --batch-size)"
+        "3 rows to train: fewer than one batch of 4 (tag more rows or lower "
+        "--batch-size)"
     )
 
 

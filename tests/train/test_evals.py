@@ -147,7 +147,7 @@ def test_baseline_samples_the_eval_set_and_commits_scores(
     assert result.stdout == (
         f"{model} on {eval_set['id']}: exact 33%, normalized 67% of 3 cases\n"
         f"recorded evals/{eval_set['id']}/results/"
-        f"Qwen--Qwen3-30B-A3B-Instruct-2507.json in {head[:12]}\n"
+        f"Qwen--Qwen3-30B-A3B.json in {head[:12]}\n"
     )
     assert fake.names() == [
         "ServiceClient",
@@ -162,7 +162,7 @@ def test_baseline_samples_the_eval_set_and_commits_scores(
     prompts = [c[1]["prompt"] for c in fake.calls if c[0] == "sample"]
     assert all(p.endswith("<|im_start|>assistant\n") for p in prompts)
     assert all(c[1]["temperature"] == 0.0 for c in fake.calls if c[0] == "sample")
-    path = f"evals/{eval_set['id']}/results/Qwen--Qwen3-30B-A3B-Instruct-2507.json"
+    path = f"evals/{eval_set['id']}/results/Qwen--Qwen3-30B-A3B.json"
     results = orjson.loads(git(answers, "show", f"HEAD:{path}"))
     assert (results["eval_commit"], results["dataset_commit"], results["model"]) == (
         eval_commit,

@@ -7,7 +7,7 @@ from machine_git.train import rendering
 
 
 def test_the_qwen3_tokenizer_is_the_real_one_offline() -> None:
-    tok = rendering.tokenizer("Qwen/Qwen3-30B-A3B-Instruct-2507")
+    tok = rendering.tokenizer("Qwen/Qwen3-30B-A3B")
     assert tok.encode("Hello") == [9707]
     assert tok.encode("<|im_end|>") == [151645] and tok.eos_token_id == 151645
     assert tok.encode("<tool_call>") == [151657]
@@ -19,34 +19,58 @@ def test_the_qwen3_tokenizer_is_the_real_one_offline() -> None:
     assert tok.is_special_token(151645) and not tok.is_special_token(9707)
 
 
+def test_fim_and_repo_tokens_are_not_special_as_in_hugging_face() -> None:
+    tok = rendering.tokenizer("Qwen/Qwen3-30B-A3B")
+    for text, token in (
+        ("<|fim_prefix|>", 151659),
+        ("<|repo_name|>", 151663),
+        ("<|file_sep|>", 151664),
+    ):
+        assert tok.encode(text) == [token]
+        assert tok.encode(text, split_special_tokens=True) == [token]
+        assert not tok.is_special_token(token)
+
+
 @pytest.mark.parametrize(
-    ("model", "expected"),
+    ("model", "family"),
     [
-        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen3Tokenizer"),
-        ("Qwen/Qwen3-8B-Base", "Qwen3Tokenizer"),
-        ("Qwen/Qwen3.5-9B", "Qwen35Tokenizer"),
-        ("Qwen/Qwen3-VL-30B-A3B-Instruct", None),
-        ("meta-llama/Llama-3.1-8B", None),
+        ("Qwen/Qwen3-30B-A3B", rendering.QWEN3),
+        ("Qwen/Qwen3-8B", rendering.QWEN3),
+        ("Qwen/Qwen3.5-9B", rendering.QWEN3_5),
     ],
 )
-def test_offline_tokenizers_cover_the_qwen3_family(
-    model: str, expected: str | None
-) -> None:
-    assert rendering.offline_tokenizer_class(model) == expected
+def test_accepted_families(model: str, family: rendering.Family) -> None:
+    assert rendering.family(model) == family
+    assert rendering.rendering(model).renderer_name == family.renderer
 
 
-def test_recommended_renderers() -> None:
-    assert (
-        rendering.rendering("Qwen/Qwen3-30B-A3B-Instruct-2507").renderer_name
-        == "qwen3_instruct"
-    )
-    assert rendering.rendering("Qwen/Qwen3-8B").renderer_name == "qwen3"
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        (
+            "Qwen/Qwen3-30B-A3B-Instruct-2507",
+            "its published chat template is not among machine's fixtures, so its "
+            "rendering cannot be checked token for token",
+        ),
+        (
+            "Qwen/Qwen3-8B-Base",
+            "a base model's renderer (role_colon) follows no chat template and "
+            "drops tool calls",
+        ),
+        ("Qwen/Qwen3-VL-30B-A3B-Instruct", "vision-language models are not rendered"),
+    ],
+)
+def test_families_without_a_checked_template_are_refused(model: str, why: str) -> None:
+    with pytest.raises(TrainingError) as e:
+        rendering.rendering(model)
+    assert str(e.value).startswith(f"{model} is not accepted: {why}")
 
 
-def test_a_model_without_an_offline_tokenizer_is_one_line() -> None:
+def test_a_model_of_no_known_family_is_one_line() -> None:
     with pytest.raises(TrainingError) as e:
         rendering.rendering("meta-llama/Llama-3.1-8B")
     assert str(e.value) == (
-        "no offline tokenizer for meta-llama/Llama-3.1-8B: machine renders the Qwen3, "
-        "Qwen3.5 and Qwen3.6 families (default Qwen/Qwen3-30B-A3B-Instruct-2507)"
+        "meta-llama/Llama-3.1-8B is not accepted (machine renders Qwen3 and Qwen3.5 "
+        "chat models, checked against their published chat templates; default "
+        "Qwen/Qwen3-30B-A3B)"
     )

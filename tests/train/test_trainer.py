@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +70,10 @@ def test_a_failure_saving_the_final_checkpoint_is_named(
     assert result.exit_code == SERVICE
     record = _record(project, prepared["id"])
     assert record["error"] == "the final checkpoint: APIConnectionError: disk full"
-    assert len(record["steps"]) == 4
+    assert len(record["steps"]) == 8
 
 
-def test_an_interrupt_marks_the_run_failed(
+def test_an_interrupt_marks_the_run_interrupted(
     project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
 ) -> None:
     fake.raise_on["optim_step"] = KeyboardInterrupt()
@@ -77,7 +81,109 @@ def test_an_interrupt_marks_the_run_failed(
     assert result.exit_code == 130
     assert result.stderr.splitlines()[-1] == "Interrupted"
     record = _record(project, prepared["id"])
-    assert (record["status"], record["error"]) == ("failed", "step 1: interrupted")
+    assert (record["status"], record["error"], record["last_checkpoint"]) == (
+        "interrupted",
+        "step 1: interrupted",
+        None,
+    )
+
+
+def test_sigterm_records_the_run_interrupted_with_its_last_checkpoint(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    support.tag(run, project, support.SESSIONS, "--trace")
+    prepared = run(
+        "train",
+        "sft",
+        "--kind",
+        "traces",
+        "--batch-size",
+        "2",
+        "--save-every",
+        "2",
+        "--json",
+    )
+    run_id = orjson.loads(prepared.stdout)["id"]
+    # `kill PID` while the third step runs (after checkpoint 000002).
+    fake.on_call["forward_backward"] = lambda n: (
+        os.kill(os.getpid(), signal.SIGTERM) if n == 3 else None
+    )
+    result = run("train", "run", "--yes")
+    assert result.exit_code == 130
+    record = _record(project, run_id)
+    checkpoint = f"tinker://{fake.run_id}/weights/000002"
+    assert (record["status"], record["error"], record["last_checkpoint"]) == (
+        "interrupted",
+        "step 3: interrupted",
+        checkpoint,
+    )
+    assert record["trained"]["epochs"][0]["steps"] == 2
+    shown = run("runs", run_id).stdout.splitlines()
+    assert shown[0] == f"run      {run_id}  (interrupted)"
+    assert f"last     {checkpoint}" in shown
+
+
+def test_a_stalled_service_ends_the_smoke_run_within_its_time_limit(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    fake.stall.add("create_lora_training_client")
+    started = time.monotonic()
+    result = run("train", "smoke", "--yes")
+    elapsed = time.monotonic() - started
+    assert result.exit_code == SERVICE
+    where = "start (creating the training client)"
+    # MACHINE_TINKER_TIMEOUT=2 (conftest): three tries of 2 s, each reported.
+    assert result.stderr.splitlines()[-3:] == [
+        "retry: Tinker did not answer creating the training client within 2 s; "
+        "trying again (2 of 3)",
+        "retry: Tinker did not answer creating the training client within 2 s; "
+        "trying again (3 of 3)",
+        f"Error: smoke of {prepared['id']} failed at {where}: Tinker did not answer "
+        "creating the training client within 2 s (3 tries) (set "
+        "MACHINE_TINKER_TIMEOUT to wait longer)",
+    ]
+    assert 6 <= elapsed < 12
+    smoke = _record(project, prepared["id"])["smoke"]
+    assert (smoke["status"], smoke["retries"]) == ("failed", 2)
+    assert smoke["error"].startswith(
+        "Tinker did not answer creating the training client within 2 s"
+    )
+
+
+def test_a_refused_key_is_named_as_http_401(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    request = httpx.Request("POST", "http://tinker.test/api/v1/create_model")
+    fake.raise_on["create_lora_training_client"] = tinker.AuthenticationError(
+        "invalid API key", response=httpx.Response(401, request=request), body=None
+    )
+    result = run("train", "run", "--yes")
+    assert result.exit_code == SERVICE
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: run of {prepared['id']} failed at start (creating the training "
+        "client): HTTP 401 (the API key was refused): invalid API key"
+    )
+
+
+def test_a_record_whose_process_is_gone_shows_stale(
+    project: Path, run: Run, prepared: dict[str, Any]
+) -> None:
+    store = Store.open(support.store_path(project))
+
+    def running(record: dict[str, Any]) -> None:
+        record.update(runs.process_stamp(), status="running", pid=_dead_pid())
+
+    runs.update(store, prepared["id"], "start", "train start (test)", running)
+    assert run("runs", "--json").stdout.count('"status":"stale"') == 1
+    assert run("runs", prepared["id"]).stdout.splitlines()[0] == (
+        f"run      {prepared['id']}  (stale)"
+    )
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 def test_a_failed_smoke_test_leaves_the_run_prepared(
@@ -88,17 +194,17 @@ def test_a_failed_smoke_test_leaves_the_run_prepared(
     assert result.exit_code == SERVICE
     assert result.stderr.splitlines()[-1] == (
         f"Error: smoke of {prepared['id']} failed at step 2: "
-        "InternalServerError: worker lost"
+        "HTTP 500 (the service failed): worker lost"
     )
     record = _record(project, prepared["id"])
     assert record["status"] == "prepared"
     assert (record["smoke"]["status"], record["smoke"]["error"]) == (
         "failed",
-        "InternalServerError: worker lost",
+        "HTTP 500 (the service failed): worker lost",
     )
     assert git(support.store_path(project), "log", "-1", "--format=%s") == (
         f"train smoke-failed {prepared['id']} at step 2: "
-        "InternalServerError: worker lost\n"
+        "HTTP 500 (the service failed): worker lost\n"
     )
 
 
@@ -155,3 +261,115 @@ def test_head_after_a_run_names_the_same_data(
     again = run("train", "sft", "--kind", "traces", "--batch-size", "2")
     assert again.exit_code == 1
     assert again.stderr.startswith(f"Error: run {prepared['id']} already exists")
+
+
+# -- every row trains ------------------------------------------------------------
+
+
+def _row_ids(project: Path) -> list[str]:
+    store = Store.open(support.store_path(project))
+    return sorted(
+        str(orjson.loads(data)["id"])
+        for _, data in store.iter_row_blobs()
+        if orjson.loads(data)["kind"] == "traces"
+    )
+
+
+def _dataset_tokens(project: Path, run_id: str) -> tuple[int, int]:
+    from machine_git.train import datasets
+
+    store = Store.open(support.store_path(project))
+    cfg, where = runs.run_config(store, runs.find(store, run_id))
+    dataset = datasets.build(cfg, where)
+    return len(dataset.datums), sum(datasets.trained_tokens(d) for d in dataset.datums)
+
+
+def test_every_row_trains_every_epoch_in_a_new_order(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    support.tag(run, project, support.SESSIONS, "--trace")
+    prepared = run(
+        "train",
+        "sft",
+        "--kind",
+        "traces",
+        "--batch-size",
+        "3",
+        "--epochs",
+        "2",
+        "--json",
+    )
+    assert prepared.exit_code == 0, prepared.stderr
+    run_id = orjson.loads(prepared.stdout)["id"]
+    sequences, tokens = _dataset_tokens(project, run_id)
+    assert sequences == 16  # 8 rows, one sequence per assistant turn
+    result = run("train", "run", "--yes")
+    assert result.exit_code == 0, result.stderr
+    # 16 sequences in batches of 3: five full batches and a last one of 1.
+    assert [len(b) for b in fake.batches] == [3, 3, 3, 3, 3, 1] * 2
+    first = [d.model_input.to_ints() for b in fake.batches[:6] for d in b]
+    second = [d.model_input.to_ints() for b in fake.batches[6:] for d in b]
+    assert sorted(first) == sorted(second) and first != second  # reshuffled
+    # each sequence exactly once per epoch
+    from machine_git.train import datasets
+
+    store = Store.open(support.store_path(project))
+    cfg, where = runs.run_config(store, runs.find(store, run_id))
+    every = [d.model_input.to_ints() for d in datasets.build(cfg, where).datums]
+    assert sorted(first) == sorted(every)
+    record = _record(project, run_id)
+    ids = _row_ids(project)
+    assert record["trained"] == {
+        "rows": ids,
+        "epochs": [
+            {"epoch": 1, "seed": 0, "steps": 6, "rows": 8, "tokens": tokens},
+            {"epoch": 2, "seed": 1, "steps": 6, "rows": 8, "tokens": tokens},
+        ],
+    }
+    listing = run("runs").stdout.splitlines()
+    assert listing[0].split() == [
+        "RUN",
+        "STATUS",
+        "DATA",
+        "STEPS",
+        "LOSS",
+        "CHECKPOINTS",
+        "SMOKE",
+        "TRAINED",
+    ]
+    assert listing[1].endswith(f"e1 8 rows {tokens} tok, e2 8 rows {tokens} tok")
+    detail = run("runs", run_id).stdout.splitlines()
+    assert f"epoch 1  seed 0: 6 steps, 8 rows, {tokens} trained tokens" in detail
+    assert f"epoch 2  seed 1: 6 steps, 8 rows, {tokens} trained tokens" in detail
+
+
+def test_a_failed_run_names_exactly_the_rows_of_its_completed_steps(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    fake.fail_at_step = 2
+    result = run("train", "run", "--yes")
+    assert result.exit_code == SERVICE
+    record = _record(project, prepared["id"])
+    (step,) = record["steps"]
+    assert step["epoch"] == 1
+    # The rows of the one completed batch: read back from what the fake got.
+    from machine_git.train import datasets
+
+    store = Store.open(support.store_path(project))
+    cfg, where = runs.run_config(store, record)
+    dataset = datasets.build(cfg, where)
+    dataset.set_epoch(0)
+    expected = sorted(set(dataset.batch_rows(0)))
+    assert [d.model_input.to_ints() for d in fake.batches[0]] == [
+        d.model_input.to_ints() for d in dataset.get_batch(0)
+    ]
+    assert record["trained"]["rows"] == expected
+    assert record["trained"]["epochs"] == [
+        {
+            "epoch": 1,
+            "seed": 0,
+            "steps": 1,
+            "rows": len(expected),
+            "tokens": sum(datasets.trained_tokens(d) for d in dataset.get_batch(0)),
+        }
+    ]

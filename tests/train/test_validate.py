@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from machine_git.errors import TrainingError
 from machine_git.train import validate
 from tests import helpers
 from tests.train import conftest as support
@@ -40,15 +43,16 @@ def _check(items: list[tuple[str, dict[str, Any]]], **kw: Any) -> validate.Repor
     return validate.check(items, **options)
 
 
-def test_a_renderer_that_drops_tool_calls_blocks() -> None:
+def test_a_base_model_whose_renderer_drops_tool_calls_is_refused() -> None:
     # Base models get the role_colon renderer, which renders no tool calls.
     items = [("t:1", _conversation(USER, CALL, RESULT, ANSWER))]
-    report = _check(items, base_model="Qwen/Qwen3-8B-Base")
-    assert report.renderer == "role_colon"
-    assert [p.line() for p in report.problems] == [
-        "blocking  tool calls dropped by the role_colon renderer: t:1"
-    ]
-    assert _check(items).problems == []  # qwen3_instruct renders them
+    with pytest.raises(TrainingError) as e:
+        _check(items, base_model="Qwen/Qwen3-8B-Base")
+    assert str(e.value).startswith(
+        "Qwen/Qwen3-8B-Base is not accepted: a base model's renderer (role_colon) "
+        "follows no chat template and drops tool calls"
+    )
+    assert _check(items).problems == []  # qwen3 renders them
 
 
 def test_rows_longer_than_max_length_warn_and_rows_cut_to_nothing_block() -> None:
@@ -79,8 +83,8 @@ def test_arguments_that_are_not_json_do_not_render() -> None:
     assert [p.line() for p in report.problems] == [
         "blocking  does not render (JSONDecodeError: Expecting value: line 1 column 1 "
         "(char 0)): t:1",
-        "blocking  0 sequences from 1 row: fewer than one batch of 1, so 0 training "
-        "steps (tag more rows or lower --batch-size)",
+        "blocking  0 rows to train: fewer than one batch of 1 (tag more rows or "
+        "lower --batch-size)",
     ]
 
 
@@ -95,7 +99,7 @@ def test_rows_are_schema_checked_before_rendering() -> None:
         f"blocking  schema: {report.problems[0].what.removeprefix('schema: ')}: b"
     ]
     assert report.problems[0].what.startswith("schema: ")
-    assert (report.rows, report.sequences) == (2, 1)
+    assert (report.rows, report.trainable, report.sequences) == (2, 1, 2)
 
 
 def test_token_counts_are_per_row() -> None:
@@ -114,5 +118,7 @@ def test_token_counts_are_per_row() -> None:
     stats = report.token_stats()
     assert stats["min"] < stats["median"] < stats["max"]
     assert stats["total"] == sum(report.tokens) and len(report.tokens) == 3
-    assert (report.sequences, report.steps) == (3, 1)
+    # qwen3 trains each assistant turn in its own sequence: b gives two; the
+    # last batch of a partial size is trained too.
+    assert (report.sequences, report.steps) == (4, 2)
     assert report.to_json()["ok"] is True

@@ -2,8 +2,8 @@
 
 python -m euler problems
 python -m euler eval --program solutions/multiples.py [--program ID=FILE ...]
-    [--seed S] [--variants 5] [--mutants 16] [--isolation namespaces]
-    [--store PATH | --project DIR] [--json]
+    [--seed S] [--variants 5] [--mutants 16] [--isolation bwrap]
+    [--unsafe-no-sandbox] [--store PATH | --project DIR] [--json]
 python -m euler eval --problem multiples --agent-cmd 'pi -p {prompt}' --language py
 python -m euler gates --out DIR [--problem ID ...] [--seed S] [--mastery 0.8]
 python -m euler isolation
@@ -12,7 +12,9 @@ python -m euler isolation
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -33,9 +35,13 @@ class UsageError(Exception):
     pass
 
 
-def _programs(args: argparse.Namespace) -> list[tuple[str, bytes, str]]:
-    """(problem id, source, language) for each program to evaluate."""
-    found = []
+# The largest program the harness reads (a bigger one is a failed result).
+MAX_PROGRAM = 1 << 20
+
+
+def _programs(args: argparse.Namespace) -> list[tuple[str, bytes | str, str]]:
+    """(problem id, source or why there is none, language) per program."""
+    found: list[tuple[str, bytes | str, str]] = []
     for spec in args.program or []:
         pid, _, name = spec.rpartition("=")
         path = Path(name)
@@ -59,11 +65,12 @@ def _programs(args: argparse.Namespace) -> list[tuple[str, bytes, str]]:
     return found
 
 
-def _from_agent(template: str, pid: str, ext: str) -> bytes:
+def _from_agent(template: str, pid: str, ext: str) -> bytes | str:
     """Ask the agent for a program: run the command, read the file it wrote.
 
     The command is the user's own agent (trusted, run outside the sandbox);
-    ``{prompt}`` and ``{out}`` are replaced, shell-quoted.
+    ``{prompt}`` and ``{out}`` are replaced, shell-quoted. When it writes no
+    file, the reason (a string) stands in for the program.
     """
     with tempfile.TemporaryDirectory(prefix="euler-agent-") as tmp:
         out = Path(tmp, f"{pid}.{ext}")
@@ -75,9 +82,7 @@ def _from_agent(template: str, pid: str, ext: str) -> bytes:
         cmd = template.format(prompt=shlex.quote(prompt), out=shlex.quote(str(out)))
         done = subprocess.run(cmd, shell=True, cwd=tmp, check=False)
         if done.returncode != 0 or not out.is_file():
-            raise UsageError(
-                f"agent command wrote no {out.name} (exit {done.returncode})"
-            )
+            return f"agent command wrote no {out.name} (exit {done.returncode})"
         return out.read_bytes()
 
 
@@ -93,13 +98,27 @@ def _store_path(args: argparse.Namespace) -> Path | None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     seed = args.seed or variants.new_seed()
+    isolation = sandbox.resolve(args.isolation, allow_unsafe=args.unsafe_no_sandbox)
+    programs = _programs(args)
+    if isolation == sandbox.UNSAFE:
+        print(
+            "warning: no sandbox; the programs run with in-process guards only",
+            file=sys.stderr,
+        )
     settings = score.Settings(
         mutants=args.mutants, mutant_variants=args.mutant_variants,
-        isolation=args.isolation,
+        isolation=isolation, allow_unsafe=args.unsafe_no_sandbox,
         limits=sandbox.Limits(timeout=args.timeout),
     )  # fmt: skip
     results = []
-    for pid, source, lang in _programs(args):
+    for pid, source, lang in programs:
+        if isinstance(source, str):
+            results.append(score.failed(pid, lang, b"", source))
+            continue
+        if len(source) > MAX_PROGRAM:
+            why = f"program is {len(source)} bytes (at most {MAX_PROGRAM})"
+            results.append(score.failed(pid, lang, source, why))
+            continue
         hidden = variants.hidden(pid, seed, args.variants)
         results.append(
             score.evaluate(
@@ -124,15 +143,18 @@ def _print(results: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     for r in results:
         killed = sum(m["killed"] for m in r["mutants"])
         flag = "  SUSPICIOUS" if r["suspicious"] else ""
+        if "error" in r:
+            flag += f"  FAILED: {r['error']}"
         print(
             f"{r['problem']:<18} {r['language']:<10} "
             f"correct {r['correctness']:.2f}  transfer {r['transfer']:.2f}  "
             f"mutation {r['mutation_sensitivity']:.2f} ({killed}/{len(r['mutants'])})  "
             f"score {r['score']:.2f}{flag}"
         )
+    isolation = next((r["isolation"] for r in results if r["isolation"]), None)
     print(
         f"total: score {summary['score']:.2f}, correct {summary['correctness']:.2f}, "
-        f"transfer {summary['transfer']:.2f}, isolation {results[0]['isolation']}"
+        f"transfer {summary['transfer']:.2f}, isolation {isolation}"
     )
 
 
@@ -154,7 +176,10 @@ def cmd_problems(_args: argparse.Namespace) -> int:
 
 
 def cmd_isolation(_args: argparse.Namespace) -> int:
-    print(sandbox.best())
+    for mode in sandbox.ISOLATIONS:
+        print(f"{mode:<7} {sandbox.problem(mode) or 'works'}")
+    best = sandbox.best()
+    print(f"use: {best or 'none (only with --unsafe-no-sandbox)'}")
     return 0
 
 
@@ -171,7 +196,12 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("--mutants", type=int, default=16)
     ev.add_argument("--mutant-variants", type=int, default=3)
     ev.add_argument("--timeout", type=float, default=10.0)
-    ev.add_argument("--isolation", choices=sandbox.ISOLATIONS)
+    ev.add_argument("--isolation", choices=[*sandbox.ISOLATIONS, sandbox.UNSAFE])
+    ev.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="allow running untrusted programs with in-process guards only",
+    )
     ev.add_argument("--store", help="commit the receipt to this machine store")
     ev.add_argument("--project", help="commit the receipt to this project's store")
     ev.add_argument("--json", action="store_true")
@@ -194,7 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (UsageError, ValueError) as e:
+    except BrokenPipeError:
+        # The reader left (`| head`): stop quietly, as a shell tool would, and
+        # point stdout at /dev/null so the exit flush does not complain.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except (UsageError, ValueError, sandbox.NoSandbox) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     except Exception as e:

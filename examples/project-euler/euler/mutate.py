@@ -3,6 +3,8 @@
 Python is tokenized with the standard tokenizer; JavaScript with a small
 lexer that skips comments, strings and template literals (regex literals are
 not recognized: a digit inside one may be mutated, which only adds a mutant).
+A program that does not parse (an unclosed bracket, a bad dedent) is a
+CannotMutate with the line, never an exception from inside the tokenizer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ _JS = re.compile(
 )
 
 
+class CannotMutate(Exception):
+    """The program cannot be tokenized; the message says where."""
+
+
 @dataclass(frozen=True)
 class Mutant:
     description: str  # e.g. "line 4: 0 -> 1"
@@ -41,14 +47,26 @@ def _replacements(text: str, flips: dict[str, str]) -> list[str]:
 
 
 def _sites_python(source: str) -> list[tuple[int, int, str]]:
+    try:  # parsing only, nothing runs; mutants of a broken program mean nothing
+        compile(source, "main.py", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise CannotMutate(f"syntax error: line {e.lineno}: {e.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as e:  # null bytes, depth
+        raise CannotMutate(f"cannot parse: {type(e).__name__}: {e}") from None
     starts = [0]
     for line in source.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
     found = []
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type in (tokenize.NUMBER, tokenize.OP):
-            start = starts[tok.start[0] - 1] + tok.start[1]
-            found.append((start, start + len(tok.string), tok.string))
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in (tokenize.NUMBER, tokenize.OP):
+                start = starts[tok.start[0] - 1] + tok.start[1]
+                found.append((start, start + len(tok.string), tok.string))
+    except tokenize.TokenError as e:  # e.g. ("EOF in multi-line statement", (3, 0))
+        line = e.args[1][0] if len(e.args) > 1 else "?"
+        raise CannotMutate(f"cannot tokenize: line {line}: {e.args[0]}") from None
+    except SyntaxError as e:  # IndentationError, TabError, bad characters
+        raise CannotMutate(f"cannot tokenize: line {e.lineno}: {e.msg}") from None
     return found
 
 

@@ -24,6 +24,8 @@ _HARNESS: tuple[str, ...] = (
     "variants.py",
     "sandbox.py",
     "launch.py",
+    "group.py",
+    "cgroup.py",
     "mutate.py",
 )
 _HARNESS += ("score.py", "guard_py.py", "guard_js.js")

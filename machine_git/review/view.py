@@ -1,0 +1,146 @@
+"""A row as the pages show it: the conversation as a list of display items.
+
+Trajectory rows (trajectory-v1 records) and message rows (chat messages) give
+the same items: the user's message, assistant text, each tool call with its
+arguments and, beneath it, its result (paired by call id, errors marked),
+reasoning (hidden until asked for) and the final answer. Every value stays a
+string here; the templates print them as text, autoescaped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from typing import TypedDict
+
+from machine_git import edits
+from machine_git import jsonio
+from machine_git.review.index import is_error
+
+MAX_TEXT = 100_000  # characters of one text shown; the rest is a note
+
+
+class Result(TypedDict):
+    text: str
+    error: bool
+    lines: int
+
+
+class Call(TypedDict):
+    id: str
+    name: str
+    args: str
+    result: Result | None
+
+
+class Item(TypedDict):
+    role: str  # meta user system observation reasoning assistant calls tool
+    text: str
+    final: bool
+    calls: list[Call]
+    error: bool
+
+
+def items(row: dict[str, Any]) -> list[Item]:
+    """The display items of a row's trajectory or messages, in order."""
+    records = row.get("trajectory") or row.get("messages") or []
+    records = [r for r in records if isinstance(r, dict)]
+    results = {
+        str(r.get("tool_call_id")): r
+        for r in records
+        if r.get("role") == "tool" and r.get("tool_call_id")
+    }
+    paired: set[str] = set()
+    final = _final_index(records)
+    out: list[Item] = []
+    for index, record in enumerate(records):
+        role = str(record.get("role"))
+        if role == "meta":
+            out.append(_item("meta", _meta(record)))
+        elif role == "tool":
+            if str(record.get("tool_call_id")) not in paired:
+                result = _result(record)
+                out.append(_item("tool", result["text"], error=result["error"]))
+        elif record.get("tool_calls"):
+            calls = [_call(c, results, paired) for c in record["tool_calls"]]
+            item = _item("calls", clip(record.get("content") or ""))
+            item["calls"] = calls
+            item["error"] = any(c["result"] and c["result"]["error"] for c in calls)
+            out.append(item)
+        else:
+            out.append(_item(role, clip(str(record.get("content") or ""))))
+            out[-1]["final"] = index == final
+    return out
+
+
+def _item(role: str, text: str, error: bool = False) -> Item:
+    return Item(role=role, text=text, final=False, calls=[], error=error)
+
+
+def _final_index(records: list[dict[str, Any]]) -> int:
+    # The answer edits.final_answer reads (and rewrite replaces).
+    for index in range(len(records) - 1, -1, -1):
+        record = records[index]
+        content = record.get("content")
+        if record.get("role") == "assistant" and isinstance(content, str) and content:
+            return index
+    return -1
+
+
+def _meta(record: dict[str, Any]) -> str:
+    keys = ("source", "model", "cwd", "git_branch")
+    return " · ".join(f"{k}: {record[k]}" for k in keys if record.get(k))
+
+
+def _call(
+    call: dict[str, Any], results: dict[str, dict[str, Any]], paired: set[str]
+) -> Call:
+    function = call.get("function")
+    function = function if isinstance(function, dict) else {}
+    name = call.get("name") or function.get("name") or "?"
+    args = call.get("args") if "args" in call else function.get("arguments")
+    call_id = str(call.get("id"))
+    result = results.get(call_id)
+    if result is not None:
+        paired.add(call_id)
+    return Call(
+        id=call_id,
+        name=str(name),
+        args=pretty_args(args),
+        result=_result(result) if result is not None else None,
+    )
+
+
+def _result(record: dict[str, Any]) -> Result:
+    text = str(record.get("content") or "")
+    return Result(text=clip(text), error=is_error(record), lines=text.count("\n") + 1)
+
+
+def pretty_args(args: Any) -> str:
+    """Tool-call arguments (a JSON string) indented for reading; else as given."""
+    if not isinstance(args, str):
+        return clip(jsonio.compact(args))
+    try:
+        value = jsonio.loads(args)
+    except ValueError:
+        return clip(args)
+    return clip(pretty(value))
+
+
+def pretty(value: Any) -> str:
+    """A JSON value as readable text: strings as they are, the rest indented."""
+    if isinstance(value, str):
+        return value
+    return jsonio.canonical(value).decode().rstrip("\n")
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """``text``, cut at ``limit`` characters with a note of what was left out."""
+    if len(text) <= limit:
+        return text
+    rest = len(text) - limit
+    return f"{text[:limit]}\n… {rest:,} more characters (machine show has them all)"
+
+
+def answer(row: dict[str, Any]) -> str:
+    """The row's final answer (what ``r`` rewrites), or empty."""
+    return edits.final_answer(row) or ""

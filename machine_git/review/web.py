@@ -1,0 +1,149 @@
+"""What every page shares: the store, the templates, forms, errors and redirects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+from typing import TypedDict
+
+import jinja2
+import markupsafe
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.responses import RedirectResponse
+
+from machine_git import errors
+from machine_git import history
+from machine_git import stats
+from machine_git.review.index import Cache
+from machine_git.review.security import form_fields
+from machine_git.store import Store
+
+# A MachineError's exit code says what kind of failure it was; a page says the
+# same with its HTTP status.
+STATUS = {
+    errors.USAGE: 400,
+    errors.NOT_FOUND: 404,
+    errors.INVALID: 422,
+    errors.CONFLICT: 409,
+    errors.IO: 507,
+    errors.DAMAGED: 500,
+}
+
+
+class Banner(TypedDict):
+    level: str  # info | conflict | error
+    text: str
+
+
+@dataclass
+class Site:
+    """One server's state: where the store is, its tokens, its row indexes."""
+
+    location: Path
+    project: str
+    csrf: str
+    cache: Cache = field(default_factory=Cache)
+    templates: jinja2.Environment = field(init=False)
+
+    def __post_init__(self) -> None:
+        # autoescape everywhere: rows hold tool output and answers, shown as
+        # text; a <script> in them is printed, never run.
+        self.templates = jinja2.Environment(
+            loader=jinja2.PackageLoader("machine_git.review", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.filters["short"] = lambda text: str(text)[:12]
+
+    def warm(self) -> None:
+        """Build the row index of the head now, before the first page asks."""
+        try:
+            store = self.store()
+            head = store.head
+            if head is not None:
+                self.cache.at(store, head)
+        except Exception as e:  # re-raised unless the first page can say it in a line
+            if errors.user_message(e) is None:
+                raise
+
+    def store(self) -> Store:
+        """The store, opened for this request (pygit2 objects stay in one thread)."""
+        return Store.open(self.location)
+
+    def render(
+        self,
+        request: Request,
+        name: str,
+        context: dict[str, Any],
+        *,
+        store: Store | None = None,
+        status: int = 200,
+    ) -> HTMLResponse:
+        """A page (or a fragment, for a name starting with ``_``)."""
+        values = dict(context)
+        if not name.startswith("_"):
+            values.update(self._chrome(store or self.store()))
+            values.setdefault("banner", None)
+            values.setdefault("row_id", "")
+            values.setdefault("row_blob", "")
+            values.setdefault("reload", False)
+        values.update(csrf=self.csrf, path=request.url.path)
+        html = self.templates.get_template(name).render(values)
+        return HTMLResponse(html, status_code=status)
+
+    def _chrome(self, store: Store) -> dict[str, Any]:
+        head = store.head
+        return {
+            "project": self.project,
+            "head_id": str(head.id) if head is not None else "",
+            "newest": history.entry(head) if head is not None else None,
+            "counts": stats.counts(store),
+        }
+
+    def failure(self, request: Request, e: Exception) -> HTMLResponse:
+        """A MachineError (or a damaged read) as a page with one line."""
+        why = errors.user_message(e)
+        if why is None:  # a bug: Starlette logs its traceback in the terminal
+            why = f"internal error ({type(e).__name__}); the terminal has the details"
+            status = 500
+        else:
+            status = STATUS.get(errors.exit_code(e), 500)
+        try:
+            store: Store | None = self.store()
+        except errors.MachineError:
+            store = None
+        if store is None:
+            html = f"<!doctype html><title>machine review</title><p>Error: {_esc(why)}"
+            return HTMLResponse(html, status_code=status)
+        return self.render(
+            request,
+            "error.html",
+            {"page": "error", "message": why},
+            store=store,
+            status=status,
+        )
+
+
+async def form(request: Request) -> dict[str, str]:
+    """The posted form (the security middleware has checked its CSRF token)."""
+    return form_fields(await request.body())
+
+
+def back_to(path: str, default: str) -> str:
+    """A local path to return to; anything else (another site) is ``default``."""
+    if path.startswith("/") and not path.startswith("//") and "\\" not in path:
+        return path
+    return default
+
+
+def redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def _esc(text: str) -> str:
+    return str(markupsafe.escape(text))

@@ -1,0 +1,74 @@
+"""Which rows a training run learns from: rows of one kind at a commit, minus
+the rows the eval set in force holds out.
+
+Written once, here: the validate command, run preparation (the export a run
+trains on), the eval set and lineage all select rows this way, so what one of
+them counts is what the others train on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from typing import NamedTuple
+
+from pygit2 import Commit
+
+from machine_git import rows
+from machine_git.store import Store
+from machine_git.store import parse_row
+
+
+class Selected(NamedTuple):
+    """One row of the selection, and whether the eval set holds it out."""
+
+    row_id: str
+    row: dict[str, Any]
+    held_out: bool
+
+
+class Selection(NamedTuple):
+    """The trained rows (id order) and how many the eval set held out."""
+
+    items: list[tuple[str, dict[str, Any]]]
+    held_out: int
+    eval_id: str | None
+
+
+def training_rows(
+    store: Store, commit: Commit, kind: str, *, keep_held_out: bool = False
+) -> Iterator[Selected]:
+    """Rows of ``kind`` at ``commit`` in id order, each marked held out or not.
+
+    Held out means the eval set in force now keeps it out of training (its
+    row, or any row of its sessions or of its content). ``keep_held_out``
+    yields those too (marked); otherwise they are skipped.
+    """
+    from machine_git.train import evals
+
+    keep_out = evals.held_out(store)
+    for path, data in store.iter_row_blobs(commit):
+        row_id = rows.id_of_path(path)
+        if row_id is None:
+            continue
+        row = parse_row(data, path)
+        if row.get("kind") != kind:
+            continue
+        held = keep_out.excludes(row)
+        if held and not keep_held_out:
+            continue
+        yield Selected(row_id, row, held)
+
+
+def select(store: Store, commit: Commit, kind: str) -> Selection:
+    """The rows a run of ``kind`` trains on at ``commit``, and what was held out."""
+    from machine_git.train import evals
+
+    items: list[tuple[str, dict[str, Any]]] = []
+    held = 0
+    for chosen in training_rows(store, commit, kind, keep_held_out=True):
+        if chosen.held_out:
+            held += 1
+        else:
+            items.append((chosen.row_id, chosen.row))
+    return Selection(items, held, evals.held_out(store).eval_id)

@@ -1,0 +1,227 @@
+"""Token-exact: machine's rendering equals each accepted model's own chat template.
+
+For every family machine accepts, real traces (tagged from real Pi sessions:
+parallel tool calls, a failed tool, several tool steps, thinking kept with
+--reasoning) go through machine's path (row -> export messages -> renderer ->
+supervised examples) and through the model's published Jinja chat template
+(tests/fixtures/templates/, rendered by transformers' own template code). The
+template's text is tokenized the way Hugging Face does it (added tokens whole,
+the rest byte-level BPE with the model's real vocabulary). The ids must be
+equal, and the loss weights 1 exactly on the trained assistant message and its
+end token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers.utils.chat_template_utils import render_jinja_template
+
+from machine_git import jsonio
+from machine_git.store import Store
+from machine_git.train import datasets
+from machine_git.train import rendering
+from tests.conftest import FIXTURES
+from tests.conftest import Run
+from tests.train import conftest as support
+
+TEMPLATES = FIXTURES / "templates"
+QWEN3 = json.loads((TEMPLATES / "qwen3" / "tokenizer_config.json").read_text())
+QWEN3_5 = (TEMPLATES / "qwen3_5" / "chat_template.jinja").read_text()
+
+# (base model, its family's chat template)
+FAMILIES = [
+    ("Qwen/Qwen3-30B-A3B", QWEN3["chat_template"]),
+    ("Qwen/Qwen3-8B", QWEN3["chat_template"]),
+    ("Qwen/Qwen3.5-4B", QWEN3_5),
+]
+# What the generation prompt holds after the assistant header: Qwen3.5's
+# prompt opens the think block itself, so the served model reads "<think>\n"
+# as prompt tokens and emits the rest of the turn after it.
+PREFILL = {"qwen3": "", "qwen3_5": "<think>\n"}
+# Sessions whose last turn covers what a trace can hold.
+TRACES = {
+    "basic": "two tool calls in one message, one of them failed",
+    "file-repair": "three tool steps, each with thinking",
+    "multi-turn": "a write tool after earlier turns",
+    "mixed": "text and a tool call in one message",
+}
+
+
+def hf_encode(tok: rendering.TmlTokenizer, text: str) -> list[int]:
+    """Hugging Face's tokenization: added tokens whole, BPE in between."""
+    added = list(tok.tml_tokenizer.all_special_tokens)
+    pattern = re.compile(
+        "(" + "|".join(map(re.escape, sorted(added, key=len, reverse=True))) + ")"
+    )
+    out: list[int] = []
+    for piece in pattern.split(text):
+        if piece in added:
+            out.append(int(tok.tml_tokenizer.encode_special(piece)))
+        elif piece:
+            out.extend(tok.tml_tokenizer.encode_ordinary(piece))
+    return out
+
+
+def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The OpenAI-shaped messages a chat template takes (arguments as objects)."""
+    out = []
+    for message in messages:
+        m = dict(message)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [
+                {
+                    "type": "function",
+                    "id": c["id"],
+                    "function": {
+                        "name": c["function"]["name"],
+                        "arguments": json.loads(c["function"]["arguments"] or "{}"),
+                    },
+                }
+                for c in m["tool_calls"]
+            ]
+        out.append(m)
+    return out
+
+
+def template_text(
+    template: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
+    rendered: Any = render_jinja_template(
+        [template_messages(messages)],
+        tools=list(tools) if tools else None,
+        chat_template=template,
+    )
+    return str(rendered[0][0])
+
+
+def served(
+    template: str,
+    messages: list[dict[str, Any]],
+    tok: rendering.TmlTokenizer,
+    prefill: str,
+    tools: list[dict[str, Any]] | None = None,
+) -> tuple[list[int], list[int]]:
+    """The ids the served model sees: its prompt, then the turn it produces.
+
+    The prompt is the template's text up to the last assistant header (and
+    the prefill the generation prompt adds), tokenized as Hugging Face does;
+    the turn is the rest, up to and with its ``<|im_end|>``, as the model
+    emits it after that prompt.
+    """
+    text = template_text(template, messages, tools)
+    assert text.endswith("<|im_end|>\n")
+    header = "<|im_start|>assistant\n" + prefill
+    cut = text.rindex("<|im_start|>assistant\n") + len(header)
+    assert text[:cut].endswith(header)
+    return hf_encode(tok, text[:cut]), hf_encode(tok, text[cut:-1])
+
+
+def _trace_row(project: Path, run: Run, name: str, *flags: str) -> dict[str, Any]:
+    support.tag(run, project, (name,), "--trace", *flags)
+    store = Store.open(support.store_path(project))
+    rows = [jsonio.loads(data) for _, data in store.iter_row_blobs()]
+    row: dict[str, Any] = support.only([r for r in rows if r["kind"] == "traces"])
+    return row
+
+
+def check_examples(
+    model: str, template: str, messages: list[dict[str, Any]], kind: str
+) -> int:
+    """Assert token equality and exact weights; the number of examples checked."""
+    seen = rendering.rendering(model)
+    tok = seen.tokenizer
+    examples = datasets.examples(
+        datasets.cookbook_messages(messages),
+        seen.renderer,
+        datasets.train_on_what(kind),
+    )
+    ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if kind == "train":
+        ends = ends[-1:]
+    assert len(examples) == len(ends)  # one sequence per trained assistant message
+    prefill = PREFILL[seen.renderer_name]
+    for (model_input, weights), end in zip(examples, ends, strict=True):
+        ids = model_input.to_ints()
+        prompt, turn = served(template, messages[: end + 1], tok, prefill)
+        assert ids == prompt + turn, (tok.decode(ids), tok.decode(prompt + turn))
+        if not prefill:
+            # With no prefill the whole conversation tokenizes in one piece.
+            text = template_text(template, messages[: end + 1])
+            assert ids == hf_encode(tok, text)[:-1]
+        mask = [float(w) for w in weights]
+        assert mask == [0.0] * len(prompt) + [1.0] * len(turn)
+        assert ids[-1] == tok.eos_token_id
+    return len(examples)
+
+
+@pytest.mark.parametrize(("model", "template"), FAMILIES)
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_traces_render_as_the_chat_template_does(
+    project: Path, run: Run, model: str, template: str, name: str
+) -> None:
+    row = _trace_row(project, run, name)
+    messages = datasets.row_messages(row)
+    assert check_examples(model, template, messages, "traces") >= 2
+
+
+@pytest.mark.parametrize(("model", "template"), FAMILIES)
+def test_parallel_results_share_one_user_block(
+    project: Path, run: Run, model: str, template: str
+) -> None:
+    row = _trace_row(project, run, "basic")
+    messages = datasets.row_messages(row)
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+    assert messages[3]["content"].startswith("Error: ls: cannot access")
+    check_examples(model, template, messages, "traces")
+    seen = rendering.rendering(model)
+    (_, _), (last, _) = datasets.examples(
+        datasets.cookbook_messages(messages),
+        seen.renderer,
+        datasets.train_on_what("traces"),
+    )
+    text = seen.tokenizer.decode(last.to_ints())
+    assert "</tool_response>\n<tool_response>" in text
+    assert text.count("<|im_start|>user") == 2  # the prompt, then both results
+
+
+@pytest.mark.parametrize(("model", "template"), FAMILIES)
+def test_thinking_kept_with_reasoning_renders_as_the_template(
+    project: Path, run: Run, model: str, template: str
+) -> None:
+    row = _trace_row(project, run, "file-repair", "--reasoning")
+    assert any(r["role"] == "reasoning" for r in row["trajectory"])
+    messages = datasets.row_messages(row)
+    assert check_examples(model, template, messages, "traces") == 4
+
+
+@pytest.mark.parametrize(("model", "template"), FAMILIES)
+def test_an_answer_row_renders_as_the_template(
+    project: Path, run: Run, model: str, template: str
+) -> None:
+    support.tag(run, project, ("mixed",))
+    store = Store.open(support.store_path(project))
+    row = support.only([jsonio.loads(data) for _, data in store.iter_row_blobs()])
+    assert check_examples(model, template, row["messages"], "train") == 1
+
+
+def test_the_qwen3_fixture_names_the_special_tokens_machine_uses() -> None:
+    tok = rendering.tokenizer("Qwen/Qwen3-30B-A3B")
+    for token_id, spec in QWEN3["added_tokens_decoder"].items():
+        assert tok.encode(spec["content"]) == [int(token_id)]
+        assert tok.is_special_token(int(token_id)) is spec["special"], spec
+        # split_special_tokens splits exactly the tokens HF marks special
+        whole = tok.encode(spec["content"], split_special_tokens=True)
+        assert (whole == [int(token_id)]) is (not spec["special"]), spec
