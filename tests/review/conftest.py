@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -59,11 +60,26 @@ def session(name: str) -> str:
     return str(PI_SESSIONS / f"{name}.jsonl")
 
 
+def same_run_elsewhere(project: Path, name: str) -> str:
+    """Fixture session ``name`` as another session (its own id): the same run
+    made twice. A turn is in the dataset once (issue 20), so a store that both
+    tags and observes a run needs two sessions of it."""
+    source = PI_SESSIONS / f"{name}.jsonl"
+    header, _, rest = source.read_bytes().partition(b"\n")
+    value = orjson.loads(header)
+    value["id"] = value["id"][:-4] + "beef"
+    target = project / "sessions" / f"{name}-again.jsonl"
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(orjson.dumps(value) + b"\n" + rest)
+    return str(target)
+
+
 def small_store(project: Path) -> Store:
     """Three tagged rows, version v1, then five observed runs."""
     machine(project, "good", "--session", session("multi-turn"), "short and right")
     machine(project, "good", "--trace", "--session", session("file-repair"))
-    machine(project, "bad", "--session", session("basic"), "too terse")
+    again = same_run_elsewhere(project, "basic")
+    machine(project, "bad", "--session", again, "too terse")
     machine(project, "version", "v1")
     for name in OBSERVED:
         machine(project, "observe", "--session", session(name))
@@ -72,11 +88,15 @@ def small_store(project: Path) -> Store:
 
 def demo_store(project: Path, steps: int = 40) -> tuple[Store, str]:
     """A store with history, versions, a finished run, evals and a release."""
+
+    def tagged(name: str) -> str:
+        return same_run_elsewhere(project, name) if name in OBSERVED else session(name)
+
     for name in ("multi-turn", "mixed", "bash-execution", "image"):
-        machine(project, "good", "--session", session(name))
+        machine(project, "good", "--session", tagged(name))
     for name in ("file-repair", "compaction-branch"):
-        machine(project, "good", "--trace", "--session", session(name))
-    machine(project, "bad", "--session", session("basic"), "too terse")
+        machine(project, "good", "--trace", "--session", tagged(name))
+    machine(project, "bad", "--session", tagged("basic"), "too terse")
     machine(project, "version", "v1", "--message", "first tags")
     for name in OBSERVED:
         machine(project, "observe", "--session", session(name))

@@ -10,7 +10,7 @@ from machine_git.store import Store
 from tests.conftest import git
 from tests.review.conftest import CSRF
 from tests.review.conftest import machine
-from tests.review.conftest import session
+from tests.review.conftest import same_run_elsewhere
 
 
 def listed(client: TestClient, query: str = "") -> list[str]:
@@ -119,7 +119,9 @@ def test_new_rows_appear_in_the_live_table(
     assert 'data-live="/browse/table?"' in page
     before = listed(client)
     head = client.get("/api/head").json()
-    machine(project, "good", "--trace", "--session", session("mixed"))
+    machine(
+        project, "good", "--trace", "--session", same_run_elsewhere(project, "mixed")
+    )
     now = client.get("/api/head").json()
     assert now["head"] != head["head"]
     assert now["counts"]["traces"] == head["counts"]["traces"] + 1

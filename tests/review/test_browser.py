@@ -28,7 +28,7 @@ from machine_git.store import Store
 from tests.conftest import git
 from tests.review.conftest import TOKEN
 from tests.review.conftest import machine
-from tests.review.conftest import session
+from tests.review.conftest import same_run_elsewhere
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -317,7 +317,9 @@ def test_new_rows_and_changed_rows_show_without_a_reload(
     login(browser, served, "/browse")
     browser.execute_script("window.stillThisPage = true")
     before = len(browser.find_elements("css selector", "table.rows tbody tr"))
-    machine(project, "good", "--trace", "--session", session("mixed"))
+    machine(
+        project, "good", "--trace", "--session", same_run_elsewhere(project, "mixed")
+    )
     until(
         lambda: (
             len(browser.find_elements("css selector", "table.rows tbody tr"))
@@ -331,7 +333,7 @@ def test_new_rows_and_changed_rows_show_without_a_reload(
     browser.execute_script("window.stillThisPage = true")
     row_id = card_id(browser)
     listed = len(browser.find_elements("css selector", ".queue-list li"))
-    machine(project, "observe", "--session", session("multi-turn"))
+    machine(project, "observe", "--session", same_run_elsewhere(project, "multi-turn"))
     until(
         lambda: (
             len(browser.find_elements("css selector", ".queue-list li")) == listed + 1

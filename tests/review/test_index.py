@@ -14,7 +14,7 @@ from machine_git.review.index import summarize
 from machine_git.store import Store
 from tests.helpers import traces_row
 from tests.review.conftest import machine
-from tests.review.conftest import session
+from tests.review.conftest import same_run_elsewhere
 
 
 def test_a_summary_holds_what_browse_filters_on() -> None:
@@ -47,7 +47,9 @@ def test_an_index_brought_up_to_date_equals_one_built_afresh(
     machine(project, "label", observed, "good")
     train = machine(project, "tagged", "--kind", "train").split()[0]
     machine(project, "rm", train)
-    machine(project, "good", "--trace", "--session", session("mixed"))
+    machine(
+        project, "good", "--trace", "--session", same_run_elsewhere(project, "mixed")
+    )
     head = revs.resolve(store, None)
     updated = cache.at(store, head)
     fresh = Cache().at(store, head)
