@@ -22,6 +22,7 @@ from typing import Any
 import pygit2
 
 from machine_git import bundled
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.errors import NotFoundError
@@ -222,16 +223,18 @@ def load_spec(path: Path | None, template: str | None) -> tuple[Spec, bytes | No
     if path is None:
         return Spec(), None
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read gates file {path}: {e.strerror}") from None
+        data = inputs.read(path, inputs.JSONL_LIMIT)  # never a FIFO or /dev/zero
+    except inputs.Unreadable as e:
+        raise UsageError(f"cannot read gates file {path}: {e}") from None
     value = jsonio.load_object(data, str(path), ReleaseError)
     spec = (
         parse(Spec, value, str(path))
         if "gates" in value
         else Spec(gates=parse(GateSpec, value, str(path)))
     )
-    return spec, _holdouts(spec, lambda name: (path.parent / name).read_bytes())
+    return spec, _holdouts(
+        spec, lambda name: inputs.read(path.parent / name, inputs.JSONL_LIMIT)
+    )
 
 
 def _bundled(name: str) -> bytes:
@@ -248,8 +251,9 @@ def _holdouts(spec: Spec, read: Callable[[str], bytes]) -> bytes | None:
         )
     try:
         return read(name)
-    except OSError as e:
-        raise ReleaseError(f"cannot read holdouts {name}: {e.strerror or e}") from None
+    except (OSError, inputs.Unreadable) as e:
+        why = e.strerror if isinstance(e, OSError) else str(e)
+        raise ReleaseError(f"cannot read holdouts {name}: {why or e}") from None
 
 
 def new(
