@@ -5,9 +5,12 @@ each one execs the Python that installed it (``sys.executable`` baked in), so
 it checks rows against the same schemas machine writes with:
 
 - ``pre-receive`` (store): refuses a push whose new commits hold a row that is
-  invalid, not canonical, or not at the path its id names;
+  invalid, not canonical, not at the path its id names, or that brings a
+  secret (the scanner machine redacts with), unless the commit records an
+  explicit ``--no-redact``;
 - ``post-receive`` (store): gives the files the push wrote the store's modes;
-- ``pre-commit`` (working clone): refuses a commit whose staged rows are bad.
+- ``pre-commit`` (working clone): refuses a commit whose staged rows are bad
+  or bring a secret.
 
 Each looks only at what changed (new commits against their first parent, or
 the staged paths), so one row costs the same in a store of 100,000 rows.
@@ -86,6 +89,25 @@ def check_blob(path: str, data: bytes) -> list[Finding]:
     return []
 
 
+def check_secrets(path: str, data: bytes, old: bytes | None) -> list[Finding]:
+    """A valid row ``data`` that brings a secret its old version ``old`` lacked.
+
+    The same scanner as machine's own writes: a row pushed or committed by
+    hand gets no pass machine would not give it.
+    """
+    from machine_git import redaction  # the scanner loads only when rows come
+
+    row = jsonio.loads(data)
+    before = None
+    if old is not None:
+        with contextlib.suppress(ValueError):
+            before = jsonio.loads(old)
+    kinds = redaction.leaks(row, before if isinstance(before, dict) else None)
+    if not kinds:
+        return []
+    return [Finding(path, 1, "$", f"holds an unredacted secret ({', '.join(kinds)})")]
+
+
 def check_commits(
     repo: pygit2.Repository, ids: Iterable[pygit2.Oid]
 ) -> list[BadCommit]:
@@ -93,13 +115,16 @@ def check_commits(
 
     Only the blobs a commit changes against its first parent are read: the
     rest of its tree is the parent's, already checked (or already stored).
+    A commit that says ``Machine-Redaction: off`` (an explicit --no-redact)
+    may hold secrets; any other may not, in its rows or in its message.
     """
     bad: list[BadCommit] = []
     for oid in ids:
         commit = repo[oid].peel(Commit)
         parent = commit.parents[0].tree if commit.parents else None
-        found: list[Finding] = []
-        for path, _old, new in treediff.changed_blobs(repo, parent, commit.tree):
+        scan = commit.message_trailers.get("Machine-Redaction") != "off"
+        found = _message_secrets(commit) if scan else []
+        for path, old, new in treediff.changed_blobs(repo, parent, commit.tree):
             if new is None or not path.startswith(f"{rows.ROWS_DIR}/"):
                 continue
             try:
@@ -107,10 +132,35 @@ def check_commits(
             except (KeyError, ValueError, pygit2.GitError):
                 found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
                 continue
-            found.extend(check_blob(path, data))
+            problems = check_blob(path, data)
+            if not problems and scan:
+                problems = check_secrets(path, data, _blob(repo, old))
+            found.extend(problems)
         if found:
             bad.append((commit, found))
     return bad
+
+
+MESSAGE = "(commit message)"
+
+
+def _message_secrets(commit: Commit) -> list[Finding]:
+    from machine_git import redaction
+
+    kinds = redaction.message_leaks(commit.message or "")
+    if not kinds:
+        return []
+    problem = f"holds an unredacted secret ({', '.join(kinds)})"
+    return [Finding(MESSAGE, 1, "$", problem)]
+
+
+def _blob(repo: pygit2.Repository, oid: pygit2.Oid | str | None) -> bytes | None:
+    if oid is None:
+        return None
+    try:
+        return repo[oid].peel(pygit2.Blob).data
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
 
 
 def report(bad: list[BadCommit]) -> list[str]:
@@ -130,7 +180,20 @@ def count(n: int, noun: str) -> str:
 
 def invalid_rows(bad: list[BadCommit]) -> int:
     """How many rows, over all ``bad`` commits, had a problem."""
-    return sum(validate.invalid_count(findings) for _, findings in bad)
+    return sum(
+        validate.invalid_count([f for f in findings if f.file != MESSAGE])
+        for _, findings in bad
+    )
+
+
+def rejected(bad: list[BadCommit]) -> str:
+    """``1 invalid row`` / ``1 commit message with a secret`` / both."""
+    parts = []
+    if rows_ := invalid_rows(bad):
+        parts.append(count(rows_, "invalid row"))
+    if messages := sum(f.file == MESSAGE for _, found in bad for f in found):
+        parts.append(count(messages, "commit message") + " with a secret")
+    return " and ".join(parts)
 
 
 # -- the installed hooks ---------------------------------------------------------------
@@ -160,7 +223,7 @@ def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
         for line in report(bad):
             print(line, file=sys.stderr)
         print(
-            f"machine: push rejected: {count(invalid_rows(bad), 'invalid row')} in "
+            f"machine: push rejected: {rejected(bad)} in "
             f"{count(len(bad), 'commit')}; nothing was stored",
             file=sys.stderr,
         )
@@ -271,7 +334,11 @@ def pre_commit(git_dir: Path) -> int:
         except (KeyError, ValueError, pygit2.GitError):
             found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
             continue
-        found.extend(check_blob(path, data))
+        problems = check_blob(path, data)
+        if not problems:  # a hand edit may not bring a secret in
+            old = None if fields[2] == _ZERO else _blob(repo, fields[2])
+            problems = check_secrets(path, data, old)
+        found.extend(problems)
     for finding in found:
         print(finding, file=sys.stderr)
     if found:

@@ -1,12 +1,16 @@
-"""Redaction before write: the secret scanner applied to rows.
+"""Redaction before write: the secret scanner applied to rows and messages.
 
 Agent trajectories carry tool output, and tool output carries credentials.
 Once bytes are in a git object they travel with every push, so every row is
-redacted before it is committed, exported or written with ``--out``. The
-identifying fields (id, kind, source, timestamps) are structure, not content,
-and are left alone; everything else (messages, trajectory, note, original
-answer) is scanned, and the row records how many secrets of each kind were
-replaced. Any failure of the scanner is an error: nothing is written.
+redacted before it is committed, exported or written with ``--out``, and so
+is every commit message and version note that carries words a user or an
+agent wrote (notes, ``--why``, first words of a turn). The identifying
+fields (id, kind, source, timestamps) are structure, not content, and are
+left alone; everything else (messages, trajectory, note, original answer,
+and whatever a row gains later, such as a captured system prompt or tool
+definitions) is scanned, JSON inside strings included, and the row records
+how many secrets of each kind were replaced. Any failure of the scanner is
+an error: nothing is written.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ from typing import Any
 from machine_git import secrets
 
 STRUCTURE = frozenset({"id", "kind", "tag", "created_at", "source", "redactions"})
+# Keys inside the content whose values the schemas pin to a pattern or a few
+# words (trajectory-v1 timestamps, roles, "function"): nothing to scan, and
+# a 48 KB trace has about a hundred of them.
+PINNED = frozenset({"timestamp", "role", "type"})
 
 
 def redact_row(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
     """A copy of ``row`` with secrets replaced, and what this pass replaced."""
-    content = {k: v for k, v in row.items() if k not in STRUCTURE}
-    cleaned, found = secrets.redact(content)
+    cleaned, found = secrets.redact(_content(row), PINNED)
     assert isinstance(cleaned, dict)  # redact() keeps the shape it was given
     out = {**row, **cleaned}
     # The field is always written, empty when nothing was found: it records
@@ -34,24 +41,32 @@ def redact_row(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
     return out, dict(sorted(found.items()))
 
 
-def leaks(row: dict[str, Any]) -> list[str]:
-    """Kinds of the secrets left in ``row``'s content (empty if none)."""
-    kinds: set[str] = set()
-    for key, value in row.items():
-        if key not in STRUCTURE:
-            _scan(value, kinds)
-    return sorted(kinds)
+def leaks(row: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
+    """Kinds of the secrets in ``row``'s content (empty if none).
+
+    With ``before`` (the row as it was), only the secrets ``before`` did not
+    already hold: a row tagged with ``--no-redact`` keeps its secrets through
+    later moves and edits, and only new ones are refused.
+    """
+    found = secrets.found_texts(_content(row), PINNED)
+    if before is not None and found:
+        found -= secrets.found_texts(_content(before), PINNED)
+    return sorted({kind for kind, _ in found})
 
 
-def _scan(value: Any, kinds: set[str]) -> None:
-    if isinstance(value, str):
-        kinds.update(f.kind for f in secrets.scan_text(value))
-    elif isinstance(value, dict):
-        for item in value.values():
-            _scan(item, kinds)
-    elif isinstance(value, list):
-        for item in value:
-            _scan(item, kinds)
+def message_leaks(message: str) -> list[str]:
+    """Kinds of the secrets in a commit message's summary and body."""
+    head, _, _ = message.partition("\nMachine-")  # the trailers are machine's own
+    return sorted({f.kind for f in secrets.scan_text(head)})
+
+
+def _content(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in STRUCTURE}
+
+
+def redact_message(text: str) -> str:
+    """``text`` (a commit message's summary or body) with its secrets replaced."""
+    return secrets.redact_text(text)[0] if text else text
 
 
 def describe(found: dict[str, int]) -> str:

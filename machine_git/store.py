@@ -79,9 +79,14 @@ class Change(Plain):
 
     def message(self) -> str:
         """The commit message: summary, body, then the machine trailers."""
-        text = self.summary.strip().replace("\n", " ") + "\n"
-        if self.body.strip():
-            text += "\n" + self.body.strip() + "\n"
+        summary, body = self.summary, self.body
+        if self.redaction != "off":  # notes, --why and first words are user text
+            from machine_git.redaction import redact_message
+
+            summary, body = redact_message(summary), redact_message(body)
+        text = summary.strip().replace("\n", " ") + "\n"
+        if body.strip():
+            text += "\n" + body.strip() + "\n"
         trailers = dict(self.trailers)
         if self.redaction == "off":
             trailers["Redaction"] = "off"

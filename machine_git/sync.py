@@ -532,7 +532,7 @@ def _check_incoming(
     bad = hooks.check_commits(store.repo, (c.id for c in walker))
     if bad:
         raise RemoteError(
-            f"{name} has {hooks.count(hooks.invalid_rows(bad), 'invalid row')} in "
+            f"{name} has {hooks.rejected(bad)} in "
             f"{hooks.count(len(bad), 'commit')}; nothing was merged",
             details=hooks.report(bad),
         )

@@ -53,7 +53,11 @@ def create(
     """Name ``commit``; a name is given once and never moves."""
     check_name(store, name)
     ref = f"{TAGS}{name}"
-    text = message or f"version {name}"
+    text = f"version {name}"
+    if message:  # a note the user typed: redacted like every text machine writes
+        from machine_git.redaction import redact_message
+
+        text = redact_message(message)
     with store.locked():
         if ref in store.repo.references:
             existing = store.repo.references[ref].peel(Commit)

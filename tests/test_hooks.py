@@ -259,6 +259,81 @@ def test_a_good_push_from_a_clone_lands_and_stays_private(
             assert stat.S_IMODE(os.stat(Path(root, f)).st_mode) == want, f
 
 
+# A fake GitHub token, assembled so no file holds it whole.
+TOKEN = "ghp_" + "Zq8Lm2Np7Rt3Vw9Xy1Ab" + "5Cd6Ef7Gh8Ij9Kl0Mn"
+
+
+def _put_canonical(clone: Path, row: dict[str, Any]) -> None:
+    (clone / ROW).write_bytes(jsonio.canonical(row))
+
+
+def _remote_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [
+        line.removeprefix("remote: ").rstrip()
+        for line in done.stderr.splitlines()
+        if line.startswith("remote: ")
+    ]
+
+
+def test_check_secrets_names_only_secrets_the_old_row_lacked() -> None:
+    leaky = jsonio.canonical(helpers.train_row(note=f"use {TOKEN}"))
+    clean = jsonio.canonical(helpers.train_row())
+    problem = "holds an unredacted secret (github-token)"
+    assert hooks.check_secrets(ROW, leaky, None) == [Finding(ROW, 1, "$", problem)]
+    assert hooks.check_secrets(ROW, leaky, clean) == [Finding(ROW, 1, "$", problem)]
+    assert hooks.check_secrets(ROW, leaky, leaky) == []  # carried over, not new
+    assert hooks.check_secrets(ROW, clean, None) == []
+
+
+def test_a_push_that_brings_a_secret_into_a_row_is_rejected(
+    store: Store, clone: Path
+) -> None:
+    before = git(store.path, "rev-parse", "HEAD")
+    _put_canonical(clone, helpers.train_row(note=f"token {TOKEN}"))
+    run(clone, "commit", "-q", "--no-verify", "-am", "a note")
+    bad = run(clone, "rev-parse", "HEAD").stdout.strip()
+    done = run(clone, "push", "-q", "origin", "main")
+    assert done.returncode == 1
+    assert _remote_lines(done) == [
+        f"commit {bad[:12]}: a note",
+        f"{ROW}:1: $: holds an unredacted secret (github-token)",
+        "machine: push rejected: 1 invalid row in 1 commit; nothing was stored",
+    ]
+    assert git(store.path, "rev-parse", "HEAD") == before
+
+
+def test_a_push_whose_commit_message_holds_a_secret_is_rejected(
+    store: Store, clone: Path
+) -> None:
+    _put_canonical(clone, helpers.train_row(note="better"))
+    run(clone, "commit", "-q", "--no-verify", "-am", f"fix\n\nused {TOKEN}")
+    done = run(clone, "push", "-q", "origin", "main")
+    assert done.returncode == 1
+    assert _remote_lines(done)[1:] == [
+        "(commit message):1: $: holds an unredacted secret (github-token)",
+        "machine: push rejected: 1 commit message with a secret in 1 commit; "
+        "nothing was stored",
+    ]
+    assert TOKEN not in git(store.path, "log", "--format=%B")
+
+
+def test_an_explicit_no_redact_commit_is_let_through_and_its_secret_carried(
+    store: Store, clone: Path
+) -> None:
+    # machine good --no-redact records "Machine-Redaction: off": the push keeps
+    # that choice, and a later change that carries the secret along is fine
+    _put_canonical(clone, helpers.train_row(note=f"token {TOKEN}"))
+    message = "keep it\n\nMachine-Redaction: off\n"
+    assert run(clone, "commit", "-q", "--no-verify", "-am", message).returncode == 0
+    assert run(clone, "push", "-q", "origin", "main").returncode == 0
+    row = helpers.train_row(note=f"token {TOKEN}", kind="rejected", tag="bad")
+    _put_canonical(clone, row)
+    assert run(clone, "commit", "-q", "-am", "move it").returncode == 0
+    done = run(clone, "push", "-q", "origin", "main")
+    assert done.returncode == 0, done.stderr
+    assert (store.read_row("a1b2c3d4e5f6") or {}).get("kind") == "rejected"
+
+
 # -- the clone's pre-commit hook -------------------------------------------------------
 
 
@@ -269,6 +344,18 @@ def test_the_clone_refuses_a_commit_of_a_bad_staged_row(clone: Path) -> None:
     assert done.returncode == 1
     assert done.stderr == (
         f"{ROW}:1: $.kind: {KIND}\nmachine: commit refused: 1 invalid staged row\n"
+    )
+    assert run(clone, "rev-parse", "HEAD").stdout == before
+
+
+def test_the_clone_refuses_a_commit_that_brings_a_secret(clone: Path) -> None:
+    before = run(clone, "rev-parse", "HEAD").stdout
+    _put_canonical(clone, helpers.train_row(note=f"token {TOKEN}"))
+    done = run(clone, "commit", "-q", "-am", "a note")
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"{ROW}:1: $: holds an unredacted secret (github-token)\n"
+        "machine: commit refused: 1 invalid staged row\n"
     )
     assert run(clone, "rev-parse", "HEAD").stdout == before
 

@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from machine_git import secrets
 from machine_git.errors import MachineError
 from machine_git.errors import SecretScanError
 from machine_git.secrets import JSON
 from machine_git.secrets import KINDS
 from machine_git.secrets import Finding
+from machine_git.secrets import assignments
 from machine_git.secrets import placeholder
 from machine_git.secrets import redact
 from machine_git.secrets import redact_text
 from machine_git.secrets import scan_text
+from machine_git.secrets import tokens
 
 FIXTURES = Path(__file__).parent / "fixtures" / "secrets"
 JOIN = "{{JOIN}}"
@@ -177,7 +178,7 @@ def test_aws_secret_key_next_to_an_access_key_id() -> None:
         ),
         (
             "docker login --password Zk9Lp2Qx7 registry.acme.io",
-            "docker login --password [REDACTED:env-secret] registry.acme.io",
+            "docker login --password [REDACTED:cli-secret] registry.acme.io",
         ),
         (
             "Authorization: Bearer Zk9Lp2Qx7Wm4Rt8Yb1Nc3Hd5",
@@ -371,13 +372,13 @@ def test_an_internal_error_is_raised_as_secret_scan_error(
     def broken(text: str, out: list[tuple[int, int, int, str]]) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(secrets, "_scan_tokens", broken)
+    monkeypatch.setattr(tokens, "scan_tokens", broken)
     with pytest.raises(SecretScanError, match="boom"):
         scan_text(f"x {GH}")
     with pytest.raises(SecretScanError):
         redact_text("anything at all")
     with pytest.raises(SecretScanError):
-        redact({"a": ["nested", {"b": "value"}]})
+        redact({"a": ["nested 1", {"b": "value 2"}]})
 
 
 def test_a_broken_pattern_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -385,7 +386,7 @@ def test_a_broken_pattern_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
         def finditer(self, text: str) -> list[object]:
             raise re.error("bad pattern")
 
-    monkeypatch.setattr(secrets, "_TOKEN_RE", Broken())
+    monkeypatch.setattr(assignments, "_SEP_VALUE_RES", (Broken(),))
     with pytest.raises(SecretScanError):
         redact_text("some text")
 

@@ -1,4 +1,4 @@
-"""Installing machine into Pi and Letta Code, and the Tinker provider for Pi.
+"""Installing machine into Pi and Letta Code, and the Tinker provider for both.
 
 The Pi extension and the Letta Code mod are rendered from templates/ with the
 exact command of the machine that installs them baked in (this Python, ``-m
@@ -16,6 +16,14 @@ keeps each skill loaded once. Letta Code reads skills only from its folders,
 so ``install letta`` copies each one to ``~/.letta/skills/<name>/SKILL.md``
 with a marker line after the front matter, and ``uninstall letta`` removes
 the copies that carry it.
+
+Tinker's chat models reach Pi as a provider in its ``models.json`` and Letta
+Code as a provider mod of its own (``~/.letta/mods/machine-tinker.ts``, kept
+apart from the commands: Letta Code's desktop listener loads provider mods
+only). Letta Code refuses static model ids with a ``/``, so that mod lists
+its models from ``listModels``: the base models, Tinker's ``GET /models``, and
+the students ``machine student`` offered, which it reads from
+``~/.letta/machine/tinker-models.json`` (written here, removed on uninstall).
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ from machine_git.store import BRANCH
 from machine_git.store import WORK
 
 EXTENSION_FILE = "machine.ts"
+LETTA_PROVIDER_FILE = "machine-tinker.ts"
+LETTA_OFFERED_FILE = "tinker-models.json"
 MARKER = "// machine-generated:"
 SKILL_FILE = "SKILL.md"
 # The line after a copied skill's front matter (an HTML comment: invisible).
@@ -90,6 +100,16 @@ def pi_extension_path(project: Path | None = None) -> Path:
 def letta_mod_path() -> Path:
     """``~/.letta/mods/machine.ts``: Letta Code loads global mods only."""
     return Path.home() / ".letta" / "mods" / EXTENSION_FILE
+
+
+def letta_provider_path() -> Path:
+    """``~/.letta/mods/machine-tinker.ts``: the Tinker provider mod."""
+    return Path.home() / ".letta" / "mods" / LETTA_PROVIDER_FILE
+
+
+def letta_offered_path() -> Path:
+    """The students offered in Letta Code's Tinker catalog (a JSON list)."""
+    return Path.home() / ".letta" / "machine" / LETTA_OFFERED_FILE
 
 
 def letta_skills_dir() -> Path:
@@ -172,10 +192,36 @@ def render_pi_extension(scope: str) -> str:
 
 
 def render_letta_mod() -> str:
-    """The Letta Code mod."""
+    """The Letta Code mod: commands, footer panel, observed runs, the student."""
     return render(
         _template("letta-mod.ts.tmpl"),
-        {"MACHINE_ARGV": json.dumps(machine_argv()), "VERSION": __version__},
+        {
+            "MACHINE_ARGV": json.dumps(machine_argv()),
+            "VERSION": __version__,
+            "BRANCH": json.dumps(BRANCH),
+            "STATS_FILE": json.dumps(f"{WORK}/{footer.CACHE_FILE}"),
+            "KINDS": json.dumps(list(KINDS)),
+            "TINKER_PROVIDER": json.dumps(TINKER_PROVIDER),
+            "KEY_ENV": json.dumps(API_KEY_ENV),
+        },
+    )
+
+
+def render_letta_provider() -> str:
+    """The Letta Code provider mod for Tinker's OpenAI-compatible endpoint."""
+    return render(
+        _template("letta-tinker-provider.ts.tmpl"),
+        {
+            "VERSION": __version__,
+            "TINKER_PROVIDER": json.dumps(TINKER_PROVIDER),
+            "TINKER_NAME": json.dumps(TINKER_PROVIDER_NAME),
+            "BASE_URL": json.dumps(oai_url()),
+            "KEY_ENV": json.dumps(API_KEY_ENV),
+            "CATALOG": json.dumps(list(CATALOG)),
+            "OFFERED_FILE": json.dumps(str(letta_offered_path())),
+            "DEFAULT_CONTEXT": str(_DEFAULT_CONTEXT),
+            "MAX_TOKENS": str(_MAX_TOKENS),
+        },
     )
 
 
@@ -231,7 +277,8 @@ def add_pi_model(handle: str) -> Outcome:
 
 
 def install_letta() -> list[Outcome]:
-    """Write the Letta Code mod and copy machine's skills to ``~/.letta/skills``.
+    """Write the Letta Code mod and the Tinker provider mod, and copy machine's
+    skills to ``~/.letta/skills``.
 
     Skills machine copied before and no longer ships are removed.
     """
@@ -241,9 +288,13 @@ def install_letta() -> list[Outcome]:
     }
     # refuse a file of the user's before writing anything
     _refuse_foreign(letta_mod_path(), _ours)
+    _refuse_foreign(letta_provider_path(), _ours)
     for target in targets:
         _refuse_foreign(target, _our_skill)
-    done = [_place(letta_mod_path(), render_letta_mod())]
+    done = [
+        _place(letta_mod_path(), render_letta_mod()),
+        _place(letta_provider_path(), render_letta_provider()),
+    ]
     for target, text in targets.items():
         done.append(_place(target, marked_skill(text), _our_skill))
     done += [
@@ -255,8 +306,39 @@ def install_letta() -> list[Outcome]:
 
 
 def uninstall_letta() -> list[Outcome]:
-    """Remove the Letta Code mod and every skill machine copied."""
-    return [_remove(letta_mod_path()), *map(_remove_skill, _copied_skills())]
+    """Remove the Letta Code mods, the students they offered and every skill
+    machine copied."""
+    done = [_remove(letta_mod_path()), _remove(letta_provider_path())]
+    offered = letta_offered_path()
+    if offered.exists():
+        try:
+            offered.unlink()
+        except OSError as e:
+            raise InstallError(f"cannot remove {offered}: {e.strerror}") from None
+        done.append(Outcome(offered, "removed"))
+    with contextlib.suppress(OSError):
+        offered.parent.rmdir()  # only if it held nothing else
+    return [*done, *map(_remove_skill, _copied_skills())]
+
+
+def add_letta_model(handle: str) -> Outcome:
+    """Offer ``handle`` in Letta Code's Tinker catalog, if machine installed it."""
+    path = letta_offered_path()
+    if not _ours(letta_provider_path()):
+        return Outcome(
+            path, "skipped", "machine install letta adds the Tinker provider"
+        )
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        value = []
+    except (OSError, ValueError):
+        value = []  # unreadable: written again whole, as machine keeps it
+    known = [h for h in value if isinstance(h, str)] if isinstance(value, list) else []
+    if handle in known:
+        return Outcome(path, "unchanged")
+    _write(path, (json.dumps([*known, handle], indent=2) + "\n").encode())
+    return Outcome(path, "updated" if known else "installed")
 
 
 # -- skills ----------------------------------------------------------------------

@@ -12,10 +12,12 @@ handle; for a release, its candidate checkpoint, with ``student_release``),
 the student or went back), ``work_model`` (the ``provider/id`` to switch back
 to) and ``chat_session`` (the Pi session the student was chosen in).
 
-Inside Pi, choosing the student switches only the session it was asked in;
-``machine work`` (from a shell or ``/machine work``) sets ``chat`` back to
-``work``, and a session machine had switched goes back to its working model
-when it next starts or takes a prompt (the Pi extension checks ``chat`` then).
+Inside Pi, choosing the student switches only the session it was asked in
+(in Letta Code only the conversation: ``updateLlmConfig``, scope
+``conversation``); ``machine work`` (from a shell or ``/machine work``) sets
+``chat`` back to ``work``, and a session machine had switched goes back to its
+working model when it next starts or takes a prompt (the Pi extension and the
+Letta Code mod check ``chat`` then).
 ``where`` says what is active where: the student, that session's model and
 the model new Pi sessions start on (agents.pimodel).
 
@@ -295,6 +297,14 @@ def offer_in_pi(handle: Handle) -> install.Outcome | None:
     if not handle.sampleable:
         return None
     return install.add_pi_model(handle.text)
+
+
+def offer_in_letta(handle: Handle) -> install.Outcome | None:
+    """Add the handle to Letta Code's Tinker catalog (if installed) so /model and
+    ``/machine student`` find it there."""
+    if not handle.sampleable:
+        return None
+    return install.add_letta_model(handle.text)
 
 
 # -- sampling --------------------------------------------------------------------

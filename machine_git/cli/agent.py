@@ -549,6 +549,7 @@ def student(
     students.choose(store, parsed, work_model, str(session) if session else None)
     footer.refresh(store)
     offered = students.offer_in_pi(parsed)
+    in_letta = students.offer_in_letta(parsed)  # Letta Code's catalog, if installed
     message = f"student {parsed.describe()}"
     if session is None:  # from a shell: how to chat with it
         message += (
@@ -556,6 +557,11 @@ def student(
             if offered is None or offered.action == "skipped"
             else f"; in Pi: /machine student {handle} switches one session to it"
         )
+        if in_letta is not None and in_letta.action != "skipped":
+            message += (
+                f"; in Letta Code: /machine student {handle} switches one "
+                "conversation to it"
+            )
     missing = _missing_key()
     if missing and not as_json:
         warn(missing)

@@ -54,12 +54,28 @@ def test_the_letta_mod_passes_the_history_as_a_file() -> None:
     assert text.startswith("// machine-generated: letta mod.")
     assert f"const MACHINE: string[] = {ARGV};" in text
     for name in ("good", "bad", "tagged", "machine", "train"):
-        assert text.count(f'id: "{name}",') == 1
-    assert text.count("letta.commands.register(") == 5
-    assert "ctx.conversation.getHistory({ limit: HISTORY_LIMIT, order: " in text
+        assert text.count(f'register("{name}", ') == 1
+    assert text.count("letta.commands.register(") == 1  # in the one helper
+    assert "conversation.getHistory({ limit: HISTORY_LIMIT, order: " in text
     assert '[sub, "--host", "letta", "--session", file, ...args]' in text
     assert "writeFileSync(file, JSON.stringify(history), { mode: 0o600 })" in text
     assert "rmSync(dir, { recursive: true, force: true })" in text
+    assert "shell: true" not in text
+    assert 'const TINKER: string = "tinker";' in text
+    assert "@@" not in text
+
+
+def test_the_letta_provider_lists_its_models_and_never_sends_a_name() -> None:
+    text = install.render_letta_provider()
+    assert text.startswith("// machine-generated: letta tinker provider.")
+    assert f"const BASE_URL: string = {json.dumps(install.TINKER_OAI_URL)};" in text
+    offered = json.dumps(str(install.letta_offered_path()))
+    assert f"const OFFERED_FILE: string = {offered};" in text
+    assert f"const CATALOG: string[] = {json.dumps(list(install.CATALOG))};" in text
+    # no static models (ids with "/" are refused there): listModels, and the
+    # variable's name only when it is set
+    assert "\tmodels:" not in text and "\t\tlistModels,\n" in text
+    assert 'if ((process.env[KEY_ENV] ?? "").trim()) config.apiKey = KEY_ENV;' in text
     assert "@@" not in text
 
 
@@ -215,26 +231,64 @@ def test_uninstall_keeps_the_user_s_other_providers() -> None:
 
 def test_letta_install_and_uninstall() -> None:
     target = Path.home() / ".letta" / "mods" / "machine.ts"
+    provider = Path.home() / ".letta" / "mods" / "machine-tinker.ts"
+    offered = Path.home() / ".letta" / "machine" / "tinker-models.json"
     skills = Path.home() / ".letta" / "skills"
     names = list(install.skills())
     assert [(o.path, o.action) for o in install.install_letta()] == [
         (target, "installed"),
+        (provider, "installed"),
         *[(skills / name / "SKILL.md", "installed") for name in names],
     ]
     assert target.read_text() == install.render_letta_mod()
+    assert provider.read_text() == install.render_letta_provider()
+    assert stat.S_IMODE(provider.stat().st_mode) == 0o600
     for name, text in install.skills().items():
         copied = skills / name / "SKILL.md"
         assert copied.read_text() == install.marked_skill(text)
         assert stat.S_IMODE(copied.stat().st_mode) == 0o600
         assert stat.S_IMODE(copied.parent.stat().st_mode) == 0o700
     assert {o.action for o in install.install_letta()} == {"unchanged"}
+    # a student offered in Letta Code's catalog: once, in a private file
+    assert install.add_letta_model("tinker://r/sampler_weights/1").action == "installed"
+    assert install.add_letta_model("tinker://r/sampler_weights/2").action == "updated"
+    assert install.add_letta_model("tinker://r/sampler_weights/1").action == "unchanged"
+    assert json.loads(offered.read_text()) == [
+        "tinker://r/sampler_weights/1",
+        "tinker://r/sampler_weights/2",
+    ]
+    assert stat.S_IMODE(offered.stat().st_mode) == 0o600
     removed = install.uninstall_letta()
     assert [(o.path, o.action) for o in removed] == [
         (target, "removed"),
+        (provider, "removed"),
+        (offered, "removed"),
         *[(skills / name / "SKILL.md", "removed") for name in names],
     ]
-    assert not target.exists()
+    assert not target.exists() and not provider.exists()
+    assert not offered.parent.exists()  # machine's folder held nothing else
     assert list(skills.iterdir()) == []  # the skill folders went too
+
+
+def test_a_student_is_offered_in_letta_only_with_the_provider() -> None:
+    done = install.add_letta_model("tinker://r/sampler_weights/1")
+    assert (done.action, done.detail) == (
+        "skipped",
+        "machine install letta adds the Tinker provider",
+    )
+    assert not install.letta_offered_path().exists()
+
+
+def test_a_tinker_mod_of_the_user_s_stops_the_letta_install() -> None:
+    provider = install.letta_provider_path()
+    provider.parent.mkdir(parents=True)
+    provider.write_text("export default function activate() {}\n")
+    with pytest.raises(InstallError, match="exists and was not written by machine"):
+        install.install_letta()
+    assert not install.letta_mod_path().exists()  # nothing written
+    with pytest.raises(InstallError, match="was not written by machine; left in place"):
+        install.uninstall_letta()
+    assert provider.read_text() == "export default function activate() {}\n"
 
 
 def test_a_skill_copy_keeps_its_front_matter_first() -> None:
@@ -272,7 +326,7 @@ def test_letta_skills_of_the_user_and_old_ones_of_machine() -> None:
     taken.write_text("---\nname: machine-tagging\ndescription: mine\n---\n")
     with pytest.raises(InstallError, match="exists and was not written by machine"):
         install.install_letta()
-    assert install.uninstall_letta()[1:] == []
+    assert [o.action for o in install.uninstall_letta()] == ["absent", "absent"]
 
 
 def test_the_extension_offers_the_skills_of_this_machine() -> None:

@@ -102,13 +102,16 @@ def test_letta_mods_are_global_only(project: Path, run: Run) -> None:
     done = run("install", "letta")
     target = Path.home() / ".letta" / "mods" / "machine.ts"
     skills = [Path.home() / ".letta" / "skills" / n / "SKILL.md" for n in SKILLS]
+    provider = target.with_name("machine-tinker.ts")
     assert done.stdout == (
         f"installed {target}\n"
+        f"installed {provider}\n"
         + "".join(f"installed {path}\n" for path in skills)
         + "run /reload in Letta Code (mods need Letta Code 0.30 or newer)\n"
     )
     assert run("uninstall", "letta").stdout == (
-        f"removed {target}\n" + "".join(f"removed {path}\n" for path in skills)
+        f"removed {target}\nremoved {provider}\n"
+        + "".join(f"removed {path}\n" for path in skills)
     )
 
 
@@ -406,6 +409,20 @@ def test_student_set_show_and_back_to_work(
         "switch_to": "fake/fake-1",
         "work_model": "fake/fake-1",
     }
+
+
+def test_a_student_chosen_in_a_shell_is_offered_in_letta_code(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    run("install", "letta")
+    handle = "tinker://run-7/sampler_weights/final"
+    assert run("student", handle).stdout == (
+        f"student {handle} (checkpoint); machine install pi offers it in Pi; "
+        f"in Letta Code: /machine student {handle} switches one conversation to it\n"
+    )
+    # the catalog Letta Code's Tinker provider mod lists from
+    assert json.loads(install.letta_offered_path().read_text()) == [handle]
 
 
 def test_work_puts_pi_s_default_back_when_it_is_on_tinker(

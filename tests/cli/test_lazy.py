@@ -47,6 +47,51 @@ def test_help_lists_every_command(run: Run) -> None:
         assert f"  {name} " in listed or f"  {name}\n" in listed
 
 
+# Commands that read the store but write no new text never scan for secrets:
+# the scanner (machine_git.secrets, about 300 patterns behind it) stays off
+# their import path. Rows tagged by machine record that they were scanned, so
+# even an export does not scan them again.
+_PROBE = """
+import os, sys
+from machine_git.cli import cli
+out = open(sys.argv[1], "w")
+for line in sys.argv[2:]:
+    args = line.split()
+    pid = os.fork()
+    if pid == 0:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        try:
+            cli.main(args, standalone_mode=False)
+        except BaseException:
+            pass
+        out.write(f"{line}\\t{'machine_git.secrets' in sys.modules}\\n")
+        out.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+_NOT_SCANNING = ("tagged", "data", "log", "show HEAD", "diff", "export", "gc")
+
+
+def test_commands_that_do_not_scan_never_load_the_scanner(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    from tests.conftest import PI_SESSIONS
+
+    assert run("good", "--session", str(PI_SESSIONS / "basic.jsonl")).exit_code == 0
+    report = tmp_path / "loaded.tsv"
+    lines = [*_NOT_SCANNING, f"good --session {PI_SESSIONS / 'multi-turn.jsonl'}"]
+    subprocess.run(
+        [sys.executable, "-c", _PROBE, str(report), *lines], check=True, cwd=project
+    )
+    loaded = dict(line.split("\t") for line in report.read_text().splitlines())
+    assert loaded == {
+        **{name: "False" for name in _NOT_SCANNING},
+        lines[-1]: "True",  # a tag scans: the probe sees the scanner when it is used
+    }
+
+
 def test_only_machine_review_loads_the_web_stack() -> None:
     # machine review's extra (starlette, jinja2, uvicorn) is optional: no other
     # command, nor --help of any command, may import it or machine_git.review.

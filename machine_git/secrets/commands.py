@@ -1,0 +1,155 @@
+"""Passwords typed on a command line.
+
+The flags people pass credentials with, where the flag's name says nothing
+the keyword pass (``assignments.py``) could find:
+
+* ``-p<password>`` glued to its flag (MySQL and MariaDB clients; elsewhere
+  only when the value reads as a password, so ``-p8080:80`` stays);
+* ``sshpass -p <password>``, ``docker login -p <password>`` (and podman,
+  helm, oras, skopeo...), ``mongosh -p``, ``redis-cli -a``, ``sqlcmd -P``;
+* ``-u user:password`` / ``--user user:password`` (curl, wget...), and
+  ``-U user%password`` (smbclient).
+
+Only the password is replaced, as ``cli-secret`` (openssl's ``pass:<pw>`` is
+found by the keyword pass). One regex with a literal prefix (`` -``) finds
+every flag.
+"""
+
+from __future__ import annotations
+
+import re
+
+from machine_git.secrets.found import HEADER
+from machine_git.secrets.found import Cand
+from machine_git.secrets.heuristics import is_placeholder
+from machine_git.secrets.heuristics import password_like
+
+_MYSQLISH = frozenset(
+    {
+        "mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow",
+        "mysqlcheck", "mysqlpump", "mysqlsh", "mysqlslap", "mariadb",
+        "mariadb-dump", "mariadb-admin", "mariadb-import",
+    }
+)  # fmt: skip
+_REGISTRIES = frozenset(
+    {
+        "docker", "podman", "nerdctl", "buildah", "skopeo", "oras", "helm",
+        "crane", "regctl", "finch",
+    }
+)  # fmt: skip
+_MONGO = frozenset(
+    {
+        "mongo", "mongosh", "mongodump", "mongorestore", "mongoexport",
+        "mongoimport", "mongostat", "mongotop", "mongofiles",
+    }
+)  # fmt: skip
+_CONTAINERS = frozenset(
+    {"docker", "podman", "nerdctl", "kubectl", "buildah", "crictl", "runc", "ctr"}
+)
+_SEPARATORS = '\n;|&(`"{'
+_STOP = frozenset(" \t\r\n\"'`;|)<>\\")
+
+
+def _segment_words(text: str, pos: int) -> set[str]:
+    """The command words (base names) of the shell command holding ``pos``."""
+    lo = max(0, pos - 400)
+    start = max(text.rfind(c, lo, pos) for c in _SEPARATORS) + 1
+    start = max(start, lo)
+    return {w.rsplit("/", 1)[-1] for w in text[start:pos].split()}
+
+
+def flag_value(text: str, vs: int) -> tuple[str, int, int] | None:
+    """The value starting at ``vs``: quoted ('x', "x", \\"x\\") or bare."""
+    n = len(text)
+    quote = ""
+    if vs < n and text[vs] == "\\" and text[vs + 1 : vs + 2] in ("'", '"'):
+        quote, vs = "\\" + text[vs + 1], vs + 2
+    elif vs < n and text[vs] in "'\"":
+        quote, vs = text[vs], vs + 1
+    if quote:
+        ve = text.find(quote, vs, vs + 512)
+        if ve <= vs or "\n" in text[vs:ve]:
+            return None
+        return text[vs:ve], vs, ve
+    ve = vs
+    while ve < n and ve - vs < 512 and text[ve] not in _STOP:
+        # a lone & is part of the word (agents write passwords unquoted);
+        # "&&" or "& " ends the command
+        if text[ve] == "&" and (ve + 1 >= n or text[ve + 1] in "& \t\r\n"):
+            break
+        ve += 1
+    return (text[vs:ve], vs, ve) if ve > vs else None
+
+
+def _ok(val: str) -> bool:
+    return bool(val) and val[0] not in "$%{<" and not is_placeholder(val)
+
+
+def _emit(out: list[Cand], got: tuple[str, int, int] | None) -> None:
+    if got is not None and _ok(got[0]):
+        out.append((got[1], got[2], HEADER, "cli-secret"))
+
+
+def _spaced(text: str, i: int) -> int:
+    """The first character after the blanks at ``i``."""
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    return i
+
+
+def _flag_p(text: str, i: int, out: list[Cand]) -> None:
+    """``-p<password>`` (MySQL), and the spaced ``-p`` of sshpass, logins, mongo."""
+    vs = i + 3
+    c = text[vs : vs + 1]
+    if c and c not in " \t\r\n-=":
+        got = flag_value(text, vs)
+        if got is not None and _ok(got[0]):
+            words = _segment_words(text, i)
+            if (
+                words & _MYSQLISH
+                or "sshpass" in words
+                or (password_like(got[0]) and "/" not in got[0])
+            ):
+                out.append((got[1], got[2], HEADER, "cli-secret"))
+    elif c in (" ", "\t"):
+        words = _segment_words(text, i)
+        if (
+            "sshpass" in words
+            or words & _MONGO
+            or ("login" in words and words & _REGISTRIES)
+        ):
+            _emit(out, flag_value(text, _spaced(text, vs)))
+
+
+def _flag_user(text: str, i: int, vs: int, sep: str, out: list[Cand]) -> None:
+    """``-u user:password``, ``--user[= ]user:password``, ``-U user%password``."""
+    if text.startswith("=", vs):
+        vs += 1
+    got = flag_value(text, _spaced(text, vs))
+    if got is None or sep not in got[0]:
+        return
+    user, pw = got[0].split(sep, 1)
+    if not pw or pw == user or (user.isdigit() and pw.isdigit()) or not _ok(pw):
+        return  # -u 1000:1000, -u app:app: a user and its group
+    if sep == ":" and _segment_words(text, i) & _CONTAINERS:
+        return  # docker run -u app:staff: user:group again
+    out.append((got[1] + len(user) + 1, got[2], HEADER, "cli-secret"))
+
+
+_TOOLS = {"a": frozenset({"redis-cli"}), "P": frozenset({"sqlcmd", "bcp", "osql"})}
+_FLAG_RE = re.compile(r" -(?:[pPauU]|-user)")
+
+
+def scan_commands(text: str, out: list[Cand]) -> None:
+    """Add the passwords given to command-line flags in ``text``."""
+    for m in _FLAG_RE.finditer(text):
+        i, flag = m.start(), m.group()[2]
+        if flag == "p":
+            _flag_p(text, i, out)
+        elif flag in "aP":
+            if _segment_words(text, i) & _TOOLS[flag]:
+                _emit(out, flag_value(text, _spaced(text, m.end())))
+        elif flag == "U":
+            _flag_user(text, i, m.end(), "%", out)
+        else:  # -u, --user
+            _flag_user(text, i, m.end(), ":", out)

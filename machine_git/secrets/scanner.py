@@ -1,0 +1,107 @@
+"""One scan of one text: every detector, then JSON strings decoded and rescanned.
+
+Text that machine stores is full of JSON inside strings: a tool call's
+arguments are a JSON object in a string, and a command inside them may
+quote JSON again. The detectors read raw text, where ``\\"``, ``\\n`` and
+``\\u0041`` hide what a secret looks like. So every JSON string literal of
+the text that holds an escape is decoded, scanned like any text (and its own
+literals in turn, up to :data:`MAX_DEPTH` levels), and what is found there
+is mapped back onto the raw span it came from, escapes included. Literals
+without an escape need no decoding: the raw pass already saw them as they
+are.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from machine_git.secrets import assignments
+from machine_git.secrets import blocks
+from machine_git.secrets import commands
+from machine_git.secrets import tokens
+from machine_git.secrets.found import Cand
+from machine_git.secrets.found import Finding
+from machine_git.secrets.found import merge
+from machine_git.secrets.heuristics import LazyPattern
+
+MAX_DEPTH = 4
+_NO_SEPARATOR_RE = re.compile(r"[^=:\s\"'>$\\~|]*")
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_ASCII_LOWER = str.maketrans(_UPPER, _UPPER.lower())
+# A string literal holding at least one escape. On JSON text the literals
+# are found in step: between two literals there is never a quote.
+_ESCAPED_LITERAL_RE = re.compile(r'"([^"\\\r\n]*(?:\\.[^"\\\r\n]*)+)"')
+_ESCAPE_RE = LazyPattern(r"\\(?:u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}  # else: the char
+
+
+def scan(text: str) -> list[Finding]:
+    """Sorted, disjoint findings of every detector in ``text``."""
+    if len(text) < 20 and (len(text) < 6 or _NO_SEPARATOR_RE.fullmatch(text)):
+        # "assistant", "call_5df30a0a_0_0": every detector needs a name and a
+        # separator, or a run of 20 token characters
+        return []
+    cands: list[Cand] = []
+    _collect(text, cands, 0)
+    return merge(cands, text)
+
+
+def _collect(text: str, out: list[Cand], depth: int) -> None:
+    lower = text.lower()
+    if len(lower) != len(text):  # a few non-ASCII letters grow when lowered
+        lower = text.translate(_ASCII_LOWER)
+    tokens.scan_tokens(text, out)
+    assignments.scan_keywords(text, lower, out)
+    assignments.scan_values(text, out)
+    commands.scan_commands(text, out)
+    url = "://" in text
+    blocks.scan_literals(text, "~" in text, url, out)
+    if url:
+        blocks.scan_urls(text, out)
+    if depth < MAX_DEPTH and "\\" in text:
+        for m in _ESCAPED_LITERAL_RE.finditer(text):
+            if m.end(1) - m.start(1) >= 8:
+                _scan_literal(text, m.start(1), m.end(1), out, depth + 1)
+
+
+def _scan_literal(text: str, s: int, e: int, out: list[Cand], depth: int) -> None:
+    """Scan the decoded ``text[s:e]``; map what is found back onto the raw text."""
+    pieces: list[str] = []
+    dec_at: list[int] = []  # where each escape starts in the decoded text
+    raw_at: list[int] = []  # ... and in the raw text
+    raw_len: list[int] = []
+    pos = s
+    dec = 0
+    for m in _ESCAPE_RE.finditer(text, s, e):
+        plain = text[pos : m.start()]
+        pieces.append(plain)
+        dec += len(plain)
+        esc = m.group()
+        char = chr(int(esc[2:], 16)) if esc[1] == "u" else _SIMPLE.get(esc[1], esc[1])
+        dec_at.append(dec)
+        raw_at.append(m.start())
+        raw_len.append(len(esc))
+        pieces.append(char)
+        dec += len(char)
+        pos = m.end()
+    pieces.append(text[pos:e])
+    decoded = "".join(pieces)
+    found: list[Cand] = []
+    _collect(decoded, found, depth)
+    for ds, de, prio, kind in found:
+        rs = _raw(ds, s, dec_at, raw_at, raw_len, False)
+        out.append((rs, _raw(de, s, dec_at, raw_at, raw_len, True), prio, kind))
+
+
+def _raw(
+    d: int, s: int, dec_at: list[int], raw_at: list[int], raw_len: list[int], end: bool
+) -> int:
+    """The raw offset of decoded offset ``d``; an end offset covers its escape."""
+    p = d - 1 if end else d  # the decoded character at or before the offset
+    k = bisect.bisect_right(dec_at, p) - 1  # the last escape at or before it
+    if k < 0:
+        return s + p + end
+    if dec_at[k] == p:  # the character is escape k
+        return raw_at[k] + (raw_len[k] if end else 0)
+    return raw_at[k] + raw_len[k] + (p - dec_at[k] - 1) + end
