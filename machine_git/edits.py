@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from typing import Any
+from typing import NamedTuple
 
 import pygit2
 from pygit2 import Commit
@@ -18,6 +19,7 @@ from machine_git import schemas
 from machine_git.errors import NotFoundError
 from machine_git.errors import ReleaseError
 from machine_git.errors import RowNotFoundError
+from machine_git.errors import TurnError
 from machine_git.errors import UsageError
 from machine_git.store import Change
 from machine_git.store import Snapshot
@@ -111,6 +113,14 @@ def move(store: Store, prefix: str, label: str) -> EditResult:
         raise UsageError(f"--to must be good or bad, not {label!r}")
 
     def change(row: dict[str, Any]) -> dict[str, Any]:
+        failure = row.get("failure")
+        if label == "good" and isinstance(failure, dict):
+            aborted = failure.get("stop_reason") == "aborted"
+            how = "was aborted" if aborted else "ended with an error"
+            raise TurnError(
+                f"row {row['id']} is a turn that {how}; only bad keeps it "
+                "(nothing moved)"
+            )
         answer_kind, trace_kind = rows.LABELS[label]
         row["kind"] = trace_kind if "trajectory" in row else answer_kind
         row["tag"] = rows.TAG_OF_KIND[row["kind"]]
@@ -165,41 +175,154 @@ def remove(store: Store, prefix: str, why: str | None = None) -> EditResult:
     return EditResult(row_id, seen["before"], None, None if oid is None else str(oid))
 
 
-def undo(store: Store) -> tuple[Commit, str | None]:
-    """Revert the newest commit as a new commit; returns (undone, new commit id)."""
-    head = store.head
-    if head is None or not head.parents:
-        raise NotFoundError("nothing to undo: the store has only its first commit")
+# -- undo and redo -------------------------------------------------------------
+#
+# Every change is a step; undo and redo are commits too, never a rewind of the
+# branch. Walking the first-parent line from the head: an undo or redo commit
+# takes back the commit its Machine-Reverts trailer names (a redo takes back
+# an undo), unless a newer one took it back in turn. A step no undo in force
+# has taken back is the next thing to undo, so repeated undos walk back one
+# step at a time; redo takes back the newest undo in force, as long as only
+# undos and redos were made since.
+
+UNDO = "undo"
+REDO = "redo"
+
+
+def _action(commit: Commit) -> str:
+    return commit.message_trailers.get("Machine-Action", "")
+
+
+def _reverts(commit: Commit) -> str | None:
+    return commit.message_trailers.get("Machine-Reverts") or None
+
+
+def _role(store: Store, commit: Commit) -> str:
+    """``undo``, ``redo`` or ``step``.
+
+    An undo of an undo (as undo made before redo existed) is a redo.
+    """
+    action = _action(commit)
+    if action == REDO:
+        return REDO
+    if action != UNDO:
+        return "step"
+    target = _reverts(commit)
+    try:
+        undone = store.repo[target].peel(Commit) if target else None
+    except (KeyError, ValueError):
+        undone = None
+    return REDO if undone is not None and _action(undone) in (UNDO, REDO) else UNDO
+
+
+def next_undo(store: Store, head: Commit | None = None) -> Commit | None:
+    """The step ``machine undo`` takes back next, or None if there is none."""
+    commit = head if head is not None else store.head
+    taken_back: set[str] = set()
+    while commit is not None and commit.parents:
+        role = _role(store, commit)
+        if str(commit.id) in taken_back:
+            pass  # undone, or an undo that was redone: no longer in force
+        elif role != "step":
+            taken_back.add(_reverts(commit) or "")
+        elif commit.tree_id != commit.parents[0].tree_id:
+            return commit  # a step with nothing in it has nothing to take back
+        commit = commit.parents[0]
+    return None
+
+
+def next_redo(store: Store, head: Commit | None = None) -> Commit | None:
+    """The undo commit ``machine redo`` takes back, or None if there is none."""
+    commit = head if head is not None else store.head
+    taken_back: set[str] = set()
+    while commit is not None and commit.parents:
+        role = _role(store, commit)
+        if str(commit.id) in taken_back:
+            pass
+        elif role == UNDO:
+            return commit
+        elif role == REDO:
+            taken_back.add(_reverts(commit) or "")
+        else:
+            return None  # a change made after the undos: redo would clobber it
+        commit = commit.parents[0]
+    return None
+
+
+class Undone(NamedTuple):
+    """What an undo or redo did: the step it took back or made again, and the
+    new commit."""
+
+    step: Commit
+    commit: str | None
+
+
+def undo(store: Store) -> Undone:
+    """Take back the newest step not yet undone, as a new commit."""
+    return _take_back(store, UNDO)
+
+
+def redo(store: Store) -> Undone:
+    """Make the most recently undone step again, as a new commit."""
+    return _take_back(store, REDO)
+
+
+def _take_back(store: Store, action: str) -> Undone:
     seen: dict[str, Commit] = {}
 
     def plan(snap: Snapshot) -> Change:
-        if snap.commit is None or not snap.commit.parents:
-            raise NotFoundError("nothing to undo: the store has only its first commit")
-        target = snap.commit
-        parent = target.parents[0]
-        seen["target"] = target
-        _refuse_release_undo(target, parent)
-        files: dict[str, bytes | None] = {}
-        touched_rows: list[str] = []
-        for path, _, before in changed_blobs(store.repo, target.tree, parent.tree):
-            files[path] = None if before is None else store.repo[before].read_raw()
-            row_id = rows.id_of_path(path)
-            if row_id:
-                touched_rows.append(row_id)
-        summary = target.message.splitlines()[0] if target.message else str(target.id)
-        trailers = {"Action": "undo", "Reverts": str(target.id)}
-        if len(touched_rows) == 1:
-            trailers["Row"] = touched_rows[0]
-        # Undo restores bytes the store already held: no new content.
-        return Change(
-            summary=_fit(f"undo: {summary}"),
-            files=files,
-            trailers=trailers,
-            redaction="kept",
-        )
+        head = snap.commit
+        if action == UNDO:
+            target = next_undo(store, head)
+            if target is None and (head is None or not head.parents):
+                raise NotFoundError(
+                    "nothing to undo: the store has only its first commit"
+                )
+            if target is None:
+                raise NotFoundError(
+                    "nothing to undo: every change since the store was created "
+                    "is undone ('machine redo' makes them again)"
+                )
+            step = target
+        else:
+            target = next_redo(store, head)
+            if target is None:
+                raise NotFoundError(
+                    "nothing to redo: no change was undone since the last one"
+                )
+            step = store.repo[_reverts(target) or ""].peel(Commit)
+        seen["step"] = step
+        return _revert(store, target, step, action)
 
     oid = store.write(plan)
-    return seen["target"], None if oid is None else str(oid)
+    return Undone(seen["step"], None if oid is None else str(oid))
+
+
+def _revert(store: Store, target: Commit, step: Commit, action: str) -> Change:
+    """The change that puts the files ``target`` changed back as they were
+    before it (target is the step for an undo, the undo for a redo)."""
+    parent = target.parents[0]
+    _refuse_release_undo(target, parent)
+    files: dict[str, bytes | None] = {}
+    touched_rows: list[str] = []
+    for path, _, before in changed_blobs(store.repo, target.tree, parent.tree):
+        files[path] = None if before is None else store.repo[before].read_raw()
+        row_id = rows.id_of_path(path)
+        if row_id:
+            touched_rows.append(row_id)
+    summary = step.message.splitlines()[0] if step.message else str(step.id)
+    trailers = {"Action": action, "Reverts": str(target.id)}
+    if action == REDO:
+        trailers["Redoes"] = str(step.id)
+    if len(touched_rows) == 1:
+        trailers["Row"] = touched_rows[0]
+    # Undo and redo restore bytes the store already held: no new content.
+    return Change(
+        summary=_fit(f"{action}: {summary}"),
+        files=files,
+        trailers=trailers,
+        redaction="kept",
+    )
 
 
 def _refuse_release_undo(target: Commit, parent: Commit) -> None:
@@ -207,7 +330,7 @@ def _refuse_release_undo(target: Commit, parent: Commit) -> None:
     if _releases(target) != _releases(parent):
         summary = target.message.splitlines()[0] if target.message else ""
         raise ReleaseError(
-            f"the last commit ({summary}) wrote release records, which are "
+            f"the step to take back ({summary}) wrote release records, which are "
             "append-only: it cannot be undone"
         )
 

@@ -122,7 +122,7 @@ def _tag(label: str, params: dict[str, Any]) -> int:
         from machine_git import paths
 
         root = project.resolve() if project is not None else paths.project_root()
-        tagging.tag(label, root=root, **params)
+        tagging.tag(label, root=root, chosen=project is not None, **params)
     except KeyboardInterrupt:
         tagging.echo("Interrupted", err=True)
         return INTERRUPTED

@@ -165,6 +165,17 @@ def to_openai(row: dict[str, Any]) -> dict[str, Any]:
     return {"messages": [_openai_message(m) for m in _openai_conversation(row)]}
 
 
+def answers(messages: list[Message]) -> bool:
+    """True if an assistant message says something: what a chat line (and
+    machine import) needs to be learned from."""
+    return any(
+        m.get("role") == "assistant"
+        and isinstance(m.get("content"), str)
+        and bool(m["content"])
+        for m in messages
+    )
+
+
 def _openai_conversation(row: dict[str, Any]) -> list[Message]:
     return conversation(row, null_content=True)
 
@@ -238,10 +249,14 @@ def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
 
 
 def render(row: dict[str, Any], fmt: str, redact: bool = True) -> dict[str, Any] | None:
-    """The output object of ``row`` in ``fmt``, or None if it has none."""
+    """The output object of ``row`` in ``fmt``, or None if it has none: a dpo
+    pair needs a rewrite, a chat line an answer."""
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
-    return _RENDER[fmt](_prepare(row, redact))
+    out = _RENDER[fmt](_prepare(row, redact))
+    if out is not None and "messages" in out and not answers(out["messages"]):
+        return None  # a turn that failed before it said anything (machine bad)
+    return out
 
 
 # -- writing ---------------------------------------------------------------------
@@ -249,10 +264,11 @@ def render(row: dict[str, Any], fmt: str, redact: bool = True) -> dict[str, Any]
 
 @dataclass
 class Tally:
-    """What an export wrote and skipped."""
+    """What an export wrote and skipped (and the sha256 of what it wrote)."""
 
     rows: int = 0
     skipped: int = 0
+    sha256: str = ""
 
 
 def lines(
@@ -326,11 +342,18 @@ def write_stream(
     stream: IO[bytes],
     redact: bool = True,
 ) -> Tally:
-    """Write the export to ``stream`` (stdout); no manifest."""
+    """Write the export to ``stream`` (stdout); no manifest file.
+
+    The returned tally carries the sha256 of the bytes written, for a
+    manifest the caller writes elsewhere (``--manifest FILE``).
+    """
     tally = Tally()
+    digest = hashlib.sha256()
     for line in lines(store, commit, fmt, kinds, tally, redact):
         stream.write(line)
+        digest.update(line)
     stream.flush()
+    tally.sha256 = digest.hexdigest()
     return tally
 
 
@@ -365,6 +388,52 @@ class Manifest:
         }
 
 
+STDOUT_NAME = "<stdout>"  # a manifest's file when the rows went to stdout
+
+
+def manifest_of(
+    tally: Tally,
+    commit: Commit,
+    revision: str | None,
+    fmt: str,
+    kinds: tuple[str, ...],
+    file: str,
+    redact: bool = True,
+) -> Manifest:
+    """The manifest of an export that wrote ``tally`` to ``file``."""
+    return Manifest(
+        file=file,
+        revision=revision or "HEAD",
+        commit=str(commit.id),
+        format=fmt,
+        kinds=kinds,
+        rows=tally.rows,
+        skipped=tally.skipped,
+        sha256=tally.sha256,
+        redacted=redact,
+    )
+
+
+def write_manifest(manifest: Manifest, target: Path) -> None:
+    """Write ``manifest`` to ``target`` (0600), atomically."""
+    if target.is_dir():
+        raise UsageError(f"manifest path {str(target)!r} is a directory")
+    temps: list[str] = []
+    try:
+        tmp = _temp_file(target, temps)
+        with open(tmp, "wb") as meta:
+            meta.write(jsonio.canonical(manifest.as_dict()))
+            _sync(meta)
+        os.replace(tmp, target)
+        temps.clear()
+    except OSError as e:
+        raise paths.write_error(target, e) from None
+    finally:
+        for leftover in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+
+
 def manifest_path(target: Path) -> Path:
     """Where the manifest of ``target`` goes: beside it, FILE.manifest.json."""
     return target.with_name(target.name + MANIFEST_SUFFIX)
@@ -379,8 +448,10 @@ def write_file(
     target: Path,
     progress: Progress | None = None,
     redact: bool = True,
+    manifest_target: Path | None = None,
 ) -> Manifest:
-    """Write the export to ``target`` and its manifest beside it (both 0600).
+    """Write the export to ``target`` and its manifest (both 0600): beside it,
+    or at ``manifest_target``.
 
     Both are written to temporary files and renamed only once complete. The
     old manifest goes first, so a crash between the two renames leaves a file
@@ -388,7 +459,9 @@ def write_file(
     """
     if target.is_dir():
         raise UsageError(f"output path {str(target)!r} is a directory")
-    meta_target = manifest_path(target)
+    meta_target = manifest_target or manifest_path(target)
+    if meta_target.is_dir():
+        raise UsageError(f"manifest path {str(meta_target)!r} is a directory")
     tally = Tally()
     digest = hashlib.sha256()
     temps: list[str] = []
@@ -401,17 +474,8 @@ def write_file(
                 if progress is not None:
                     progress(tally.rows)
             _sync(out)
-        manifest = Manifest(
-            file=target.name,
-            revision=revision or "HEAD",
-            commit=str(commit.id),
-            format=fmt,
-            kinds=kinds,
-            rows=tally.rows,
-            skipped=tally.skipped,
-            sha256=digest.hexdigest(),
-            redacted=redact,
-        )
+        tally.sha256 = digest.hexdigest()
+        manifest = manifest_of(tally, commit, revision, fmt, kinds, target.name, redact)
         meta_tmp = _temp_file(meta_target, temps)
         with open(meta_tmp, "wb") as meta:
             meta.write(jsonio.canonical(manifest.as_dict()))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import Any
+from typing import BinaryIO
 
 from machine_git import inputs
 from machine_git import jsonio
@@ -81,30 +82,38 @@ class Imported:
 
 
 def load(
-    path: Path,
+    source: Path | BinaryIO,
     kind: str | None = None,
     *,
     name: str | None = None,
     redact: bool = True,
 ) -> Loaded:
-    """Read and validate every line of ``path``; ImportProblemsError if any is bad.
+    """Read and validate every line of ``source``; ImportProblemsError if any is bad.
 
-    ``name`` is how problems name the file (default: the path as given).
+    ``source`` is a file's path, or a stream (standard input). ``name`` is
+    how problems name it (default: the path as given, or ``<stdin>``).
     """
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
-    shown = name or str(path)
+    path = source if isinstance(source, Path) else None
+    shown = name or (str(path) if path is not None else inputs.STDIN_NAME)
     try:
-        data = inputs.read(path, inputs.JSONL_LIMIT)
+        if isinstance(source, Path):
+            data = inputs.read(source, inputs.JSONL_LIMIT)
+        else:
+            data = inputs.read_stream(source, inputs.JSONL_LIMIT)
     except inputs.Unreadable as e:
         raise UsageError(f"cannot read {shown}: {e}") from None
     loaded = Loaded(file=shown, redact=redact)
     problems: list[Finding] = []
     first_line: dict[str, int] = {}
-    absolute = str(path.resolve())
+    # Where each generated row came from: the file (by name and absolute
+    # path), or standard input, which has neither.
+    file_name = path.name if path is not None else "stdin"
+    absolute = str(path.resolve()) if path is not None else None
     for number, text in inputs.numbered_lines(data):
         found: list[tuple[str, str]] = []
-        row = _row_of_line(text, number, path.name, absolute, kind, loaded, found)
+        row = _row_of_line(text, number, file_name, absolute, kind, loaded, found)
         if row is not None and not found:
             found = [(p.path, p.message) for p in schemas.row_problems(row)]
         if row is not None and not found:
@@ -135,7 +144,7 @@ def _row_of_line(
     text: bytes,
     number: int,
     file_name: str,
-    absolute: str,
+    absolute: str | None,
     kind: str | None,
     loaded: Loaded,
     found: list[tuple[str, str]],

@@ -8,6 +8,10 @@ without blocking (``O_NONBLOCK``), checked to be a regular file on the open
 descriptor (no race with a swap of the path), and read up to a limit that the
 error names. A UTF-8 byte-order mark at the start of a text file is dropped.
 
+Standard input (``-`` for ``import`` and ``validate``) is read the same way:
+up to the same limit, a byte-order mark dropped, and refused at once when it
+is a terminal, where a read would wait for someone to type the rows.
+
 Light on purpose: the session readers of ``machine good`` load this module.
 """
 
@@ -23,6 +27,8 @@ MIB = 1024 * 1024
 SESSION_LIMIT = 512 * MIB  # a long agent session with big tool outputs fits
 JSONL_LIMIT = 1024 * MIB  # about 250,000 rows of 4 KB
 BOM = b"\xef\xbb\xbf"
+STDIN = "-"  # how a user names standard input
+STDIN_NAME = "<stdin>"  # how findings and commits name it
 _CHUNK = 64 * 1024
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
@@ -87,6 +93,28 @@ def read(path: Path, limit: int) -> bytes:
         except OSError as e:
             raise Unreadable(e.strerror or str(e)) from None
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return data[len(BOM) :] if data.startswith(BOM) else data
+
+
+def read_stream(stream: BinaryIO, limit: int) -> bytes:
+    """The bytes of ``stream`` (standard input) up to EOF, at most ``limit``."""
+    if stream.isatty():
+        raise Unreadable(
+            "standard input is a terminal; pipe the rows in (... - < FILE)"
+        )
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        while chunk := stream.read(_CHUNK):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise Unreadable(
+                    f"more than the {_size(limit)} machine reads from one input"
+                )
+    except OSError as e:
+        raise Unreadable(e.strerror or str(e)) from None
+    data = b"".join(chunks)
     return data[len(BOM) :] if data.startswith(BOM) else data
 
 

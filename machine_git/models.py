@@ -171,11 +171,22 @@ class _Row(_Strict):
     redactions: dict[RedactionKind, Annotated[int, Field(ge=1)]] = _ABSENT
 
 
+class Failure(_Strict):
+    """How a turn tagged bad failed: aborted, or ended with an error."""
+
+    stop_reason: Literal["aborted", "error"]
+    error: str | None
+
+
 class _WithMessages(_Row):
     @model_validator(mode="after")
     def _messages_ok(self) -> _WithMessages:
         messages: list[Message] | None = getattr(self, "messages", None)
-        if messages is not None:
+        if messages is not None and getattr(self, "failure", None) is not None:
+            # a failed turn's answer may be missing: what was said is kept
+            if not any(m.role == "user" for m in messages):
+                raise ValueError("messages of a failed turn need the user message")
+        elif messages is not None:
             if len(messages) < 2:
                 raise ValueError("messages needs at least a prompt and an answer")
             if not _has_answer(messages):
@@ -209,6 +220,7 @@ class RejectedRow(_WithMessages):
     tag: Literal["bad"]
     messages: list[Message] = _ABSENT
     trajectory: Trajectory = _ABSENT
+    failure: Failure = _ABSENT
 
     @model_validator(mode="after")
     def _one_body(self) -> RejectedRow:

@@ -35,6 +35,22 @@ def project_root(start: Path | None = None) -> Path:
     return here
 
 
+def new_store_notice(root: Path, chosen: bool, created: bool) -> str | None:
+    """The line to show when a store was just created for a folder outside git.
+
+    Outside a git repository the project is the current folder, so each
+    subfolder would silently get a store of its own: say which folder was
+    taken, once, when its store is created (never when ``--project`` chose
+    it, nor on later commands).
+    """
+    if not created or chosen or (root / ".git").exists():
+        return None
+    return (
+        f"note: no git repository here, so {root} is the project; its store was "
+        f"created at {store_path(root)} (pass --project DIR to choose another folder)"
+    )
+
+
 def data_dir() -> Path:
     """The base folder of every store: ``$MACHINE_DATA_DIR`` or ``~/.machine``."""
     from machine_git import env

@@ -33,6 +33,9 @@ TAG_OF_KIND = {
 }
 
 
+# Stop reasons of a turn that failed: only bad keeps it (with ``failure``).
+FAILED = ("aborted", "error")
+
 # The shapes one turn can be stored in, each under its own id: a tag's answer
 # (messages), a tag's trace (--trace) and an observed run (auto-capture).
 SHAPES = ("answer", "trace", "observed")
@@ -96,16 +99,24 @@ def build(
     reasoning: bool = False,
     created_at: str | None = None,
 ) -> dict[str, Any]:
-    """The row for tagging ``turn`` as ``label`` (good or bad)."""
-    if turn.stop_reason in {"error", "aborted"}:
+    """The row for tagging ``turn`` as ``label`` (good or bad).
+
+    A turn that was aborted or ended with an error is a failure worth keeping
+    as bad: its row holds what the agent said before it stopped (maybe
+    nothing) and ``failure``, the stop reason and the error as recorded. Only
+    good refuses it.
+    """
+    failed = turn.stop_reason in FAILED
+    if failed and label != "bad":
         why = f": {turn.error}" if turn.error else ""
         raise TurnError(
-            f"the last turn {_ended(turn.stop_reason)}{why}; nothing tagged"
+            f"the last turn {_ended(turn.stop_reason)}{why}; nothing tagged "
+            "(machine bad keeps a failed turn)"
         )
     answer_kind, trace_kind = LABELS[label]
     kind = trace_kind if trace else answer_kind
     answer = turn.answer
-    if answer is None and rewrite is None:
+    if answer is None and rewrite is None and not failed:
         raise TurnError(
             "the last turn has no answer yet (it ended on a tool call); "
             "tag it with --as TEXT to supply one"
@@ -124,12 +135,13 @@ def build(
         row["trajectory"] = _trajectory(turn.records, rewrite, reasoning)
     else:
         final = rewrite if rewrite is not None else answer
-        row["messages"] = [
-            {"role": "user", "content": turn.user_text},
-            {"role": "assistant", "content": final},
-        ]
+        row["messages"] = [{"role": "user", "content": turn.user_text}]
+        if final:  # a failed turn may have said nothing before it stopped
+            row["messages"].append({"role": "assistant", "content": final})
     if rewrite is not None and answer is not None and rewrite != answer:
         row["original_answer"] = answer
+    if failed:
+        row["failure"] = {"stop_reason": turn.stop_reason, "error": turn.error}
     return row
 
 

@@ -19,7 +19,8 @@ from machine_git import jsonio
 from machine_git.errors import SchemaError
 
 KINDS = ("train", "traces", "rejected", "observed")
-_SHARED = ("trajectory-v1", "common")
+# Schemas others refer to by $id (a dpo pair's messages are OpenAI's).
+_SHARED = ("trajectory-v1", "common", "line-openai")
 
 
 class Problem(NamedTuple):

@@ -133,6 +133,7 @@ class Store:
     def __init__(self, path: Path, repo: pygit2.Repository) -> None:
         self.path = path
         self.repo = repo
+        self.created = False  # made by this process (Store.create), not found
 
     # -- opening ---------------------------------------------------------------
 
@@ -169,6 +170,7 @@ class Store:
             if not (path / "HEAD").exists() or _unborn(path):
                 repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
                 _configure(repo, project)
+                store.created = True
                 # libgit2's template sample is an executable nobody runs.
                 with contextlib.suppress(FileNotFoundError):
                     (path / "hooks" / "README.sample").unlink()

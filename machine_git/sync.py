@@ -24,6 +24,7 @@ push, so no invalid row reaches the branch by a pull either.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
@@ -707,6 +708,47 @@ def clone(store: Store, dest: Path) -> Path:
     hooks.install_clone_hooks(git_dir)
     hooks.fix_permissions(git_dir)
     return target
+
+
+@dataclass
+class Cloned:
+    """A working clone for editing rows, and the identity set in it, if any."""
+
+    path: Path
+    identity: str | None  # "Name <email>" set in the clone's own config
+
+
+def clone_for_editing(store: Store, dest: Path) -> Cloned:
+    """:func:`clone`, made ready for ``git commit -a && git push``.
+
+    git refuses to commit without an identity (user.name and user.email). If
+    the user's git config has none, the clone gets one in its own config: the
+    parts the user's config does have, then GIT_AUTHOR_NAME/EMAIL, then
+    machine's (as the store signs tags made without one).
+    """
+    target = clone(store, dest)
+    found = {key: _git_config(target, f"user.{key}") for key in ("name", "email")}
+    if found["name"] and found["email"]:
+        return Cloned(target, None)
+    name = found["name"] or _environment_or("GIT_AUTHOR_NAME", "machine")
+    email = found["email"] or _environment_or("GIT_AUTHOR_EMAIL", "machine@localhost")
+    config = pygit2.Repository(str(target / ".git")).config
+    config["user.name"] = name
+    config["user.email"] = email
+    return Cloned(target, f"{name} <{email}>")
+
+
+def _git_config(target: Path, key: str) -> str | None:
+    # Asked of git itself: it reads every file git commit will (global, XDG,
+    # system, includes, GIT_CONFIG_GLOBAL), which libgit2 does not all honor.
+    done = transport.run(
+        None, "-C", str(target), "config", "--get", key, what=f"read {key}"
+    )
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def _environment_or(variable: str, default: str) -> str:
+    return os.environ.get(variable) or default
 
 
 def _hex(commit: Commit | None) -> str | None:

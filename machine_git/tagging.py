@@ -43,8 +43,12 @@ def tag(
     no_redact: bool,
     root: Path,
     as_json: bool,
+    chosen: bool = False,
 ) -> None:
-    """Tag the turn the options name, in the store of the project at ``root``."""
+    """Tag the turn the options name, in the store of the project at ``root``.
+
+    ``chosen``: ``root`` was given with ``--project`` (not found from the cwd).
+    """
     text = " ".join([*([note] if note else []), *note_words]).strip() or None
     found = detect.locate(root, host, session)
     if found.announce:
@@ -68,6 +72,8 @@ def tag(
             echo(f"{label} {row['id']} -> {target} ({row['kind']})")
         return
     store = Store.create(paths.store_path(root), root)
+    if (notice := paths.new_store_notice(root, chosen, store.created)) is not None:
+        echo(notice, err=True)
     result = capture.tag(store, row, redaction="off" if no_redact else "on")
     if result.commit is not None:
         footer.refresh(store)  # Pi's footer reads the counts cache

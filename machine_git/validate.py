@@ -1,11 +1,22 @@
-"""Validating rows wherever they are: JSONL files, single JSON rows, the store."""
+"""Validating rows wherever they are: JSONL files, single JSON rows, the store.
+
+A file is checked as what it is, decided by its first line: machine rows
+(``kind`` and ``id``), or the lines ``machine export`` writes and ``machine
+import`` reads (``schemas/line-*.schema.json``): tinker or OpenAI chat
+``messages`` lines, dpo preference pairs, or trajectory-v1 ``trajectory``
+lines. Chat lines with a null ``content`` are OpenAI's (tinker's renderers
+need strings); without one they are both, and checked as tinker's.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+from typing import BinaryIO
 
 import pygit2
 
@@ -33,11 +44,34 @@ class Finding:
         return f"{self.file}:{self.line}: {self.path}: {self.problem}"
 
 
+ROWS = "rows"
+# Each format a file can be checked as, and how a summary names one line.
+FORMATS = {
+    ROWS: "row",
+    "tinker": "tinker/openai chat line",
+    "openai": "openai chat line",
+    "dpo": "dpo pair",
+    "trajectory": "trajectory line",
+}
+# The shape of one line: which key makes it what it is.
+_SHAPES = {"row": ROWS, "messages": "tinker", "dpo": "dpo", "trajectory": "trajectory"}
+_SHAPE_NAMES = {
+    "row": "a machine row",
+    "messages": "a chat (messages) line",
+    "dpo": "a dpo pair",
+    "trajectory": "a trajectory line",
+}
+_NULL_CONTENT = re.compile(rb'"content"\s*:\s*null')
+
+
 @dataclass
 class Tally:
-    """How many rows were checked."""
+    """How many rows (and lines of other formats) were checked, and each file's
+    format."""
 
     rows: int = 0
+    lines: dict[str, int] = field(default_factory=dict)  # format -> lines
+    formats: dict[str, str] = field(default_factory=dict)  # file -> format
 
 
 def invalid_count(findings: list[Finding]) -> int:
@@ -45,25 +79,84 @@ def invalid_count(findings: list[Finding]) -> int:
     return len({(f.file, f.line) for f in findings})
 
 
-def check_file(path: Path, tally: Tally) -> Iterator[Finding]:
-    """Check a ``.jsonl`` file line by line, or a ``.json`` file as one row."""
-    name = str(path)
+def check_file(
+    source: Path | BinaryIO, tally: Tally, name: str | None = None
+) -> Iterator[Finding]:
+    """Check a ``.jsonl`` file line by line, or a ``.json`` file as one row.
+
+    ``source`` is a path or a stream (standard input, always JSONL); ``name``
+    is how findings name it (default: the path, or ``<stdin>``).
+    """
+    path = source if isinstance(source, Path) else None
+    name = name or (str(path) if path is not None else inputs.STDIN_NAME)
     try:
-        data = inputs.read(path, inputs.JSONL_LIMIT)
+        if isinstance(source, Path):
+            data = inputs.read(source, inputs.JSONL_LIMIT)
+        else:
+            data = inputs.read_stream(source, inputs.JSONL_LIMIT)
     except inputs.Unreadable as e:
         yield Finding(name, 0, "$", f"cannot read: {e}")
         return
-    if path.suffix == ".json":
+    items = (
+        [(1, data)]
+        if path is not None and path.suffix == ".json"
+        else list(inputs.numbered_lines(data))
+    )
+    fmt = file_format(data, items[0][1] if items else b"")
+    tally.formats[name] = fmt
+    for number, text in items:
         tally.rows += 1
-        yield from _check_bytes(name, 1, data)
-        return
-    for number, text in inputs.numbered_lines(data):
-        tally.rows += 1
-        yield from _check_bytes(name, number, text)
+        if fmt != ROWS:
+            tally.lines[fmt] = tally.lines.get(fmt, 0) + 1
+        yield from _check_line(name, number, text, fmt)
 
 
-def _check_bytes(name: str, line: int, data: bytes) -> Iterator[Finding]:
-    yield from _parse(name, line, data)[1]
+def file_format(data: bytes, first: bytes) -> str:
+    """The format of a file (a key of FORMATS) whose first row or line is
+    ``first``; rows unless that line is of another known shape."""
+    try:
+        value = jsonio.loads(first)
+    except jsonio.JSONDecodeError:
+        return ROWS
+    fmt = _SHAPES.get(shape_of(value) or "row", ROWS)
+    if fmt == "tinker" and _NULL_CONTENT.search(data):
+        return "openai"
+    return fmt
+
+
+def shape_of(value: Any) -> str | None:
+    """``row``, ``messages``, ``dpo`` or ``trajectory``: what a line is, by
+    its keys (as ``machine import`` tells them apart); None if none."""
+    if not isinstance(value, dict):
+        return None
+    if "kind" in value and "id" in value:
+        return "row"
+    if "preferred_output" in value or "non_preferred_output" in value:
+        return "dpo"
+    bodies = [b for b in ("messages", "trajectory") if b in value]
+    return bodies[0] if len(bodies) == 1 else None
+
+
+def _check_line(name: str, line: int, data: bytes, fmt: str) -> list[Finding]:
+    if fmt == ROWS:
+        return _parse(name, line, data)[1]
+    try:
+        value = jsonio.loads(data)
+    except jsonio.JSONDecodeError as e:
+        return [Finding(name, line, "$", f"not valid JSON ({e})")]
+    shape = shape_of(value)
+    if shape is not None and _SHAPES[shape] != ("tinker" if fmt == "openai" else fmt):
+        return [
+            Finding(
+                name,
+                line,
+                "$",
+                f"{_SHAPE_NAMES[shape]} in a file of {FORMATS[fmt]}s "
+                "(its first line decides)",
+            )
+        ]
+    problems = schemas.check(schemas.validator(f"line-{fmt}"), value)
+    return [Finding(name, line, p.path, p.message) for p in problems]
 
 
 def _parse(name: str, line: int, data: bytes) -> tuple[Any, list[Finding]]:

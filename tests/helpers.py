@@ -96,7 +96,40 @@ def valid_rows() -> list[dict[str, Any]]:
         observed,
         tool_messages,
         rich,
+        *failed_rows(),
     ]
+
+
+FAILURE = {"stop_reason": "aborted", "error": "Request was aborted"}
+
+
+def failed_rows() -> list[dict[str, Any]]:
+    """Rejected rows of turns that failed: a partial answer, none, a trace."""
+    partial = train_row(
+        "9a9b9c9d9e9f",
+        kind="rejected",
+        tag="bad",
+        failure=FAILURE,
+        messages=[
+            {"role": "user", "content": "write an essay"},
+            {"role": "assistant", "content": "Starting a very "},
+        ],
+    )
+    nothing = train_row(
+        "8a8b8c8d8e8f",
+        kind="rejected",
+        tag="bad",
+        failure={"stop_reason": "error", "error": None},
+        messages=[{"role": "user", "content": "fail please"}],
+    )
+    trace = traces_row(
+        "7a7b7c7d7e7f",
+        kind="rejected",
+        tag="bad",
+        failure={"stop_reason": "error", "error": "HTTP 500"},
+    )
+    trace["trajectory"] = trace["trajectory"][:2]  # meta and the user: no answer
+    return [partial, nothing, trace]
 
 
 def mutate(row: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
@@ -117,6 +150,7 @@ DELETE = object()
 
 def invalid_rows() -> list[tuple[str, dict[str, Any]]]:
     t, r = train_row(), traces_row()
+    f = failed_rows()[1]  # a failed turn that said nothing
     return [
         ("id too short", mutate(t, ["id"], "abc")),
         ("id upper case", mutate(t, ["id"], "A1B2C3D4E5F6")),
@@ -172,6 +206,17 @@ def invalid_rows() -> list[tuple[str, dict[str, Any]]]:
             ),
         ),
         ("not an object", []),  # type: ignore[list-item]
+        ("failure on a train row", mutate(t, ["failure"], FAILURE)),
+        ("failure null", mutate(f, ["failure"], None)),
+        ("failure unknown reason", mutate(f, ["failure", "stop_reason"], "stop")),
+        ("failure without error", mutate(f, ["failure", "error"], DELETE)),
+        ("failure extra key", mutate(f, ["failure", "x"], 1)),
+        ("failed without user", mutate(f, ["messages"], f["messages"][1:])),
+        ("failed empty messages", mutate(f, ["messages"], [])),
+        (
+            "rejected without answer nor failure",
+            mutate(f, ["failure"], DELETE),
+        ),
     ]
 
 

@@ -533,7 +533,7 @@ def test_a_read_only_store_refuses_tags_in_one_line_and_still_reads(
         counted = machine("data", "--project", str(project), "--json")
         assert orjson.loads(counted.stdout)["counts"]["train"] == 1
         checked = machine("validate", "--store", "--project", str(project))
-        assert checked.stdout == "checked 1 rows: all valid\n"
+        assert checked.stdout == "checked 1 row: all valid\n"
         exported = machine("export", "--project", str(project))
         assert exported.stdout.count("\n") == 1
         assert [listed.stderr, counted.stderr, checked.stderr] == ["", "", ""]

@@ -9,6 +9,7 @@ import click
 import pytest
 
 from machine_git import entry
+from machine_git import paths
 from machine_git.cli import cli
 from machine_git.errors import NOT_FOUND
 from tests.conftest import Run
@@ -138,3 +139,22 @@ def test_machine_good_does_not_import_click() -> None:
         check=False,
     )
     assert done.stdout.splitlines()[-1] == "[]", done.stderr
+
+
+def test_the_fast_path_says_which_folder_it_took_outside_git(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    install_session(folder, "basic")
+    code, _, err = main(["good"], monkeypatch, capsys)
+    store = paths.store_path(folder)
+    assert (code, err) == (
+        0,
+        f"note: no git repository here, so {folder} is the project; its store was "
+        f"created at {store} (pass --project DIR to choose another folder)\n",
+    )
+    assert main(["bad"], monkeypatch, capsys)[2] == ""

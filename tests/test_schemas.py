@@ -10,10 +10,14 @@ from machine_git import bundled
 from machine_git import schemas
 from tests import helpers
 
+LINE_FORMATS = ("tinker", "openai", "dpo", "trajectory")
+
 
 def reference_validator(kind: str) -> jsonschema.Draft202012Validator:
     """The same schemas through the reference implementation (a cross-check)."""
-    shared = [schemas.load_schema(n) for n in ("trajectory-v1", "common")]
+    shared = [
+        schemas.load_schema(n) for n in ("trajectory-v1", "common", "line-openai")
+    ]
     registry: referencing.Registry[Any] = referencing.Registry().with_resources(
         (s["$id"], referencing.Resource.from_contents(s)) for s in shared
     )
@@ -24,6 +28,10 @@ def test_every_schema_ships_as_package_data() -> None:
     names = sorted(p.name for p in bundled.folder("schemas").iterdir())
     assert [n for n in names if n.endswith(".json")] == [
         "common.schema.json",
+        "line-dpo.schema.json",
+        "line-openai.schema.json",
+        "line-tinker.schema.json",
+        "line-trajectory.schema.json",
         "observed.schema.json",
         "rejected.schema.json",
         "traces.schema.json",
@@ -35,6 +43,11 @@ def test_every_schema_ships_as_package_data() -> None:
 @pytest.mark.parametrize("kind", schemas.KINDS)
 def test_each_kind_schema_is_a_valid_2020_12_schema(kind: str) -> None:
     jsonschema.Draft202012Validator.check_schema(schemas.load_schema(kind))
+
+
+@pytest.mark.parametrize("fmt", LINE_FORMATS)
+def test_each_line_schema_is_a_valid_2020_12_schema(fmt: str) -> None:
+    jsonschema.Draft202012Validator.check_schema(schemas.load_schema(f"line-{fmt}"))
 
 
 @pytest.mark.parametrize("row", helpers.valid_rows(), ids=lambda r: r["id"])

@@ -159,6 +159,7 @@ def _register() -> None:
         edit.rm,
         edit.move,
         edit.undo,
+        edit.redo,
         versions.version,
         versions.versions,
         export.export,

@@ -21,6 +21,7 @@ import click
 from machine_git import paths
 from machine_git import rows
 from machine_git.agents import footer
+from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import limit_option
@@ -99,7 +100,7 @@ def install(host: str, project: str | None) -> None:
     machine's package), and a Tinker provider in Pi's models.json so the
     student can be chosen with /model. Letta Code: ~/.letta/mods/machine.ts,
     and the skills copied to ~/.letta/skills/<name>/SKILL.md. The file runs
-    this machine (``python -m machine_git``), so it works without machine on
+    this machine ('python -m machine_git'), so it works without machine on
     PATH. Installing again rewrites the same files.
 
     \b
@@ -153,7 +154,7 @@ def uninstall(host: str, project: str | None) -> None:
 def auto(state: str, project: Path | None, as_json: bool) -> None:
     """Turn auto-capture on or off for this project (a committed setting).
 
-    When on, the Pi extension records every finished ``pi -p`` / JSON-mode
+    When on, the Pi extension records every finished 'pi -p' / JSON-mode
     run and every compaction boundary as an unlabeled observed row. Observed
     rows are never trained on until labeled (machine label).
 
@@ -171,7 +172,7 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
         value = observing.auto_on(paths.store_path(root))
     else:
         value = state == "on"
-        store = open_store(root, create=True)
+        store = open_store(project, create=True)
         commit = settings.write(store, "auto", value)
         footer.refresh(store)
     if as_json:
@@ -255,7 +256,7 @@ def observe(
     if (line := report.warning()) is not None:
         warn(line)
     row = observing.build(turn, parent=parent, reasoning=reasoning)
-    store = open_store(root, create=True)
+    store = open_store(project, create=True)
     result = observing.observe(store, row, redact=not no_redact)
     if result.commit is not None:
         footer.refresh(store)
@@ -315,7 +316,7 @@ def _existing_store(project: Path | None) -> Store | None:
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.argument("verdict", type=click.Choice(VERDICTS))
 @click.option("--as", "--rewrite", "rewrite", help="Replace the final answer.")
 @click.option("--note", help="Why (kept in the row and the commit).")
@@ -459,7 +460,13 @@ def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> No
 
 
 @click.command()
-@click.option("--id", "row_id", required=True, help="The row to correct (any kind).")
+@click.option(
+    "--id",
+    "row_id",
+    required=True,
+    shell_complete=complete_row_id,
+    help="The row to correct (any kind).",
+)
 @click.argument("correction_words", nargs=-1)
 @_dry_run
 @project_option

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import TypeVar
 
@@ -11,7 +12,11 @@ import click
 
 from machine_git import jsonio
 from machine_git import paths
+from machine_git.errors import MachineError
 from machine_git.store import Store
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,10 +60,64 @@ def project_of(project: Path | None) -> Path:
 
 
 def open_store(project: Path | None, create: bool = False) -> Store:
-    """The project's store; created only by commands that write."""
+    """The project's store; created only by commands that write.
+
+    ``project`` is the ``--project`` option as given (None: found from the
+    cwd), so that a store created outside git can say which folder it took.
+    """
     root = project_of(project)
     location = paths.store_path(root)
-    return Store.create(location, root) if create else Store.open(location)
+    if not create:
+        return Store.open(location)
+    store = Store.create(location, root)
+    notice = paths.new_store_notice(root, project is not None, store.created)
+    if notice is not None:
+        click.echo(notice, err=True)
+    return store
+
+
+# -- shell completion (click's shell_complete callbacks) -------------------------
+
+
+def complete_row_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Row ids of the project's store (recent rows for an empty word)."""
+    return _complete(ctx, incomplete, rows=True)
+
+
+def complete_revision(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Version names and run ids of the project's store."""
+    return _complete(ctx, incomplete, revisions=True)
+
+
+def complete_row_or_revision(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Row ids, then version names and run ids (``machine show``)."""
+    return _complete(ctx, incomplete, rows=True, revisions=True)
+
+
+def _complete(
+    ctx: click.Context, incomplete: str, rows: bool = False, revisions: bool = False
+) -> list[CompletionItem]:
+    # Loaded only when the shell asks: no command's start-up pays for them.
+    from click.shell_completion import CompletionItem
+
+    from machine_git import completion
+
+    project = ctx.params.get("project")  # --project given earlier on the line
+    try:
+        where = paths.store_path(
+            project_of(project if isinstance(project, Path) else None)
+        )
+    except (click.BadParameter, MachineError):
+        return []
+    found = completion.row_ids(where, incomplete) if rows else []
+    found += completion.revisions(where, incomplete) if revisions else []
+    return [CompletionItem(c.value, help=c.help or None) for c in found]
 
 
 def emit_json(value: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC
 from datetime import datetime
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from machine_git import history
+from machine_git import inputs
 from machine_git import paths
 from machine_git import rows
 from machine_git import settings
@@ -119,23 +121,25 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
 
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--store", "whole_store", is_flag=True, help="Validate every row in the store."
 )
 @project_option
 @json_option
 def validate(
-    files: tuple[Path, ...], whole_store: bool, project: Path | None, as_json: bool
+    files: tuple[str, ...], whole_store: bool, project: Path | None, as_json: bool
 ) -> None:
-    """Check rows against the schemas: JSONL files, or the whole store.
+    """Check rows against the schemas: JSONL files (- reads stdin), or the store.
 
-    Prints ``file:line: json-path: problem`` for each problem and exits 1 if
-    there is any.
+    A file of export lines (tinker, openai, dpo) or trajectory lines is
+    checked as what it is, by its first line. Prints 'file:line: json-path:
+    problem' for each problem and exits 4 if there is any.
 
     \b
     Example usage:
         machine validate rows.jsonl
+        machine export --format dpo | machine validate -
         machine validate --store
     """
     if not files and not whole_store:
@@ -144,8 +148,9 @@ def validate(
     findings: list[checks.Finding] = []
     tampered: list[checks.Finding] = []
     touched = 0
-    for path in files:
-        findings.extend(checks.check_file(path, tally))
+    for name in files:
+        source = sys.stdin.buffer if name == inputs.STDIN else Path(name)
+        findings.extend(checks.check_file(source, tally))
     if whole_store:
         store = open_store(project)
         findings.extend(checks.check_store(store, tally))
@@ -159,6 +164,7 @@ def validate(
             {
                 "rows": tally.rows,
                 "invalid": checks.invalid_count(findings),
+                "formats": tally.formats,
                 "problems": [f.__dict__ for f in findings],
                 "tampered": [f.__dict__ for f in tampered],
             }
@@ -173,10 +179,20 @@ def validate(
             many = "" if touched == 1 else "s"
             verdict += f"; {touched} release{many} tampered with"
         click.echo(
-            f"checked {tally.rows} rows: {verdict}", err=bool(findings or tampered)
+            f"checked {_checked(tally)}: {verdict}", err=bool(findings or tampered)
         )
     if findings or tampered:
         raise click.exceptions.Exit(INVALID)
+
+
+def _checked(tally: checks.Tally) -> str:
+    """``2 rows``, ``3 dpo pairs``, ``2 rows and 3 tinker/openai chat lines``."""
+    rows = tally.rows - sum(tally.lines.values())
+    parts = [(rows, checks.ROWS)] if rows or not tally.lines else []
+    parts += [(n, fmt) for fmt, n in tally.lines.items()]
+    return " and ".join(
+        f"{n} {checks.FORMATS[fmt]}{'' if n == 1 else 's'}" for n, fmt in parts
+    )
 
 
 def _when(timestamp: int) -> str:

@@ -12,6 +12,7 @@ from machine_git import edits
 from machine_git import jsonio
 from machine_git import lookup
 from machine_git.agents import footer
+from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -37,7 +38,7 @@ def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--as", "--rewrite", "text", required=True, help="The new final answer.")
 @project_option
 @json_option
@@ -55,7 +56,7 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option(
     "--from",
     "source",
@@ -132,7 +133,7 @@ def _replace_from(store: Store, row_id: str, text: str, edited: str) -> None:
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--why", help="Why the row is removed (kept in the commit).")
 @project_option
 @json_option
@@ -150,7 +151,7 @@ def rm(row_id: str, why: str | None, project: Path | None, as_json: bool) -> Non
 
 
 @click.command()
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("--to", "label", type=click.Choice(["good", "bad"]), required=True)
 @project_option
 @json_option
@@ -176,17 +177,45 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
 @project_option
 @json_option
 def undo(project: Path | None, as_json: bool) -> None:
-    """Revert the last commit, as a new commit.
+    """Take back the last change, as a new commit; again: the one before it.
+
+    Each undo takes back one more step (a tag, a rewrite, a move, a removal,
+    an import, a pull's merge, a setting); 'machine redo' makes them again.
 
     \b
     Example usage:
         machine undo
+        machine undo && machine undo      # the last two changes
     """
     store = open_store(project)
-    undone, commit = edits.undo(store)
+    done = edits.undo(store)
     footer.refresh(store)
-    summary = undone.message.splitlines()[0] if undone.message else ""
+    _report_step("undid", "undone", done, as_json)
+
+
+@click.command()
+@project_option
+@json_option
+def redo(project: Path | None, as_json: bool) -> None:
+    """Make the most recently undone change again, as a new commit.
+
+    Redo works back through the undos in the order they were made, until any
+    other change is made after them.
+
+    \b
+    Example usage:
+        machine undo
+        machine redo
+    """
+    store = open_store(project)
+    done = edits.redo(store)
+    footer.refresh(store)
+    _report_step("redid", "redone", done, as_json)
+
+
+def _report_step(verb: str, key: str, done: edits.Undone, as_json: bool) -> None:
+    summary = done.step.message.splitlines()[0] if done.step.message else ""
     if as_json:
-        emit_json({"undone": str(undone.id), "commit": commit, "summary": summary})
+        emit_json({key: str(done.step.id), "commit": done.commit, "summary": summary})
     else:
-        click.echo(f"undid {str(undone.id)[:12]} {summary}")
+        click.echo(f"{verb} {str(done.step.id)[:12]} {summary}")

@@ -6,11 +6,14 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 from typing import NoReturn
 
 import click
 
+from machine_git import inputs
 from machine_git import paths
+from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -27,7 +30,7 @@ _PROGRESS_EVERY = 1000
 
 
 @click.command()
-@click.argument("revision", required=False)
+@click.argument("revision", required=False, shell_complete=complete_revision)
 @click.option(
     "--kind",
     "kinds",
@@ -46,7 +49,14 @@ _PROGRESS_EVERY = 1000
 @click.option(
     "-o",
     "--output",
-    help="Write FILE and FILE.manifest.json instead of printing the rows.",
+    help="Write FILE and FILE.manifest.json instead of printing the rows "
+    "('-': print them).",
+)
+@click.option(
+    "--manifest",
+    "manifest_to",
+    help="Write the manifest (commit, rows, sha256) to this file: the only "
+    "manifest of rows printed to stdout, or instead of FILE.manifest.json.",
 )
 @click.option(
     "--no-redact",
@@ -61,28 +71,37 @@ def export(
     kinds: tuple[str, ...],
     fmt: str,
     output: str | None,
+    manifest_to: str | None,
     no_redact: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
     """Export the rows of a revision (default: the newest) as JSONL.
 
-    The same revision and options always give the same bytes.
+    The same revision and options always give the same bytes. Rows printed to
+    stdout (no -o, or -o -) have no manifest file unless --manifest names one.
 
     \b
     Example usage:
         machine export > train.jsonl
         machine export v1 --kind train --kind traces -o data.jsonl
         machine export --format dpo -o prefs.jsonl
+        machine export -o - --manifest train.manifest.json | gzip > train.jsonl.gz
     """
     from machine_git import export as exporting
     from machine_git import revs
 
-    if as_json and output is None:
+    to_stdout = output is None or output == "-"
+    if as_json and to_stdout:
         raise click.UsageError(
             "--json needs -o FILE (without it the rows go to stdout)"
         )
-    target = paths.check_out_path(output) if output is not None else None
+    target = None if to_stdout else paths.check_out_path(str(output))
+    if manifest_to == "-":
+        raise click.UsageError(
+            "--manifest needs a file name ('-o FILE --json' prints the manifest)"
+        )
+    meta = paths.check_out_path(manifest_to) if manifest_to is not None else None
     store = open_store(project)
     commit = revs.resolve(store, revision)
     chosen = exporting.normalize_kinds(kinds, fmt)
@@ -100,9 +119,21 @@ def export(
             )
         except BrokenPipeError:
             _reader_went_away()
-        _skipped(tally.skipped, label)
+        _skipped(tally.skipped, label, fmt)
         if tally.rows == 0:
             warn(f"no {label} rows to export at {str(commit.id)[:12]}")
+        if meta is not None:
+            manifest = exporting.manifest_of(
+                tally,
+                commit,
+                revision,
+                fmt,
+                chosen,
+                exporting.STDOUT_NAME,
+                not no_redact,
+            )
+            exporting.write_manifest(manifest, meta)
+            _done(manifest, label, "stdout", meta)
         return
     progress = _Progress()
     try:
@@ -115,16 +146,23 @@ def export(
             target,
             progress=progress,
             redact=not no_redact,
+            manifest_target=meta,
         )
     finally:
         progress.clear()
-    _skipped(manifest.skipped, label)
+    _skipped(manifest.skipped, label, fmt)
     if as_json:
         emit_json(manifest.as_dict())
         return
+    _done(manifest, label, str(output), meta)
+
+
+def _done(manifest: Any, label: str, where: str, meta: Path | None) -> None:
+    """The one summary line of an export, on stderr."""
+    kept = f"; manifest {meta}" if meta is not None else ""
     click.echo(
-        f"exported {_rows(manifest.rows, label)} in {fmt} format from "
-        f"{manifest.commit[:12]} to {output} (sha256 {manifest.sha256[:12]}…)",
+        f"exported {_rows(manifest.rows, label)} in {manifest.format} format from "
+        f"{manifest.commit[:12]} to {where} (sha256 {manifest.sha256[:12]}…{kept})",
         err=True,
     )
 
@@ -139,9 +177,12 @@ def _reader_went_away() -> NoReturn:
     raise click.exceptions.Exit(141)
 
 
-def _skipped(count: int, label: str) -> None:
+def _skipped(count: int, label: str, fmt: str) -> None:
+    # dpo pairs need an --as rewrite; chat lines need an answer, which a turn
+    # that failed before saying anything (kept by machine bad) does not have
+    without = "a rewrite" if fmt == "dpo" else "an answer"
     if count:
-        click.echo(f"skipped {_rows(count, label)} without a rewrite", err=True)
+        click.echo(f"skipped {_rows(count, label)} without {without}", err=True)
 
 
 def _rows(count: int, label: str) -> str:
@@ -170,7 +211,7 @@ class _Progress:
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--kind",
     type=click.Choice(KINDS),
@@ -185,24 +226,28 @@ class _Progress:
 @project_option
 @json_option
 def import_(
-    file: Path, kind: str | None, no_redact: bool, project: Path | None, as_json: bool
+    file: str, kind: str | None, no_redact: bool, project: Path | None, as_json: bool
 ) -> None:
-    """Import rows from a JSONL file in one commit, all or nothing.
+    """Import rows from a JSONL file (- reads stdin) in one commit, all or nothing.
 
-    Lines may be machine rows, tinker/OpenAI ``messages`` lines (as ``machine
-    export`` writes them) or trajectory-v1 ``trajectory`` lines. Any bad line
-    is reported as ``file:line: json-path: problem`` and nothing is imported.
+    Lines may be machine rows, tinker/OpenAI 'messages' lines (as 'machine
+    export' writes them) or trajectory-v1 'trajectory' lines. Any bad line is
+    reported as 'file:line: json-path: problem' and nothing is imported.
 
     \b
     Example usage:
         machine import ~/old-machine-data/train.jsonl
         machine import rejected.jsonl --kind rejected
+        machine export --project ../other | machine import -
     """
     from machine_git import importer
 
-    root = project_of(project)
+    project_of(project)  # a bad --project is refused before stdin is read
+    stdin = file == inputs.STDIN
+    name = inputs.STDIN_NAME if stdin else file
+    source = sys.stdin.buffer if stdin else Path(file)
     try:
-        loaded = importer.load(file, kind, redact=not no_redact)
+        loaded = importer.load(source, kind, name=name, redact=not no_redact)
     except ImportProblemsError as e:
         for line in e.problems:
             click.echo(line, err=True)
@@ -212,20 +257,20 @@ def import_(
             f"{k} ({n} {'line' if n == 1 else 'lines'})"
             for k, n in sorted(loaded.ignored_keys.items())
         )
-        warn(f"{file}: ignored keys a row has no place for: {keys}")
+        warn(f"{name}: ignored keys a row has no place for: {keys}")
     if loaded.redacted:
         from machine_git import redaction
 
         click.echo(f"redacted {redaction.describe(loaded.redacted)}", err=True)
     result = (
-        importer.commit(open_store(root, create=True), loaded)
+        importer.commit(open_store(project, create=True), loaded)
         if loaded.rows
-        else importer.Imported(file=str(file), added={}, present=0, commit=None)
+        else importer.Imported(file=name, added={}, present=0, commit=None)
     )
     if as_json:
         emit_json(
             {
-                "file": str(file),
+                "file": name,
                 "imported": result.count,
                 "counts": {k: result.added.get(k, 0) for k in KINDS},
                 "already_present": result.present,
@@ -237,4 +282,4 @@ def import_(
     where = f" (commit {result.commit[:12]})" if result.commit else ""
     present = f"; {result.present} already present" if result.present else ""
     noun = "row" if result.count == 1 else "rows"
-    click.echo(f"imported {result.count} {noun}{counts} from {file}{where}{present}")
+    click.echo(f"imported {result.count} {noun}{counts} from {name}{where}{present}")

@@ -14,6 +14,9 @@ from machine_git import jsonio
 from machine_git import lookup
 from machine_git import revs
 from machine_git import rows
+from machine_git.cli.common import complete_revision
+from machine_git.cli.common import complete_row_id
+from machine_git.cli.common import complete_row_or_revision
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -27,10 +30,15 @@ _GROUP = 3  # more files than this in one folder, with one verb: one line
 
 
 @click.command(name="log")
-@click.argument("rev", required=False)
+@click.argument("rev", required=False, shell_complete=complete_revision)
 @click.option("-n", "limit", type=click.IntRange(min=1), help="At most N entries.")
 @click.option("--kind", type=click.Choice(KINDS), help="Only changes to this kind.")
-@click.option("--id", "row_id", help="Follow one row through its whole life.")
+@click.option(
+    "--id",
+    "row_id",
+    shell_complete=complete_row_id,
+    help="Follow one row through its whole life.",
+)
 @project_option
 @json_option
 def log_command(
@@ -69,8 +77,13 @@ def _row_id_anywhere(store: Store, prefix: str) -> str:
 
 
 @click.command()
-@click.argument("what")
-@click.option("--at", "at", help="Show the row as of this revision.")
+@click.argument("what", shell_complete=complete_row_or_revision)
+@click.option(
+    "--at",
+    "at",
+    shell_complete=complete_revision,
+    help="Show the row as of this revision.",
+)
 @project_option
 @json_option
 def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None:
@@ -98,6 +111,8 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
     try:
         target = revs.resolve(store, what)
     except BadRevisionError:
+        if revs.is_date(what):
+            raise  # a date is no row id: its own error, as every command says it
         raise BadRevisionError(f"{what!r} is neither a row id nor a revision") from None
     entry = history.entry(target)
     touched = history.touched(store, target)
@@ -116,8 +131,8 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
 
 
 @click.command(name="diff")
-@click.argument("old", required=False)
-@click.argument("new", required=False)
+@click.argument("old", required=False, shell_complete=complete_revision)
+@click.argument("new", required=False, shell_complete=complete_revision)
 @click.option("--kind", type=click.Choice(KINDS), help="Only rows of this kind.")
 @click.option("--stat", is_flag=True, help="Only the summary per kind.")
 @click.option("--ids", is_flag=True, help="Only the changed row ids.")

@@ -230,9 +230,23 @@ def clone(folder: Path, project: Path | None, as_json: bool) -> None:
         git commit -am "fix an answer" && git push
     """
     store = open_store(project)
-    target = sync.clone(store, folder)
+    cloned = sync.clone_for_editing(store, folder)
+    target = cloned.path
     if as_json:
-        emit_json({"clone": str(target), "store": str(store.path)})
-    else:
-        click.echo(f"cloned {store.path} into {target}")
-        click.echo("edit rows there, then: git commit -a && git push")
+        emit_json(
+            {
+                "clone": str(target),
+                "store": str(store.path),
+                "identity": cloned.identity,
+            }
+        )
+        return
+    click.echo(f"cloned {store.path} into {target}")
+    click.echo("edit rows there, then: git commit -a && git push")
+    if cloned.identity is not None:
+        click.echo(
+            f"note: your git config has no user.name/user.email, so commits in "
+            f"the clone are signed {cloned.identity} (its own .git/config; "
+            f"change with: git -C {target} config user.name 'Your Name')",
+            err=True,
+        )

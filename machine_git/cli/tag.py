@@ -90,4 +90,4 @@ def bad(**options: Any) -> None:
 
 
 def _tag(label: str, project: Path | None, **options: Any) -> None:
-    tagging.tag(label, root=project_of(project), **options)
+    tagging.tag(label, root=project_of(project), chosen=project is not None, **options)

@@ -464,7 +464,14 @@ def _loss(value: Any) -> str:
 
 @train.group(name="eval")
 def eval_group() -> None:
-    """A frozen eval set held out of training, and scores on it."""
+    """A frozen eval set held out of training, and scores on it.
+
+    \b
+    Example usage:
+        machine train eval init --size 20
+        machine train eval baseline --yes
+        machine train eval baseline --model RUN --yes
+    """
 
 
 @eval_group.command(name="init")

@@ -8,6 +8,7 @@ import click
 
 from machine_git import revs
 from machine_git import versions as named
+from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -17,7 +18,7 @@ from machine_git.schemas import KINDS
 
 @click.command()
 @click.argument("name")
-@click.argument("rev", required=False)
+@click.argument("rev", required=False, shell_complete=complete_revision)
 @click.option("-m", "--message", help="What this version is for.")
 @project_option
 @json_option

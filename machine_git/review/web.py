@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.responses import RedirectResponse
 
+from machine_git import edits
 from machine_git import errors
 from machine_git import history
 from machine_git import stats
@@ -98,10 +99,13 @@ class Site:
 
     def _chrome(self, store: Store) -> dict[str, Any]:
         head = store.head
+        # What the undo key takes back: the newest change, or after undos the
+        # step before them (machine undo's own choice).
+        step = edits.next_undo(store, head) if head is not None else None
         return {
             "project": self.project,
             "head_id": str(head.id) if head is not None else "",
-            "newest": history.entry(head) if head is not None else None,
+            "newest": history.entry(step) if step is not None else None,
             "counts": stats.counts(store),
         }
 

@@ -102,7 +102,7 @@ def test_validate_accepts_good_files(project: Path, run: Run, tmp_path: Path) ->
     path = tmp_path / "rows.jsonl"
     path.write_bytes(b"".join(jsonio.line(r) for r in helpers.valid_rows()))
     result = run("validate", str(path))
-    assert (result.exit_code, result.stdout) == (0, "checked 7 rows: all valid\n")
+    assert (result.exit_code, result.stdout) == (0, "checked 10 rows: all valid\n")
 
 
 def test_validate_store_checks_every_row(project: Path, run: Run) -> None:
@@ -150,3 +150,58 @@ def test_validate_needs_something_to_check(project: Path, run: Run) -> None:
     result = run("validate")
     assert result.exit_code == 2
     assert "name JSONL files to validate, or pass --store" in result.stderr
+
+
+def test_validate_recognizes_each_export_format(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "basic")
+    run("good", "--trace")  # tool calls: null content in openai, "" in tinker
+    run("bad", "--as", "Read notes.md first.")  # a rewrite: one dpo pair
+    expected = {
+        "tinker": "2 tinker/openai chat lines",
+        "openai": "2 openai chat lines",
+        "dpo": "1 dpo pair",
+    }
+    for fmt, checked in expected.items():
+        out = tmp_path / f"{fmt}.jsonl"
+        kinds = ["--kind", "traces", "--kind", "rejected"] if fmt != "dpo" else []
+        assert run("export", "--format", fmt, *kinds, "-o", str(out)).exit_code == 0
+        result = run("validate", str(out))
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            0,
+            f"checked {checked}: all valid\n",
+            "",
+        )
+        as_json = orjson.loads(run("validate", str(out), "--json").stdout)
+        assert as_json["formats"] == {str(out): fmt}
+    # A line that breaks the format is named by its field, as a row's would be.
+    broken = tmp_path / "broken.jsonl"
+    lines = (tmp_path / "openai.jsonl").read_bytes().splitlines(keepends=True)
+    broken.write_bytes(lines[0] + lines[1].replace(b'"role":"user"', b'"role":"me"'))
+    result = run("validate", str(broken))
+    assert result.exit_code == INVALID
+    assert result.stdout == (
+        f'{broken}:2: $.messages[0].role: "me" is not one of '
+        '"system", "user", "assistant", "tool"\n'
+    )
+    assert result.stderr == "checked 2 openai chat lines: 1 invalid\n"
+
+
+def test_validate_dash_reads_stdin_beside_files(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    exported = run("export").stdout
+    rows_file = tmp_path / "rows.jsonl"
+    rows_file.write_bytes(jsonio.line(helpers.train_row()))
+    result = run("validate", str(rows_file), "-", input=exported)
+    assert (result.exit_code, result.stdout) == (
+        0,
+        "checked 1 row and 1 tinker/openai chat line: all valid\n",
+    )
+    bad = run("validate", "-", input='{"kind": "train"}\n')
+    assert bad.exit_code == INVALID
+    assert bad.stdout.startswith("<stdin>:1: $: ")
+    assert not Path("-").exists()

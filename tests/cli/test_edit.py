@@ -9,6 +9,7 @@ import pytest
 
 from machine_git import paths
 from machine_git.errors import INVALID
+from machine_git.errors import NOT_FOUND
 from machine_git.errors import USAGE
 from machine_git.store import Store
 from tests import helpers
@@ -73,15 +74,136 @@ def test_rm_and_undo(project: Path, run: Run) -> None:
 
 
 def test_undo_of_the_first_commit_is_refused(project: Path, run: Run) -> None:
-    row_id = tagged(project, run)
+    tagged(project, run)
     run("undo")
-    run("undo")  # undoing the undo brings the row back
-    assert row(project, row_id)["kind"] == "train"
+    assert run("undo").stderr == (
+        "Error: nothing to undo: every change since the store was created is "
+        "undone ('machine redo' makes them again)\n"
+    )
+    store = paths.store_path(project)
+    git(store, "fsck", "--strict")
+    empty = tmp_store(project)
+    result = run("undo", "--project", str(empty))
+    assert result.exit_code == NOT_FOUND
+    assert result.stderr == (
+        "Error: nothing to undo: the store has only its first commit\n"
+    )
+
+
+def tmp_store(project: Path) -> Path:
+    """Another project whose store has only its first commit."""
+    other = project.parent / "other"
+    other.mkdir()
+    Store.create(paths.store_path(other), other)
+    return other
+
+
+def tree(project: Path) -> str:
+    return git(paths.store_path(project), "rev-parse", "HEAD^{tree}").strip()
+
+
+def trailers(project: Path) -> str:
+    return git(paths.store_path(project), "log", "-1", "--format=%(trailers)")
+
+
+def test_undo_walks_back_one_step_at_a_time_and_redo_forward(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    store = paths.store_path(project)
+    steps: list[tuple[str, str, str]] = []  # (commit, summary, tree) per step
+
+    def step(*args: str) -> None:
+        assert run(*args).exit_code == 0, args
+        commit, summary = git(store, "log", "-1", "--format=%H%n%s").splitlines()
+        steps.append((commit, summary, tree(project)))
+
+    row_id = tagged(project, run)  # a tag
+    summary = git(store, "log", "-1", "--format=%s").strip()
+    steps.append((head(project), summary, tree(project)))
+    imported = tmp_path / "more.jsonl"
+    imported.write_bytes(
+        b'{"messages": [{"role": "user", "content": "2+2"}, '
+        b'{"role": "assistant", "content": "4"}]}\n'
+    )
+    step("import", str(imported))
+    step("rewrite", row_id, "--as", "Short.")
+    step("move", row_id, "--to", "bad")
+    step("rm", row_id)
+    first = git(store, "rev-list", "--max-parents=0", "HEAD").strip()
+    trees = [git(store, "rev-parse", f"{first}^{{tree}}").strip()]
+    trees += [t for _, _, t in steps]
+    # Each undo takes back one more step: the store is as it was before it.
+    for n, (commit, summary, _) in enumerate(reversed(steps)):
+        result = run("undo")
+        assert result.stdout == f"undid {commit[:12]} {summary}\n"
+        assert tree(project) == trees[len(steps) - 1 - n]
+        assert f"Machine-Action: undo\nMachine-Reverts: {commit}\n" in trailers(project)
+        subject = git(store, "log", "-1", "--format=%s").strip()
+        assert subject.startswith(f"undo: {summary[:40]}")  # never "undo: undo:"
+    assert tree(project) == trees[0]
+    assert run("undo").exit_code == NOT_FOUND
+    # Redo makes them again, oldest undone last: the store is as it was after.
+    undos = git(store, "log", "--format=%H", f"-{len(steps)}").split()
+    for n, (commit, summary, after) in enumerate(steps):
+        result = run("redo")
+        assert result.stdout == f"redid {commit[:12]} {summary}\n"
+        assert tree(project) == after
+        assert (
+            f"Machine-Action: redo\nMachine-Reverts: {undos[n]}\n"
+            f"Machine-Redoes: {commit}\n"
+        ) in trailers(project)
+    nothing = run("redo")
+    assert nothing.exit_code == NOT_FOUND
+    assert nothing.stderr == (
+        "Error: nothing to redo: no change was undone since the last one\n"
+    )
+    # log shows every undo and redo as the commit it is.
+    actions = [line.split()[3] for line in run("log").stdout.splitlines()]
+    assert actions[: 2 * len(steps)] == ["redo"] * len(steps) + ["undo"] * len(steps)
+    git(store, "fsck", "--strict")
+
+
+def test_undo_after_redo_and_a_new_change_ends_redo(project: Path, run: Run) -> None:
+    row_id = tagged(project, run)
+    run("rewrite", row_id, "--as", "One.")
+    run("rewrite", row_id, "--as", "Two.")
+    run("undo")  # Two. -> One.
+    run("undo")  # One. -> the agent's answer
+    run("redo")  # -> One.
+    assert row(project, row_id)["messages"][1]["content"] == "One."  # type: ignore[index]
+    run("undo")  # the redone rewrite again
+    assert "original_answer" not in row(project, row_id)
+    run("redo")
+    run("redo")  # -> Two.
+    assert row(project, row_id)["messages"][1]["content"] == "Two."  # type: ignore[index]
+    run("undo")
+    run("rewrite", row_id, "--as", "Three.")  # a new change: nothing left to redo
+    assert run("redo").exit_code == NOT_FOUND
+    assert row(project, row_id)["messages"][1]["content"] == "Three."  # type: ignore[index]
+    # ...and undo takes back the new change, then what was in force before it.
+    run("undo")
+    assert row(project, row_id)["messages"][1]["content"] == "One."  # type: ignore[index]
+
+
+def test_an_undo_of_an_undo_made_before_redo_counts_as_a_redo(
+    project: Path, run: Run
+) -> None:
+    # Before redo existed, a second undo reverted the first; such histories
+    # stay readable: that commit is a redo, and undo goes on from there.
+    row_id = tagged(project, run)
     run("rm", row_id)
-    for _ in range(3):
-        run("undo")
-    # init <- tag <- undo <- undo <- rm <- undo <- undo <- undo: still valid
-    git(paths.store_path(project), "fsck", "--strict")
+    run("undo")
+    store = Store.open(paths.store_path(project))
+    undo_commit = store.head
+    assert undo_commit is not None
+    from machine_git import edits
+
+    change = edits._revert(store, undo_commit, undo_commit, "undo")
+    store.write(lambda snap: change)  # undo: undo: rm, as the old undo wrote it
+    assert store.read_row(row_id) is None  # removed again
+    before_rm = git(paths.store_path(project), "rev-parse", "HEAD~3^{tree}").strip()
+    run("undo")  # takes back the rm (the old pair is a redo), not the old undo
+    assert tree(project) == before_rm
 
 
 def test_move_between_good_and_bad(project: Path, run: Run) -> None:

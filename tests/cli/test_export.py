@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
@@ -689,3 +691,131 @@ def test_export_on_a_full_disk_is_one_line_and_leaves_nothing(
         f"Error: cannot write {target}: file size limit reached; nothing was written\n"
     )
     assert os.listdir(target.parent) == []
+
+
+# -- streams: `-` ------------------------------------------------------------------
+
+
+def test_import_dash_reads_stdin(project: Path, run: Run) -> None:
+    lines = line({"messages": [{"role": "user", "content": "hi"}, ANSWER]}) + line(
+        {"messages": [{"role": "user", "content": "2+2"}, ANSWER]}
+    )
+    result = run("import", "-", input=lines.decode())
+    commit = head(project)
+    assert result.exit_code == 0
+    assert result.stdout == (
+        f"imported 2 rows (train 2) from <stdin> (commit {commit[:12]})\n"
+    )
+    assert not Path("-").exists()
+    assert git(store_of(project), "log", "-1", "--format=%s%n%(trailers)") == (
+        "import 2 rows from <stdin>\n"
+        "Machine-Action: import\nMachine-Rows: 2\nMachine-Source: <stdin>\n\n"
+    )
+    listed = git(store_of(project), "ls-tree", "-r", "--name-only", "HEAD").split()
+    ids = [rid for path in listed if (rid := rows.id_of_path(path)) is not None]
+    stored = [row_at_head(project, rid) for rid in ids]
+    assert sorted(r["source"]["session_id"] for r in stored) == ["stdin:1", "stdin:2"]
+    assert [r["source"]["session_file"] for r in stored] == [None, None]
+
+
+ANSWER = {"role": "assistant", "content": "hello"}
+
+
+def test_a_file_named_dash_is_read_as_dot_slash_dash(project: Path, run: Run) -> None:
+    write_jsonl(project / "-", {"messages": [{"role": "user", "content": "x"}, ANSWER]})
+    result = run("import", "./-", input="")
+    assert result.stdout.startswith("imported 1 row (train 1) from ./- (commit ")
+
+
+def test_stdin_over_the_limit_is_one_line_and_writes_nothing(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inputs, "JSONL_LIMIT", 100)
+    data = line({"messages": [{"role": "user", "content": "x" * 200}, ANSWER]})
+    for command in ("import", "validate"):
+        result = run(command, "-", input=data.decode())
+        assert result.exit_code == (USAGE if command == "import" else INVALID)
+        expected = "more than the 100 bytes machine reads from one input"
+        if command == "import":
+            assert result.stderr == f"Error: cannot read <stdin>: {expected}\n"
+        else:
+            assert result.stdout == f"<stdin>:0: $: cannot read: {expected}\n"
+    assert not store_of(project).exists()
+
+
+def test_a_terminal_as_stdin_is_refused_at_once(project: Path) -> None:
+    main, terminal = os.openpty()
+    try:
+        for command in ("import", "validate"):
+            done = subprocess.run(
+                [sys.executable, "-m", "machine_git", command, "-"],
+                stdin=terminal,
+                capture_output=True,
+                text=True,
+                cwd=project,
+                timeout=60,
+                check=False,
+            )
+            why = "standard input is a terminal; pipe the rows in (... - < FILE)"
+            if command == "import":
+                assert done.returncode == USAGE
+                assert done.stderr == f"Error: cannot read <stdin>: {why}\n"
+            else:
+                assert done.returncode == INVALID
+                assert done.stdout == f"<stdin>:0: $: cannot read: {why}\n"
+    finally:
+        os.close(main)
+        os.close(terminal)
+
+
+def test_export_dash_prints_the_rows_and_writes_no_file(
+    project: Path, run: Run
+) -> None:
+    tag(run, project, "basic", "good")
+    plain = run("export")
+    dashed = run("export", "-o", "-")
+    assert dashed.exit_code == 0
+    assert dashed.stdout_bytes == plain.stdout_bytes != b""
+    assert dashed.stderr == ""
+    assert sorted(os.listdir(project)) == [".git"]
+
+
+def test_a_manifest_goes_where_manifest_says(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    tag(run, project, "basic", "good")
+    commit = head(project)
+    meta = tmp_path / "train.manifest.json"
+    result = run("export", "-o", "-", "--manifest", str(meta))
+    sha = hashlib.sha256(result.stdout_bytes).hexdigest()
+    assert result.stderr == (
+        f"exported 1 train row in tinker format from {commit[:12]} to stdout "
+        f"(sha256 {sha[:12]}…; manifest {meta})\n"
+    )
+    expected = {
+        "file": "<stdout>",
+        "revision": "HEAD",
+        "commit": commit,
+        "format": "tinker",
+        "kinds": ["train"],
+        "rows": 1,
+        "skipped": 0,
+        "redacted": True,
+        "sha256": sha,
+        "machine_version": "0.1.0",
+    }
+    assert meta.read_bytes() == jsonio.canonical(expected)
+    assert oct(meta.stat().st_mode & 0o777) == "0o600"
+    # With -o FILE, --manifest moves the manifest from beside the file.
+    out = tmp_path / "data.jsonl"
+    elsewhere = tmp_path / "elsewhere.json"
+    run("export", "-o", str(out), "--manifest", str(elsewhere))
+    assert orjson.loads(elsewhere.read_bytes()) == {**expected, "file": "data.jsonl"}
+    assert not (tmp_path / "data.jsonl.manifest.json").exists()
+    refused = run("export", "-o", "-", "--manifest", "-")
+    assert (refused.exit_code, refused.stdout) == (USAGE, "")
+    assert refused.stderr == (
+        "Error: --manifest needs a file name ('-o FILE --json' prints the manifest)"
+        " (see 'cli export --help')\n"
+    )
+    assert sorted(os.listdir(project)) == [".git"]

@@ -60,3 +60,13 @@ def test_start_up_imports_no_heavy_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert done.stdout == "[]\n"
+
+
+EVERY = [(), *COMMANDS]
+
+
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: " ".join(("machine", *p)))
+def test_help_renders_cleanly_with_an_example(path: tuple[str, ...]) -> None:
+    output = CliRunner().invoke(cli, [*path, "--help"]).output
+    assert "``" not in output  # reST markup, shown literally by click
+    assert "Example usage:" in output

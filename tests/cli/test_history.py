@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import re
+import time
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 import orjson
+import pygit2
+import pytest
 
 from machine_git import paths
 from machine_git.errors import NOT_FOUND
+from machine_git.errors import USAGE
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
@@ -251,3 +258,106 @@ def test_diff_names_files_outside_rows_by_what_happened(
         "  added    evals/e.json",
         "  added    evals/e/results/ (4 files)",
     ]
+
+
+# -- dates ---------------------------------------------------------------------------
+
+HOUR = 3600
+DAY = 24 * HOUR
+
+
+def dated_history(project: Path, run: Run, ages: list[int]) -> list[str]:
+    """A store whose commits (init, then three tags) were made ``ages`` seconds
+    ago: the same trees and messages, committed again at those times."""
+    tag_three(project, run)
+    repo = pygit2.Repository(str(paths.store_path(project)))
+    old = list(reversed(shas(project)))
+    assert len(old) == len(ages)
+    now = int(time.time())
+    parents: list[pygit2.Oid] = []
+    made: list[str] = []
+    for sha, age in zip(old, ages, strict=True):
+        commit = repo[sha].peel(pygit2.Commit)
+        when = pygit2.Signature("machine", "machine@localhost", now - age, 0)
+        oid = repo.create_commit(
+            None, when, when, commit.message, commit.tree_id, parents
+        )
+        parents = [oid]
+        made.append(str(oid))
+    repo.references["refs/heads/main"].set_target(parents[0])
+    return made
+
+
+def test_git_relative_dates_pick_the_dataset_as_it_was(project: Path, run: Run) -> None:
+    init, first, second, third = dated_history(
+        project, run, [10 * DAY, 3 * DAY, 30 * HOUR, HOUR]
+    )
+    expected = {
+        "@{2.days.ago}": first,
+        "@{2 days ago}": first,
+        "@{yesterday}": second,
+        "@{1 week ago}": init,
+        "@{90.minutes.ago}": second,
+        "@{now}": third,
+        "@{2999-01-01}": third,
+    }
+    for date, commit in expected.items():
+        shown = orjson.loads(run("log", date, "-n", "1", "--json").stdout)
+        assert (date, shown[0]["commit"]) == (date, commit)
+        assert orjson.loads(run("show", date, "--json").stdout)["commit"] == commit
+
+
+DATE_COMMANDS = [
+    ("show", "{}"),
+    ("show", "abcdef", "--at", "{}"),
+    ("log", "{}"),
+    ("diff", "{}"),
+    ("diff", "HEAD", "{}"),
+    ("export", "{}"),
+    ("version", "v1", "{}"),
+]
+
+
+@pytest.mark.parametrize("command", DATE_COMMANDS, ids=" ".join)
+def test_a_date_error_is_one_message_whatever_the_command(
+    project: Path, run: Run, command: tuple[str, ...]
+) -> None:
+    init = dated_history(project, run, [10 * DAY, 3 * DAY, 2 * DAY, DAY])[0]
+    first = datetime.fromtimestamp(
+        pygit2.Repository(str(paths.store_path(project)))[init]
+        .peel(pygit2.Commit)
+        .commit_time,
+        UTC,
+    ).strftime("%Y-%m-%d %H:%M UTC")
+    forms = "expected YYYY-MM-DD, an ISO 8601 time or a date git understands "
+    forms += "(yesterday, 2.days.ago, 1 week ago, noon, last friday)"
+    cases = {
+        "@{soon}": (USAGE, f"bad date @{{soon}}: {forms}"),
+        "@{2026-13-01}": (USAGE, f"bad date @{{2026-13-01}}: {forms}"),
+        "@{}": (USAGE, f"bad date @{{}}: {forms}"),
+        "@{yesterday": (USAGE, f"bad date @{{yesterday: no closing brace; {forms}"),
+        "@{3}": (
+            USAGE,
+            "bad date @{3}: a small number is a reflog position in git, not a "
+            "date (HEAD~N counts commits back)",
+        ),
+        "@{2000-01-01}": (
+            NOT_FOUND,
+            "no commit at or before @{2000-01-01} (2000-01-01 23:59 UTC): the "
+            f"store's first commit is from {first}",
+        ),
+    }
+    for date, (code, message) in cases.items():
+        result = run(*(part.format(date) for part in command))
+        assert (date, result.exit_code, result.stderr) == (
+            date,
+            code,
+            f"Error: {message}\n",
+        )
+    long_ago = run(*(part.format("@{2 weeks ago}") for part in command))
+    assert long_ago.exit_code == NOT_FOUND
+    assert re.fullmatch(
+        r"Error: no commit at or before @\{2 weeks ago\} \(\d{4}-\d\d-\d\d \d\d:\d\d "
+        rf"UTC\): the store's first commit is from {first}\n",
+        long_ago.stderr,
+    )

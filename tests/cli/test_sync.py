@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from datetime import UTC
@@ -471,3 +472,137 @@ def test_three_machines_share_rows_versions_runs_and_history(
             ]
             == "b1b1b1b1b1b1"
         )
+
+
+def test_undo_steps_back_through_a_merge_and_redo_brings_it_again(
+    project: Path, run: Run, hub: Path, on: Any
+) -> None:
+    on("a")
+    install_session(project, "basic")
+    theirs = orjson.loads(run("good", "--json").stdout)["id"]
+    run("remote", "add", "origin", str(hub))
+    run("push")
+    on("b")
+    install_session(project, "multi-turn")
+    ours = orjson.loads(run("good", "--json").stdout)["id"]
+    run("remote", "add", "origin", str(hub))
+    store = paths.store_path(project)
+    before_pull = git(store, "rev-parse", "HEAD").strip()
+    run("pull")
+    merge = git(store, "rev-parse", "HEAD").strip()
+    assert len(git(store, "rev-list", "--parents", "-1", "HEAD").split()) == 3
+
+    def ids() -> set[str]:
+        listed = git(store, "ls-tree", "-r", "--name-only", "HEAD").split()
+        return {i for p in listed if (i := rows.id_of_path(p)) is not None}
+
+    first = run("undo")  # the rows the merge brought
+    assert first.stdout.startswith(f"undid {merge[:12]} ")
+    assert ids() == {ours}
+    second = run("undo")  # then our own tag, before the pull
+    assert second.stdout.startswith(f"undid {before_pull[:12]} good {ours}: ")
+    assert ids() == set()
+    run("redo")
+    assert ids() == {ours}
+    run("redo")
+    assert ids() == {ours, theirs}
+    assert f"Machine-Redoes: {merge}\n" in git(
+        store, "log", "-1", "--format=%(trailers)"
+    )
+    assert run("pull").stdout == "already up to date with origin\n"
+
+
+def no_identity(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """A machine with no git identity anywhere: git may not guess one either."""
+    for name in ("AUTHOR", "COMMITTER"):
+        monkeypatch.delenv(f"GIT_{name}_NAME", raising=False)
+        monkeypatch.delenv(f"GIT_{name}_EMAIL", raising=False)
+    monkeypatch.delenv("EMAIL", raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    # Without this git guesses user@host.domain where the host has a domain.
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.useConfigOnly")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+    return dict(os.environ)
+
+
+def edit_commit_push(target: Path, row_id: str, environment: dict[str, str]) -> None:
+    path = target / rows.row_path(row_id)
+    row = orjson.loads(path.read_bytes())
+    row["note"] = "fixed by hand"
+    path.write_bytes(jsonio.canonical(row))
+    for args in (["commit", "-qam", "fix a note"], ["push", "-q"]):
+        done = subprocess.run(
+            ["git", "-C", str(target), *args],
+            capture_output=True,
+            text=True,
+            env=environment,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+
+def test_clone_on_a_machine_with_no_git_identity_can_commit_and_push(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    environment = no_identity(monkeypatch, tmp_path)
+    target = tmp_path / "edit"
+    # Without machine's help, git refuses to commit here.
+    subprocess.run(["git", "init", "-q", str(tmp_path / "plain")], check=True)
+    refused = subprocess.run(
+        ["git", "-C", str(tmp_path / "plain"), "commit", "--allow-empty", "-m", "x"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "Please tell me who you are" in refused.stderr
+    result = run("clone", str(target))
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "note: your git config has no user.name/user.email, so commits in the clone "
+        "are signed machine <machine@localhost> (its own .git/config; change with: "
+        f"git -C {target} config user.name 'Your Name')\n"
+    )
+    assert git(target, "config", "--local", "user.name") == "machine\n"
+    assert git(target, "config", "--local", "user.email") == "machine@localhost\n"
+    edit_commit_push(target, answer_id(), environment)
+    store = paths.store_path(project)
+    assert row_in(store, answer_id())["note"] == "fixed by hand"
+    assert git(store, "log", "-1", "--format=%an <%ae>%n%s") == (
+        "machine <machine@localhost>\nfix a note\n"
+    )
+
+
+def test_clone_keeps_the_users_own_git_identity(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_session(project, "basic")
+    run("good")
+    environment = no_identity(monkeypatch, tmp_path)
+    own = tmp_path / "gitconfig"
+    own.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.com\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(own))
+    environment["GIT_CONFIG_GLOBAL"] = str(own)
+    target = tmp_path / "edit"
+    result = run("clone", str(target), "--json")
+    assert orjson.loads(result.stdout)["identity"] is None
+    assert result.stderr == ""
+    # Nothing written into the clone: a later change of the user's config counts.
+    assert (
+        subprocess.run(
+            ["git", "-C", str(target), "config", "--local", "user.name"],
+            check=False,
+            capture_output=True,
+        ).returncode
+        == 1
+    )
+    edit_commit_push(target, answer_id(), environment)
+    store = paths.store_path(project)
+    assert git(store, "log", "-1", "--format=%an <%ae>") == (
+        "Ada Lovelace <ada@example.com>\n"
+    )

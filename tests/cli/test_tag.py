@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from machine_git import paths
 from machine_git import rows
@@ -40,6 +41,15 @@ def row_at_head(project: Path, row_id: str) -> dict[str, Any]:
 def answer_id(name: str = "basic") -> str:
     turn, _ = pi.read_turn(PI_SESSIONS / f"{name}.jsonl")
     return rows.make_id("pi", turn.session_id, turn.entry_ids, "answer")
+
+
+def trace_id(name: str = "basic") -> str:
+    turn, _ = pi.read_turn(PI_SESSIONS / f"{name}.jsonl")
+    return rows.make_id("pi", turn.session_id, turn.entry_ids, "trace")
+
+
+def head(project: Path) -> str:
+    return git(store_of(project), "rev-parse", "HEAD").strip()
 
 
 def test_good_commits_a_train_row(project: Path, run: Run) -> None:
@@ -283,24 +293,95 @@ def test_no_session_is_one_line(project: Path, run: Run) -> None:
     )
 
 
-def test_an_aborted_turn_is_refused_with_the_reason(project: Path, run: Run) -> None:
+ABORTED_USER = "abort-me: write a very long essay."
+ERRORED_USER = "provider-error: this request will fail."
+PROVIDER_ERROR = (
+    "fake provider: invalid_request_error: scripted failure for this fixture"
+)
+
+
+@pytest.mark.parametrize("args", [(), ("--as", "A short essay."), ("--trace",)])
+def test_good_refuses_a_failed_turn_with_the_reason(
+    project: Path, run: Run, args: tuple[str, ...]
+) -> None:
     install_session(project, "aborted")
-    result = run("good")
+    result = run("good", *args)
     assert result.exit_code == INVALID
     assert result.stderr == (
-        "Error: the last turn was aborted: Request was aborted; nothing tagged\n"
+        "Error: the last turn was aborted: Request was aborted; nothing tagged "
+        "(machine bad keeps a failed turn)\n"
     )
     assert not store_of(project).exists()
 
 
-def test_an_errored_turn_is_refused_with_the_reason(project: Path, run: Run) -> None:
+def test_bad_keeps_an_aborted_turn_as_it_was(project: Path, run: Run) -> None:
+    install_session(project, "aborted")
+    result = run("bad", "stopped", "it")
+    row_id = answer_id("aborted")
+    assert result.exit_code == 0
+    assert result.stdout == f"bad {row_id} -> rejected: {ABORTED_USER}\n"
+    row = row_at_head(project, row_id)
+    assert row["messages"] == [
+        {"role": "user", "content": ABORTED_USER},
+        {"role": "assistant", "content": "Starting a very "},  # the partial answer
+    ]
+    assert row["failure"] == {"stop_reason": "aborted", "error": "Request was aborted"}
+    assert (row["kind"], row["tag"], row["note"]) == ("rejected", "bad", "stopped it")
+    assert run("validate", "--store").stdout == "checked 1 row: all valid\n"
+
+
+def test_bad_as_on_a_failed_turn_keeps_the_partial_answer_as_the_original(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "aborted")
+    rewritten = run("bad", "--as", "A short essay, finished.")
+    assert rewritten.exit_code == 0
+    row = row_at_head(project, answer_id("aborted"))
+    assert row["messages"][1]["content"] == "A short essay, finished."
+    assert row["original_answer"] == "Starting a very "
+    assert row["failure"]["stop_reason"] == "aborted"
+    assert run("validate", "--store").stdout == "checked 1 row: all valid\n"
+
+
+def test_bad_keeps_an_errored_turn_with_no_answer(project: Path, run: Run) -> None:
     install_session(project, "errored")
-    result = run("bad", "--trace")
-    assert result.exit_code == INVALID
-    assert result.stderr == (
-        "Error: the last turn ended with an error: fake provider: "
-        "invalid_request_error: scripted failure for this fixture; nothing tagged\n"
+    plain = run("bad")
+    trace = run("bad", "--trace")
+    assert (plain.exit_code, trace.exit_code) == (0, 0)
+    answer = row_at_head(project, answer_id("errored"))
+    assert answer["messages"] == [{"role": "user", "content": ERRORED_USER}]
+    assert answer["failure"] == {"stop_reason": "error", "error": PROVIDER_ERROR}
+    traced = row_at_head(project, trace_id("errored"))
+    assert [r["role"] for r in traced["trajectory"]] == ["meta", "user"]
+    assert traced["failure"] == answer["failure"]
+    trailers = git(store_of(project), "log", "-1", "--format=%(trailers)")
+    assert "Machine-Kind: rejected\n" in trailers
+    # Such a row is not moved to good, and exports skip it (nothing to learn).
+    moved = run("move", answer["id"], "--to", "good")
+    assert moved.exit_code == INVALID
+    assert moved.stderr == (
+        f"Error: row {answer['id']} is a turn that ended with an error; only bad "
+        "keeps it (nothing moved)\n"
     )
+    exported = run("export", "--kind", "rejected")
+    assert (exported.stdout, exported.stderr) == (
+        "",
+        "skipped 2 rejected rows without an answer\n"
+        f"warning: no rejected rows to export at {head(project)[:12]}\n",
+    )
+
+
+def test_a_secret_in_the_error_is_redacted(project: Path, run: Run) -> None:
+    session = install_session(project, "errored")
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    session.write_text(
+        session.read_text().replace("scripted failure", f"bad token {token}")
+    )
+    result = run("bad")
+    assert result.stderr == "redacted 1 secret (github-token 1)\n"
+    row = row_at_head(project, answer_id("errored"))
+    assert token not in row["failure"]["error"]
+    assert row["redactions"] == {"github-token": 1}
 
 
 def test_a_turn_without_an_answer_needs_as(project: Path, run: Run) -> None:
@@ -344,3 +425,61 @@ def test_project_option_uses_that_projects_store(
     assert result.exit_code == 0
     assert store_of(other).exists() and not store_of(project).exists()
     assert store_of(other).name.startswith("other-")
+
+
+# -- outside a git repository --------------------------------------------------------
+
+
+@pytest.fixture
+def plain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder in no git repository (nor above it), as the current folder."""
+    folder = tmp_path / "notes" / "sub"
+    folder.mkdir(parents=True)
+    assert not any((p / ".git").exists() for p in (folder, *folder.parents))
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def notice(folder: Path) -> str:
+    return (
+        f"note: no git repository here, so {folder} is the project; its store was "
+        f"created at {store_of(folder)} (pass --project DIR to choose another "
+        "folder)\n"
+    )
+
+
+def test_outside_git_the_first_store_says_which_folder_is_the_project(
+    plain: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_session(plain, "basic")
+    first = run("good")
+    assert first.exit_code == 0
+    assert first.stderr == notice(plain)
+    assert git(store_of(plain), "config", "machine.project").strip() == str(plain)
+    # Only the first time: later commands, writing or not, say nothing more.
+    for args in (("bad",), ("good", "--trace"), ("tagged",), ("data",)):
+        assert run(*args).stderr == "", args
+    # A folder beside it is another project, with its own store: said again.
+    sibling = plain.parent / "other"
+    sibling.mkdir()
+    monkeypatch.chdir(sibling)
+    rows_file = tmp_path / "rows.jsonl"
+    rows_file.write_bytes(
+        b'{"messages": [{"role": "user", "content": "hi"}, '
+        b'{"role": "assistant", "content": "hello"}]}\n'
+    )
+    imported = run("import", str(rows_file))
+    assert imported.stderr == notice(sibling)
+    assert store_of(sibling) != store_of(plain)
+    # Chosen with --project, a folder outside git is what the user asked for.
+    chosen = plain.parent / "chosen"
+    chosen.mkdir()
+    quiet = run("import", str(rows_file), "--project", str(chosen))
+    assert (quiet.exit_code, quiet.stderr) == (0, "")
+    assert (store_of(chosen) / "HEAD").exists()
+
+
+def test_inside_git_a_new_store_says_nothing(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    assert run("good").stderr == ""
+    assert run("auto", "on", "--project", str(project)).stderr == ""

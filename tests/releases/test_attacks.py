@@ -443,7 +443,8 @@ def test_undo_cannot_revert_a_release_step(trained: dict[str, Any], run: Run) ->
     undone = run("undo")
     assert undone.exit_code == 1
     assert undone.stderr == (
-        f"Error: the last commit (release new BR-012: release of {trained['run']}) "
+        f"Error: the step to take back (release new BR-012: release of "
+        f"{trained['run']}) "
         "wrote release records, which are append-only: it cannot be undone\n"
     )
     assert head(store) == before

@@ -195,6 +195,25 @@ def test_undo_reverts_the_newest_commit_and_shows_its_row_again(
     assert store.read_row(row_id)["kind"] == "observed"  # type: ignore[index]
 
 
+def test_a_second_undo_takes_back_the_change_before(
+    store: Store, client: TestClient
+) -> None:
+    first, second = queue_ids(client)[:2]
+    label(client, first, "good")
+    label(client, second, "bad")
+    for row_id in (second, first):
+        page = client.get("/queue").text
+        taken = r"undo takes back:</span> <code>\w+</code> label · "
+        assert re.search(taken + re.escape(esc(f"label {row_id} observed -> ")), page)
+        client.post(
+            "/undo",
+            data={"csrf": CSRF, "head": shown(page, "head"), "back": "/queue"},
+            follow_redirects=False,
+        )
+        assert store.read_row(row_id)["kind"] == "observed"  # type: ignore[index]
+    assert last_message(store).startswith(f"undo: label {first} observed -> traces")
+
+
 def test_two_tabs_never_lose_a_label(store: Store, client: TestClient) -> None:
     row_id = queue_ids(client)[0]
     first_tab = client.get(f"/queue?id={row_id}").text

@@ -224,14 +224,16 @@ def test_reasoning_summary_when_there_are_no_reasoning_events(tmp_path: Path) ->
         ),
     ],
 )
-def test_an_aborted_or_errored_turn_is_refused(
+def test_an_aborted_or_errored_turn_is_kept_by_bad_only(
     tmp_path: Path, event: dict[str, Any], stop: tuple[str, str]
 ) -> None:
     path = write(tmp_path / "r.jsonl", [user("go"), answer("Starting."), event])
     turn, _ = codex.read_turn(path)
     assert (turn.stop_reason, turn.error) == stop
     with pytest.raises(TurnError, match="nothing tagged"):
-        rows.build(turn, label="bad", trace=False)
+        rows.build(turn, label="good", trace=False)
+    kept = rows.build(turn, label="bad", trace=False)  # bad keeps it as it was
+    assert kept["failure"] == {"stop_reason": stop[0], "error": stop[1]}
 
 
 def test_entry_selects_the_first_turn() -> None:
