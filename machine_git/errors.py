@@ -38,6 +38,11 @@ class StoreError(MachineError):
     """The store is missing, unreadable or damaged, or git refused a write."""
 
 
+# Where every message about damage points: the dry run of `machine recover`
+# names the newest intact commit and what going back to it loses.
+RECOVER_HINT = "'machine recover' shows the way back"
+
+
 class DamagedStoreError(StoreError):
     """The store's objects, refs or head commit are damaged (not merely empty)."""
 
@@ -312,7 +317,4 @@ def store_read_error(e: Exception) -> str | None:
         why = str(e)
     if why is None:
         return None
-    return (
-        f"cannot read the store: {why} (`machine validate --store` lists damaged "
-        "objects)"
-    )
+    return f"cannot read the store: {why} ({RECOVER_HINT})"

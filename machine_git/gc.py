@@ -21,12 +21,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 
+from machine_git.errors import RECOVER_HINT
+from machine_git.errors import DamagedStoreError
 from machine_git.errors import DiskFullError
 from machine_git.errors import ReadOnlyStoreError
 from machine_git.errors import StoreError
@@ -77,12 +81,15 @@ class Usage:
 
 
 class Packed:
-    """What :func:`pack` did."""
+    """What :func:`pack` did; ``removed``: leftovers of killed writers."""
 
-    def __init__(self, before: Usage, after: Usage, seconds: float):
+    def __init__(
+        self, before: Usage, after: Usage, seconds: float, removed: list[str]
+    ) -> None:
         self.before = before
         self.after = after
         self.seconds = seconds
+        self.removed = removed
 
 
 def loose_estimate(path: Path) -> int:
@@ -135,17 +142,115 @@ def auto(store: Store) -> bool:
 
 
 def pack(store: Store) -> Packed:
-    """``machine gc``: pack every object into one pack, under the writer lock."""
+    """``machine gc``: pack every object into one pack, under the writer lock.
+
+    Leftovers of killed writers go first (:func:`remove_leftovers`): a stale
+    ``packed-refs.lock`` would stop git gc itself.
+    """
     with store.locked():
-        before = usage(store.path)
-        started = time.monotonic()
+        removed = remove_leftovers(store.path)
         try:
+            before = usage(store.path)
+            started = time.monotonic()
             _git(store.path, "gc", "--quiet")
+            seconds = time.monotonic() - started
+            after = usage(store.path)
+        except StoreError as e:
+            raise _damage_or(store.path, e) from None
         finally:
             make_private(store.path)
-        seconds = time.monotonic() - started
-        after = usage(store.path)
-    return Packed(before, after, seconds)
+    return Packed(before, after, seconds, removed)
+
+
+# Temp files and locks of writers that were killed. How we know a file is
+# no live writer's: this runs under machine's writer lock, and every machine
+# write (the only libgit2 writer of a store) holds that lock, so libgit2's
+# temp objects belong to dead machine processes; a minute's margin covers a
+# writer outside machine we do not know of. git itself takes no machine lock:
+# `git push` into the store runs receive-pack, and someone may run git gc by
+# hand. Its temp objects, packs and quarantine folders are written as the
+# data arrives, and its locks live for the instant of an update, so a file
+# untouched for an hour belongs to no live writer (git's own gc waits two
+# weeks, and only runs if nothing is damaged).
+LIBGIT2_STALE = 60.0
+GIT_STALE = 3600.0
+_LIBGIT2_TEMP = ("tmp_object_git2_",)
+_GIT_TEMP = ("tmp_obj_", "tmp_pack_", "tmp_idx_", "tmp_rev_", "tmp_mtimes_")
+
+
+def remove_leftovers(path: Path, now: float | None = None) -> list[str]:
+    """Remove the temp files and locks killed writers left; their store paths.
+
+    Call with the writer lock held. Looks in ``objects/`` (temp objects,
+    temp packs, receive-pack's ``incoming-*`` quarantine folders), and for
+    ``*.lock`` files in ``refs/``, ``logs/`` and the store's top folder.
+    """
+    moment = time.time() if now is None else now
+    removed: list[str] = []
+    for target, age in _leftovers(path):
+        if moment - _newest_mtime(target) < age:
+            continue  # maybe a live writer's: leave it
+        with contextlib.suppress(OSError):
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+            removed.append(str(target.relative_to(path)))
+    return sorted(removed)
+
+
+def _leftovers(path: Path) -> Iterator[tuple[Path, float]]:
+    objects = path / "objects"
+    for folder in (objects, objects / "pack", *objects.glob("[0-9a-f][0-9a-f]")):
+        with contextlib.suppress(OSError):
+            for entry in folder.iterdir():
+                if entry.name.startswith(_LIBGIT2_TEMP):
+                    yield entry, LIBGIT2_STALE
+                elif entry.name.startswith(_GIT_TEMP) or (
+                    folder == objects and entry.name.startswith("incoming-")
+                ):
+                    yield entry, GIT_STALE
+    for top in (path / "refs", path / "logs"):
+        for entry in top.rglob("*.lock"):
+            yield entry, GIT_STALE
+    for entry in path.glob("*.lock"):
+        yield entry, GIT_STALE
+    # machine's own: a counts cache being written (by a reader, without the
+    # lock), and the fetch of `machine recover --from` (slow networks).
+    for entry in (path / "machine").glob("*.tmp"):
+        yield entry, LIBGIT2_STALE
+    for entry in (path / "machine").glob("restore-*"):
+        yield entry, GIT_STALE
+
+
+def _newest_mtime(target: Path) -> float:
+    """When ``target`` (or anything in it, for a folder) last changed."""
+    try:
+        newest = target.lstat().st_mtime
+    except OSError:
+        return time.time()  # gone already: treat as live, leave it
+    if target.is_dir() and not target.is_symlink():
+        for folder, _, files in os.walk(target):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.lstat(os.path.join(folder, name)).st_mtime)
+    return newest
+
+
+def _damage_or(path: Path, e: StoreError) -> StoreError:
+    """``e``, or a DamagedStoreError if the store is damaged (git says so its
+    own way each time: "bad object", "inflate: data stream error", ...)."""
+    from machine_git import recover  # only when git failed
+
+    if isinstance(e, DiskFullError | ReadOnlyStoreError):
+        return e
+    found = recover.diagnose(path, thorough=True)
+    if not found.damaged:
+        return e
+    return DamagedStoreError(
+        f"damaged store {path}: {found.problems[0]}; git cannot pack it "
+        f"({RECOVER_HINT})"
+    )
 
 
 def usage(path: Path) -> Usage:
@@ -210,7 +315,12 @@ def _git(path: Path, *args: str) -> str:
         os.umask(old)
     if done.returncode != 0:
         lines = [x for x in done.stderr.splitlines() if x.strip()]
-        raise _error(path, None, lines[-1] if lines else f"exit {done.returncode}")
+        # git says why first ("fatal: loose object ... is corrupt"), then
+        # what gave up ("fatal: failed to run repack").
+        first = next((x for x in lines if x.startswith(("fatal:", "error:"))), None)
+        raise _error(
+            path, None, first or (lines[-1] if lines else f"exit {done.returncode}")
+        )
     return done.stdout
 
 

@@ -38,9 +38,9 @@ from machine_git.store import parse_row
 
 def _commit(repo: pygit2.Repository, oid: Oid) -> Commit:
     """Read one commit. Every commit the walker reads comes through here."""
-    # The one place to route through a guarded reader of objects (a damaged
-    # loose object must be an error, not a hang).
-    return repo[oid].peel(Commit)
+    # Through the guarded reader (objects.py): a damaged loose object is an
+    # error, not a hang, even for a repository not opened by machine.
+    return Objects(repo).commit(oid)
 
 
 # -- the walker ------------------------------------------------------------------

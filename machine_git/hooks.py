@@ -45,6 +45,7 @@ from machine_git import treediff
 from machine_git import validate
 from machine_git.errors import HookError
 from machine_git.errors import MachineError
+from machine_git.objects import guard
 from machine_git.validate import Finding
 
 STORE_HOOKS = ("pre-receive", "post-receive")
@@ -208,7 +209,7 @@ def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
     tips = [new for _, new, _ in refs if new != _ZERO]
     if not tips:
         return 0
-    repo = pygit2.Repository(str(git_dir))
+    repo = guard(pygit2.Repository(str(git_dir)))  # the store's objects may be damaged
     # The pushed objects wait in a quarantine folder that git names in the
     # environment; libgit2 ignores that environment, so add it by hand.
     quarantine = os.environ.get("GIT_QUARANTINE_PATH") or os.environ.get(

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -26,22 +27,30 @@ from pygit2 import Oid
 from pygit2 import Signature
 from pygit2 import Tree
 from pygit2.enums import FileMode
+from pygit2.enums import ObjectType
 
 from machine_git import env
 from machine_git import gc
 from machine_git import jsonio
 from machine_git import rows
 from machine_git import schemas
+from machine_git.errors import RECOVER_HINT
 from machine_git.errors import ConcurrentUpdateError
+from machine_git.errors import DamagedStoreError
 from machine_git.errors import DiskFullError
 from machine_git.errors import ReadOnlyStoreError
 from machine_git.errors import RowValidationError
 from machine_git.errors import SecretFoundError
 from machine_git.errors import StoreError
+from machine_git.objects import CorruptObjectError
 from machine_git.objects import Objects
+from machine_git.objects import guard
+from machine_git.objects import open_repository
 from machine_git.plain import Plain
 
 BRANCH = "refs/heads/main"
+REFLOG = "logs/refs/heads/main"  # the branch's reflog, inside the store
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 LAYOUT = 1
 MARKER = "machine.json"
 WORK = "machine"  # our own files inside the bare repository (git ignores them)
@@ -107,7 +116,9 @@ class Snapshot:
     def __init__(self, repo: pygit2.Repository, commit: Commit | None) -> None:
         self.repo = repo
         self.commit = commit
-        self.tree: Tree | None = commit.tree if commit is not None else None
+        self.tree: Tree | None = (
+            Objects(repo).tree(commit.tree_id) if commit is not None else None
+        )
 
     def read(self, path: str) -> bytes | None:
         """The bytes at ``path``, or None."""
@@ -115,16 +126,29 @@ class Snapshot:
 
 
 def read_path(repo: pygit2.Repository, tree: Tree | None, path: str) -> bytes | None:
-    """The blob at ``path`` in ``tree``, or None if there is none."""
+    """The blob at ``path`` in ``tree``, or None if there is none.
+
+    Each tree on the path is read through :class:`Objects`, one at a time, so
+    a damaged one is named as such (libgit2's own path lookup asks whether
+    it exists first, and a damaged object does not).
+    """
     if tree is None:
         return None
-    try:
-        entry = tree[path]
-    except KeyError:
+    objects = Objects(repo)
+    *folders, name = path.split("/")
+    for folder in folders:
+        if folder not in tree:
+            return None
+        entry = tree[folder]
+        if entry.type_str != "tree":
+            return None
+        tree = objects.tree(entry.id)
+    if name not in tree:
         return None
+    entry = tree[name]
     if entry.filemode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
         return None
-    return repo[entry.id].peel(pygit2.Blob).data
+    return objects.blob(entry.id)
 
 
 class Store:
@@ -132,25 +156,28 @@ class Store:
 
     def __init__(self, path: Path, repo: pygit2.Repository) -> None:
         self.path = path
-        self.repo = repo
+        # Every object read goes through the loose-object guard (objects.py).
+        self.repo = guard(repo) if repo is not None else repo
         self.created = False  # made by this process (Store.create), not found
 
     # -- opening ---------------------------------------------------------------
 
     @classmethod
     def open(cls, path: Path) -> Store:
-        """Open an existing store; a one-line error if there is none."""
+        """Open an existing store; one line if there is none, or it is damaged."""
         if not (path / "HEAD").exists():
+            _refuse_headless(path)
             raise StoreError(f"no store at {path} yet (tag a turn with 'machine good')")
-        try:
-            repo = pygit2.Repository(str(path))
-        except pygit2.GitError as e:
-            raise StoreError(f"{path} is not a readable git store: {e}") from None
+        repo = _open_repository(path)
         store = cls(path, repo)
-        if repo.head_is_unborn:
+        if _unborn_branch(repo):
+            if has_history(path):
+                # The branch is gone but its reflog says it had commits: that
+                # is damage, never a new empty store.
+                raise damaged(path, f"the branch {BRANCH} is missing")
             # A process was killed while creating the store: finish the job.
             with store.locked(), _private_umask():
-                _configure(repo, None)
+                configure(repo, None)
                 store._initial_commit()
         return store
 
@@ -159,6 +186,7 @@ class Store:
         """Open the store at ``path``, creating it (0700, bare, one commit) if new."""
         if (path / "HEAD").exists():
             return cls.open(path)
+        _refuse_headless(path)
         with _private_umask():
             try:
                 path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -169,12 +197,12 @@ class Store:
         with store.locked(), _private_umask():
             if not (path / "HEAD").exists() or _unborn(path):
                 repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
-                _configure(repo, project)
+                configure(repo, project)
                 store.created = True
                 # libgit2's template sample is an executable nobody runs.
                 with contextlib.suppress(FileNotFoundError):
                     (path / "hooks" / "README.sample").unlink()
-            store.repo = pygit2.Repository(str(path))
+            store.repo = _open_repository(path)
             store._initial_commit()
         return store
 
@@ -194,11 +222,35 @@ class Store:
 
     @property
     def head(self) -> Commit | None:
-        """The newest commit, or None for a store being created."""
-        try:
-            return self.repo.references[BRANCH].peel(Commit)
-        except (KeyError, pygit2.GitError):
+        """The newest commit; None only for a store that has no commit yet.
+
+        A branch that cannot be read, names a missing object or something
+        other than a commit, or a newest commit that is damaged, is a
+        DamagedStoreError: never mistaken for an empty store.
+        """
+        target = self.branch_target()
+        if target is None:
             return None
+        return read_commit(self.repo, self.path, target, "the branch's commit")
+
+    def branch_target(self) -> Oid | None:
+        """The id the branch names, unchecked; None only if it has no commit yet."""
+        try:
+            ref = self.repo.references.get(BRANCH)
+        except (pygit2.GitError, ValueError, OSError) as e:
+            raise damaged(
+                self.path, f"the branch {BRANCH} cannot be read ({e})"
+            ) from None
+        if ref is None:
+            if has_history(self.path):
+                raise damaged(self.path, f"the branch {BRANCH} is missing")
+            return None
+        target = ref.target
+        if not isinstance(target, Oid):
+            raise damaged(
+                self.path, f"the branch {BRANCH} points at {target}, not a commit"
+            )
+        return target
 
     def snapshot(self, commit: Commit | None = None) -> Snapshot:
         """A read view at ``commit`` (default: the newest)."""
@@ -224,7 +276,7 @@ class Store:
         snap = self.snapshot(commit)
         if snap.tree is None or rows.ROWS_DIR not in snap.tree:
             return None
-        return self.repo[snap.tree[rows.ROWS_DIR].id].peel(Tree)
+        return Objects(self.repo).tree(snap.tree[rows.ROWS_DIR].id)
 
     # -- writing ---------------------------------------------------------------
 
@@ -238,11 +290,22 @@ class Store:
         with self.locked():
             oid = self._write_locked(plan)
             if oid is not None:
-                # Auto-pack (machine_git/gc.py): libgit2 never packs. A count
-                # of one objects/xx folder decides; about one tag in a
-                # thousand runs `git gc --auto`, still under this lock.
-                gc.auto(self)
+                self._after_commit()
             return oid
+
+    def _after_commit(self) -> None:
+        """Keep the store's own caches: every commit ends here, under the lock.
+
+        The counts cache (stats.py) follows the new head by one small diff,
+        so no command can forget it (Pi's footer reads it). Auto-pack
+        (gc.py): libgit2 never packs; a count of one objects/xx folder
+        decides, and about one tag in a thousand runs `git gc --auto`.
+        Both are best effort: the commit is done and reported as done.
+        """
+        from machine_git import stats  # imports this module: load it late
+
+        stats.follow(self)
+        gc.auto(self)
 
     def _write_locked(
         self, plan: Callable[[Snapshot], Change | None], merged: Oid | None = None
@@ -324,7 +387,10 @@ class Store:
         becomes part of the history and the next push is a fast-forward.
         """
         with self.locked():
-            return self._write_locked(plan, merged=other)
+            oid = self._write_locked(plan, merged=other)
+            if oid is not None:
+                self._after_commit()
+            return oid
 
     def fast_forward(self, expected: Oid, target: Oid, message: str) -> bool:
         """Move the branch from ``expected`` to ``target``; False if it had moved."""
@@ -340,40 +406,175 @@ class Store:
                 if "does not match" in str(e):
                     return False
                 raise _git_error(self.path, e) from None
+            self._after_commit()
         return True
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the store's writer lock (an flock, released if we die)."""
-        lock_path = self.path / WORK / "lock"
-        try:
-            with _private_umask():
-                (self.path / WORK).mkdir(exist_ok=True, mode=0o700)
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as e:
-            raise _os_error(self.path, e) from None
-        try:
-            _acquire(fd, lock_path)
+        with writer_lock(self.path):
             yield
-        finally:
-            os.close(fd)  # closing drops the flock
 
     def _clear_stale_ref_lock(self) -> None:
-        # libgit2 writes refs/heads/main.lock for the instant of a ref update.
-        # We hold the flock, so no machine process is updating the ref; a lock
-        # that outlives a short grace period belongs to a writer that died.
-        lock = self.path / "refs" / "heads" / "main.lock"
-        deadline = time.monotonic() + 1.0
-        while lock.exists():
-            if time.monotonic() > deadline:
-                with contextlib.suppress(FileNotFoundError):
-                    lock.unlink()
-                break
-            time.sleep(0.02)
+        clear_stale_ref_lock(self.path)
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    """Hold the writer lock of the store at ``path``, even one git cannot open."""
+    lock_path = path / WORK / "lock"
+    try:
+        with _private_umask():
+            (path / WORK).mkdir(exist_ok=True, mode=0o700)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise _os_error(path, e) from None
+    try:
+        _acquire(fd, lock_path)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
 
 
 class _Moved(Exception):
     """The branch moved between planning and committing."""
+
+
+def clear_stale_ref_lock(path: Path) -> None:
+    """Remove the branch's ``.lock`` left by a writer that died (lock held)."""
+    # libgit2 writes refs/heads/main.lock for the instant of a ref update.
+    # We hold the flock, so no machine process is updating the ref; a lock
+    # that outlives a short grace period belongs to a writer that died.
+    lock = path / "refs" / "heads" / "main.lock"
+    deadline = time.monotonic() + 1.0
+    while lock.exists():
+        if time.monotonic() > deadline:
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+            break
+        time.sleep(0.02)
+
+
+def damaged(path: Path, what: str) -> DamagedStoreError:
+    """The one line for damage: where, what, and the way out."""
+    return DamagedStoreError(f"damaged store {path}: {what} ({RECOVER_HINT})")
+
+
+def read_commit(repo: pygit2.Repository, path: Path, oid: Oid, what: str) -> Commit:
+    """Commit ``oid`` (``what`` names it in errors), or a DamagedStoreError."""
+    short = str(oid)[:12]
+    try:
+        obj = repo[oid]
+    except KeyError:
+        raise damaged(path, f"{what} {short} is missing") from None
+    except CorruptObjectError as e:
+        raise damaged(path, f"{what} {short} is damaged ({reason(e)})") from None
+    except (pygit2.GitError, OSError) as e:
+        raise damaged(path, f"{what} {short} cannot be read ({e})") from None
+    if obj.type != ObjectType.COMMIT:
+        raise damaged(path, f"{what} {short} is a {obj.type_str}, not a commit")
+    return obj.peel(Commit)
+
+
+def reason(e: BaseException) -> str:
+    """Why a read failed, without the object id the message starts with."""
+    text = str(e).strip("'\"")
+    if isinstance(e, KeyError):
+        return "missing"
+    head, sep, rest = text.partition(": ")
+    return rest if sep and len(head) == 40 else text
+
+
+def has_history(path: Path) -> bool:
+    """True if the branch's reflog records a commit (machine never expires it)."""
+    try:
+        return (path / REFLOG).stat().st_size > 0
+    except OSError:
+        return False
+
+
+def packed_refs(data: bytes) -> tuple[list[tuple[str, str]], list[str]]:
+    """(the ``(id, ref)`` lines of a packed-refs file, the unreadable lines)."""
+    good: list[tuple[str, str]] = []
+    bad: list[str] = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("^") and _HEX40.match(line[1:]):
+            continue  # the peeled id of the tag above: git writes it again
+        oid, _, name = line.partition(" ")
+        if _HEX40.match(oid) and _valid_ref(name):
+            good.append((oid, name))
+        else:
+            bad.append(line)
+    return good, bad
+
+
+def check_refs(path: Path, prefix: str) -> None:
+    """DamagedStoreError for a ref under ``prefix`` that names no object id.
+
+    libgit2 skips such a ref when it lists refs, and would list the rest as
+    if it were all there is (``versions`` saying there are none).
+    """
+    folder = path / prefix
+    files = sorted(folder.rglob("*")) if folder.is_dir() else []
+    for file in files:
+        if file.is_file() and not file.name.endswith(".lock"):
+            try:
+                text = file.read_bytes().decode("ascii", "replace").strip()
+            except OSError as e:
+                raise damaged(path, f"{file.relative_to(path)}: {e.strerror}") from None
+            if not _HEX40.match(text):
+                raise damaged(path, f"the ref {file.relative_to(path)} holds no id")
+    try:
+        data = (path / "packed-refs").read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise damaged(path, f"packed-refs cannot be read ({e.strerror})") from None
+    bad = packed_refs(data)[1]
+    if bad:
+        raise damaged(path, f"packed-refs has unreadable lines ({bad[0][:40]!r})")
+
+
+def _valid_ref(name: str) -> bool:
+    return name.startswith("refs/") and bool(pygit2.reference_is_valid_name(name))
+
+
+def exists(path: Path) -> bool:
+    """True if there is a store at ``path``; damage if only part of one is there."""
+    if (path / "HEAD").exists():
+        return True
+    _refuse_headless(path)
+    return False
+
+
+def _refuse_headless(path: Path) -> None:
+    # No HEAD, but the branch has a history: a damaged store, not a new one
+    # (creating one here would hide the rows it holds). Without a history it
+    # is a store being created (git's folders come before HEAD), by another
+    # process or by one that was killed: Store.create finishes it.
+    if has_history(path):
+        raise damaged(path, "its HEAD file is missing")
+
+
+def _open_repository(path: Path) -> pygit2.Repository:
+    try:
+        return open_repository(path)
+    except (pygit2.GitError, OSError) as e:
+        text = str(e)
+        if "ermission denied" in text:
+            raise ReadOnlyStoreError(
+                f"{path}: cannot read the store ({text})"
+            ) from None
+        raise damaged(path, f"git cannot open it ({text})") from None
+
+
+def _unborn_branch(repo: pygit2.Repository) -> bool:
+    try:
+        return repo.references.get(BRANCH) is None
+    except (pygit2.GitError, ValueError, OSError):
+        return False  # there is a branch, damaged: Store.head says how
 
 
 def parse_row(data: bytes, where: str) -> dict[str, Any]:
@@ -488,7 +689,8 @@ def _walk_blobs(
             yield path, objects.blob(entry.id)
 
 
-def _configure(repo: pygit2.Repository, project: Path | None) -> None:
+def configure(repo: pygit2.Repository, project: Path | None) -> None:
+    """machine's settings in the store's git config (new stores, and recover)."""
     config = repo.config
     config["core.logAllRefUpdates"] = "always"  # bare repos keep no reflog otherwise
     config["core.sharedRepository"] = "0600"  # git CLI writes (push, gc) stay private
@@ -585,6 +787,8 @@ def _os_error(path: Path, e: OSError) -> StoreError:
 
 def _git_error(path: Path, e: Exception) -> StoreError:
     text = str(e)
+    if "corrupt" in text:  # libgit2: "corrupted loose reference file: HEAD"
+        return damaged(path, f"git refused the write: {text}")
     if "No space left" in text or "Disk quota exceeded" in text:
         return DiskFullError(
             f"{path}: no space left on the device; nothing was written"

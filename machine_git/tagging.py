@@ -17,7 +17,6 @@ from machine_git import jsonio
 from machine_git import paths
 from machine_git import redaction
 from machine_git import rows
-from machine_git.agents import footer
 from machine_git.sessions import detect
 from machine_git.store import Store
 
@@ -75,8 +74,6 @@ def tag(
     if (notice := paths.new_store_notice(root, chosen, store.created)) is not None:
         echo(notice, err=True)
     result = capture.tag(store, row, redaction="off" if no_redact else "on")
-    if result.commit is not None:
-        footer.refresh(store)  # Pi's footer reads the counts cache
     if as_json:
         _emit_json(
             {

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import BinaryIO
 
@@ -25,23 +26,36 @@ from machine_git import jsonio
 from machine_git import parallel
 from machine_git import rows
 from machine_git import schemas
+from machine_git.errors import DamagedStoreError
 from machine_git.objects import CorruptObjectError
 from machine_git.objects import Objects
 from machine_git.store import BRANCH
 from machine_git.store import Store
 
+if TYPE_CHECKING:
+    from machine_git.recover import Diagnosis
+
 
 @dataclass(frozen=True)
 class Finding:
-    """``file:line: json-path: problem``."""
+    """``file:line: json-path: problem``; ``damage``: an object did not read."""
 
     file: str
     line: int
     path: str
     problem: str
+    damage: bool = False
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.path}: {self.problem}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "path": self.path,
+            "problem": self.problem,
+        }
 
 
 ROWS = "rows"
@@ -66,12 +80,44 @@ _NULL_CONTENT = re.compile(rb'"content"\s*:\s*null')
 
 @dataclass
 class Tally:
-    """How many rows (and lines of other formats) were checked, and each file's
-    format."""
+    """How many rows (and lines of other formats) were checked, each file's
+    format, and how many store objects did not read."""
 
     rows: int = 0
     lines: dict[str, int] = field(default_factory=dict)  # format -> lines
     formats: dict[str, str] = field(default_factory=dict)  # file -> format
+    damaged: int = 0
+
+
+@dataclass
+class StoreReport:
+    """``validate --store``: the rows' findings and the store's diagnosis."""
+
+    rows: int
+    findings: list[Finding]
+    diagnosis: Diagnosis
+
+
+def check_whole_store(path: Path) -> StoreReport:
+    """Every row of the newest commit, then the store itself (recover.diagnose).
+
+    The findings name every row that did not read; the diagnosis what is
+    damaged in the store, and where it can go back to.
+    """
+    tally = Tally()
+    findings: list[Finding] = []
+    verified: str | None = None
+    try:
+        store = Store.open(path)
+        findings = list(check_store(store, tally))
+        head = store.head
+        if tally.damaged == 0 and head is not None:
+            verified = str(head.id)  # every tree and blob just read cleanly
+    except DamagedStoreError:
+        pass  # the diagnosis says what is damaged
+    from machine_git import recover  # validate --store alone needs it
+
+    return StoreReport(tally.rows, findings, recover.diagnose(path, verified))
 
 
 def invalid_count(findings: list[Finding]) -> int:
@@ -175,36 +221,35 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
     Damaged git objects (the commit, a tree, a row's blob) are findings too,
     never a traceback: this is the command to run when something is wrong.
     """
-    repo = store.repo
-    objects = Objects(repo)
+    objects = Objects(store.repo)
     try:
-        target = repo.references[BRANCH].target
-    except KeyError:
-        return  # a store being created has no branch yet
-    except pygit2.GitError as e:
-        yield Finding(BRANCH, 0, "$", f"unreadable branch: {e}")
+        commit = store.head
+    except DamagedStoreError as e:
+        tally.damaged += 1
+        yield Finding(BRANCH, 0, "$", str(e), damage=True)
         return
-    if not isinstance(target, pygit2.Oid):
-        yield Finding(BRANCH, 0, "$", f"the branch points at {target}, not a commit")
-        return
+    if commit is None:
+        return  # a store being created has no commit yet
     try:
-        objects.check(target)
-        commit = repo[target].peel(pygit2.Commit)
         root = objects.tree(commit.tree_id)
     except _READ_ERRORS as e:
-        yield Finding(BRANCH, 0, "$", f"corrupt commit or root tree: {_why(e)}")
+        tally.damaged += 1
+        yield Finding(BRANCH, 0, "$", f"corrupt root tree: {_why(e)}", damage=True)
         return
     if rows.ROWS_DIR not in root:
         return
     try:
         top = objects.tree(root[rows.ROWS_DIR].id)
     except _READ_ERRORS as e:
-        yield Finding(rows.ROWS_DIR, 0, "$", f"unreadable tree object: {_why(e)}")
+        tally.damaged += 1
+        problem = f"unreadable tree object: {_why(e)}"
+        yield Finding(rows.ROWS_DIR, 0, "$", problem, damage=True)
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     workers = parallel.jobs(objects, pieces)
     for found, count in parallel.run(objects, pieces, _check_part, workers):
         tally.rows += count
+        tally.damaged += sum(1 for f in found if f.damage)
         yield from found
 
 
@@ -240,7 +285,8 @@ def _walk(
             (e.name or "", e.id, e.type_str == "tree") for e in objects.tree(tree_id)
         ]
     except _READ_ERRORS as e:
-        yield Finding(prefix.rstrip("/"), 0, "$", f"unreadable tree object: {_why(e)}")
+        problem = f"unreadable tree object: {_why(e)}"
+        yield Finding(prefix.rstrip("/"), 0, "$", problem, damage=True)
         return
     for name, oid, is_tree in entries:
         path = f"{prefix}{name}"
@@ -257,7 +303,8 @@ def _check_row(
     try:
         data = objects.blob(oid, verify=True)
     except _READ_ERRORS as e:
-        yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
+        problem = f"missing or corrupt object: {_why(e)}"
+        yield Finding(path, 0, "$", problem, damage=True)
         return
     row_id = rows.id_of_path(path)
     if row_id is None:

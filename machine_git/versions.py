@@ -28,6 +28,7 @@ from machine_git.errors import ConflictError
 from machine_git.errors import UsageError
 from machine_git.store import WORK
 from machine_git.store import Store
+from machine_git.store import check_refs
 from machine_git.store import private_objects
 
 TAGS = "refs/tags/"
@@ -100,6 +101,7 @@ def check_name(store: Store, name: str) -> str:
 
 def listing(store: Store) -> list[Version]:
     """Every named version, oldest commit first."""
+    check_refs(store.path, TAGS)  # a damaged tag is damage, not "no versions"
     found: list[Version] = []
     for ref in store.repo.references:
         if not ref.startswith(TAGS):

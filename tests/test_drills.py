@@ -23,7 +23,6 @@ import pytest
 from machine_git import paths
 from machine_git import rows
 from machine_git.errors import DAMAGED
-from machine_git.errors import INVALID
 from machine_git.errors import IO
 from machine_git.sessions import pi
 from machine_git.store import Store
@@ -586,7 +585,7 @@ def three_rows(project: Path) -> Path:
 
 FINDING = re.compile(
     r"^rows\S*:0: \$: (missing or corrupt object|unreadable tree object): \S+"
-    r"|^refs/heads/main:0: \$: corrupt commit or root tree: \S+"
+    r"|^refs/heads/main:0: \$: (damaged store \S+: the branch's commit|corrupt)"
 )
 
 
@@ -616,16 +615,24 @@ def test_damaged_objects_are_findings_of_validate_store(
         timeout=60,  # libgit2 <= 1.9 loops forever on a truncated loose object
     )
 
-    assert done.returncode == INVALID
+    assert done.returncode == DAMAGED
     assert "Traceback" not in done.stderr
-    findings = done.stdout.splitlines()
+    lines = done.stdout.splitlines()
+    findings = [line for line in lines if FINDING.match(line)]
     assert findings
-    assert all(FINDING.match(line) for line in findings), findings
-    assert re.fullmatch(r"checked \d rows: [1-3] invalid\n", done.stderr)
+    # Then the store's diagnosis: what is damaged, and the way back.
+    told = lines[len(findings) :]
+    assert told[0].startswith("damaged: "), told
+    way_back = ("newest intact commit: ", "no commit the branch has been at")
+    assert any(line.startswith(way_back) for line in told), told
+    assert re.fullmatch(
+        r"checked \d rows: [1-3] invalid; the store is damaged\n", done.stderr
+    )
     where = f"{rows.row_path(ROW_IDS[1])}:0: $: missing or corrupt object: {hit}: "
     if damage == "truncated loose row":
         assert findings == [where + "truncated loose object"]
-        assert done.stderr == "checked 3 rows: 1 invalid\n"
+        assert f"damaged: object {hit} is damaged (truncated loose object)" in told
+        assert done.stderr == "checked 3 rows: 1 invalid; the store is damaged\n"
     elif damage == "missing loose row":
         assert findings == [where + "no such object"]
     elif hit:
@@ -692,7 +699,7 @@ def test_reading_a_damaged_store_is_one_line_not_a_traceback(
     done = read_with(reader, project)
 
     assert done.returncode == DAMAGED
-    hint = " (`machine validate --store` lists damaged objects)\n"
+    hint = " ('machine recover' shows the way back)\n"
     if damage == "missing loose row":
         assert done.stderr == (
             f"Error: cannot read the store: object {blob} is missing{hint}"
@@ -720,5 +727,5 @@ def test_a_truncated_loose_row_stops_export_and_diff_in_one_line(
     assert done.stdout.count("\n") <= (1 if reader.startswith("export") else 0)
     assert done.stderr == (
         f"Error: cannot read the store: {blob}: truncated loose object "
-        "(`machine validate --store` lists damaged objects)\n"
+        "('machine recover' shows the way back)\n"
     )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pygit2
@@ -129,3 +130,64 @@ def test_loose_estimate_counts_one_folder_times_256(tmp_path: Path) -> None:
     with private_objects(store) as created:
         created += [store.repo.create_blob(d) for d in objects_17(2)]
     assert gc.loose_estimate(store.path) == 256 * (in_17 + 2)
+
+
+# -- leftovers of killed writers -----------------------------------------------
+
+
+def leave(store: Path, name: str, age: float, folder: bool = False) -> Path:
+    """A file (or folder holding one) a writer left, last touched ``age`` s ago."""
+    path = store / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target = path / "pack-x.pack" if folder else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"half written")
+    stamp = time.time() - age
+    os.utime(target, (stamp, stamp))
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_leftovers_of_dead_writers_go_and_live_writers_keep_theirs(
+    tmp_path: Path,
+) -> None:
+    store = Store.create(tmp_path / "s").path
+    dead = [
+        leave(store, "objects/tmp_object_git2_a1B2c3", 120),  # libgit2: a minute
+        leave(store, "objects/17/tmp_obj_x1Y2z3", 7200),  # git: an hour
+        leave(store, "objects/pack/tmp_pack_q9W8e7", 7200),
+        leave(store, "objects/incoming-Ab12Cd", 7200, folder=True),
+        leave(store, "refs/heads/main.lock", 7200),
+        leave(store, "packed-refs.lock", 7200),
+        leave(store, "machine/stats.json.4242.tmp", 120),
+    ]
+    live = [
+        leave(store, "objects/tmp_object_git2_zzzzzz", 5),
+        leave(store, "objects/pack/tmp_pack_live01", 600),  # a push, still coming
+        leave(store, "objects/incoming-Live01", 600, folder=True),
+        leave(store, "refs/tags/v1.lock", 600),
+    ]
+    # A folder whose own time is old but whose content was just written.
+    busy = leave(store, "objects/incoming-Busy01", 7200, folder=True)
+    (busy / "pack-x.pack").write_bytes(b"more")
+    live.append(busy)
+
+    removed = gc.remove_leftovers(store)
+
+    assert removed == sorted(str(p.relative_to(store)) for p in dead)
+    assert [p.exists() for p in dead] == [False] * len(dead)
+    assert [p.exists() for p in live] == [True] * len(live)
+
+
+def test_pack_removes_leftovers_first_so_a_stale_lock_does_not_stop_git(
+    tmp_path: Path,
+) -> None:
+    store = Store.create(tmp_path / "s")
+    helpers.commit_row(store, helpers.train_row(row_ids(1)[0]))
+    leave(store.path, "packed-refs.lock", 7200)  # git gc's pack-refs would fail
+    leave(store.path, "objects/tmp_object_git2_a1B2c3", 120)
+
+    done = gc.pack(store)
+
+    assert done.removed == ["objects/tmp_object_git2_a1B2c3", "packed-refs.lock"]
+    assert (done.after.loose, done.after.packs) == (0, 1)

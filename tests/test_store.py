@@ -10,6 +10,7 @@ from pygit2.enums import FileMode
 
 from machine_git import jsonio
 from machine_git import rows
+from machine_git.errors import DamagedStoreError
 from machine_git.errors import RowValidationError
 from machine_git.errors import StoreError
 from machine_git.store import Change
@@ -226,3 +227,85 @@ def test_fsck_accepts_the_store(tmp_path: Path) -> None:
     for n in range(5):
         put(store, make_row(f"{n:012x}"))
     git(store.path, "fsck", "--strict", "--no-dangling")
+
+
+# -- damage: reported, never taken for an empty store ---------------------------
+
+
+def damaged_branch(tmp_path: Path, value: bytes | None) -> Store:
+    store = Store.create(tmp_path / "s")
+    put(store, make_row("a1b2c3d4e5f6"))
+    ref = store.path / "refs" / "heads" / "main"
+    if value is None:
+        ref.unlink()
+    else:
+        ref.write_bytes(value)
+    return store
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        (b"garbage\n", "the branch refs/heads/main cannot be read"),
+        (b"", "the branch refs/heads/main cannot be read"),
+        (b"1234567890" * 4 + b"\n", "the branch's commit 123456789012 is missing"),
+        (b"ref: refs/heads/other\n", "the branch refs/heads/main points at refs/"),
+        (None, "the branch refs/heads/main is missing"),
+    ],
+)
+def test_a_damaged_branch_is_damage_not_an_empty_store(
+    tmp_path: Path, value: bytes | None, what: str
+) -> None:
+    store = damaged_branch(tmp_path, value)
+    for opened in (Store.open, lambda path: store):
+        with pytest.raises(DamagedStoreError) as caught:
+            _ = opened(store.path).head
+        assert str(caught.value).startswith(f"damaged store {store.path}: {what}")
+        assert str(caught.value).endswith("('machine recover' shows the way back)")
+    with pytest.raises(DamagedStoreError):  # a write plans nothing, leaves nothing
+        put(store, make_row("b1b2c3d4e5f6"))
+
+
+def test_a_branch_naming_a_tree_is_damage(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    tree = git(store.path, "rev-parse", "main^{tree}").strip()
+    (store.path / "refs" / "heads" / "main").write_text(tree + "\n")
+    with pytest.raises(DamagedStoreError, match=f"{tree[:12]} is a tree, not a commit"):
+        _ = store.head
+
+
+def test_a_damaged_head_commit_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    put(store, make_row("a1b2c3d4e5f6"))
+    head = git(store.path, "rev-parse", "main").strip()
+    loose = store.path / "objects" / head[:2] / head[2:]
+    loose.write_bytes(loose.read_bytes()[:12])
+    objects_before = sorted(p.name for p in (store.path / "objects").rglob("*"))
+    with pytest.raises(DamagedStoreError) as caught:
+        put(Store.open(store.path), make_row("b1b2c3d4e5f6"))  # a new process
+    assert f"the branch's commit {head[:12]} is damaged (truncated loose object)" in (
+        str(caught.value)
+    )
+    assert sorted(p.name for p in (store.path / "objects").rglob("*")) == (
+        objects_before
+    )
+
+
+def test_a_store_without_commits_or_reflog_is_empty_not_damaged(
+    tmp_path: Path,
+) -> None:
+    # A process killed while creating the store: HEAD, no branch, no reflog.
+    pygit2.init_repository(str(tmp_path / "s"), bare=True, initial_head="main")
+    store = Store.open(tmp_path / "s")  # finishes the job
+    assert store.head is not None
+    assert store.head.message.startswith("init store\n")
+
+
+def test_a_store_folder_without_head_is_damage(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    (store.path / "HEAD").unlink()
+    for attempt in (Store.open, Store.create):
+        with pytest.raises(DamagedStoreError, match="its HEAD file is missing"):
+            attempt(store.path)
+    with pytest.raises(StoreError, match="no store at"):
+        Store.open(tmp_path / "none")

@@ -31,6 +31,7 @@ from machine_git.sessions import Turn
 from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
+from machine_git.store import exists as store_exists
 from machine_git.store import parse_row
 
 SHAPE = "observed"
@@ -51,7 +52,7 @@ class Observed:
 
 def auto_on(location: Path) -> bool:
     """The project's ``auto`` setting; a store that does not exist is off."""
-    if not (location / "HEAD").exists():
+    if not store_exists(location):
         return False
     return bool(settings.read(Store.open(location)).get("auto", False))
 

@@ -35,6 +35,13 @@ FAST = {
     "diff": ("machine_git.cli.history", "diff_command"),
     "export": ("machine_git.cli.export", "export"),
     "gc": ("machine_git.cli.gc", "gc_command"),
+    "rewrite": ("machine_git.cli.edit", "rewrite"),
+    "rm": ("machine_git.cli.edit", "rm"),
+    "move": ("machine_git.cli.edit", "move"),
+    "undo": ("machine_git.cli.edit", "undo"),
+    "version": ("machine_git.cli.versions", "version"),
+    "versions": ("machine_git.cli.versions", "versions"),
+    "recover": ("machine_git.cli.recover", "recover_command"),
 }
 _loaded: list[bool] = []
 
@@ -138,6 +145,7 @@ def _register() -> None:
     from machine_git.cli import gc
     from machine_git.cli import history
     from machine_git.cli import hooks
+    from machine_git.cli import recover
     from machine_git.cli import releases
     from machine_git.cli import review
     from machine_git.cli import sync
@@ -170,6 +178,7 @@ def _register() -> None:
         sync.clone,
         hooks.hooks,
         gc.gc_command,
+        recover.recover_command,
         agent.install,
         agent.uninstall,
         agent.auto,

@@ -5,8 +5,8 @@ machine's skills) in place; ``auto``, ``observe``, ``observed`` and ``label``
 record unlabeled runs and judge them later; ``fork`` and ``correction`` rerun
 a recorded run in Pi with a correction; ``student``, ``work`` and ``ask``
 choose and sample the model trained from the rows, and ``models`` lists what
-Tinker offers. Every command that commits refreshes the row counts cache that
-Pi's footer reads (agents.footer).
+Tinker offers. The row counts cache Pi's footer reads follows every commit
+by itself (the store keeps it: agents.footer).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import click
 
 from machine_git import paths
 from machine_git import rows
-from machine_git.agents import footer
 from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
@@ -35,6 +34,7 @@ from machine_git.errors import StudentError
 from machine_git.errors import UsageError
 from machine_git.sessions import detect
 from machine_git.store import Store
+from machine_git.store import exists as store_exists
 
 if TYPE_CHECKING:
     from machine_git.agents.install import Outcome
@@ -174,7 +174,6 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
         value = state == "on"
         store = open_store(project, create=True)
         commit = settings.write(store, "auto", value)
-        footer.refresh(store)
     if as_json:
         emit_json({"auto": value, "commit": commit, "project": str(root)})
     elif state == "status":
@@ -258,8 +257,6 @@ def observe(
     row = observing.build(turn, parent=parent, reasoning=reasoning)
     store = open_store(project, create=True)
     result = observing.observe(store, row, redact=not no_redact)
-    if result.commit is not None:
-        footer.refresh(store)
     if result.redacted:
         click.echo(f"redacted {redaction.describe(result.redacted)}", err=True)
     if as_json:
@@ -312,7 +309,7 @@ def observed(limit: int, project: Path | None, as_json: bool) -> None:
 
 def _existing_store(project: Path | None) -> Store | None:
     location = paths.store_path(project_of(project))
-    return Store.open(location) if (location / "HEAD").exists() else None
+    return Store.open(location) if store_exists(location) else None
 
 
 @click.command()
@@ -342,7 +339,6 @@ def label(
 
     store = open_store(project)
     done = observing.label(store, row_id, verdict, rewrite, note)
-    footer.refresh(store)
     after = done.after
     if done.commit is None and not as_json:
         click.echo(
@@ -418,8 +414,6 @@ def _record_fork(store: Store, parent: str, session: Path | None) -> None:
     except MachineError as e:
         warn(f"the fork of {parent} was not recorded: {e}")
         return
-    if result.commit is not None:
-        footer.refresh(store)
     if result.action == "observed":  # else auto-capture recorded it and said so
         click.echo(
             f"observed {row['id']}: {rows.first_words(row)} (fork of {parent})",
@@ -554,7 +548,6 @@ def student(
     parsed = students.resolve(_existing_store(project), students.parse(handle))
     store = open_store(project, create=True)
     students.choose(store, parsed, work_model, str(session) if session else None)
-    footer.refresh(store)
     offered = students.offer_in_pi(parsed)
     in_letta = students.offer_in_letta(parsed)  # Letta Code's catalog, if installed
     message = f"student {parsed.describe()}"
@@ -612,7 +605,6 @@ def work(work_model: str | None, project: Path | None, as_json: bool) -> None:
     info = {**students.current(None), "work_model": work_model}
     if store is not None:
         students.back_to_work(store, work_model)
-        footer.refresh(store)
         info = students.current(store)
     model = info["work_model"]
     lines = ["chatting with the working model" + (f" {model}" if model else "")]

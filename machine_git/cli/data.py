@@ -20,12 +20,13 @@ from machine_git import validate as checks
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import limit_option
-from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
+from machine_git.errors import DAMAGED
 from machine_git.errors import INVALID
 from machine_git.schemas import KINDS
 from machine_git.store import Store
+from machine_git.store import exists as store_exists
 
 
 @click.command()
@@ -41,7 +42,7 @@ def data(project: Path | None, as_json: bool) -> None:
     """
     root = project_of(project)
     location = paths.store_path(root)
-    if not (location / "HEAD").exists():
+    if not store_exists(location):
         info: dict[str, Any] = {
             "store": str(location),
             "project": str(root),
@@ -103,7 +104,7 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
     location = paths.store_path(root)
     found = (
         []
-        if not (location / "HEAD").exists()
+        if not store_exists(location)
         else history.recent(Store.open(location), limit, kind)
     )
     if as_json:
@@ -134,7 +135,10 @@ def validate(
 
     A file of export lines (tinker, openai, dpo) or trajectory lines is
     checked as what it is, by its first line. Prints 'file:line: json-path:
-    problem' for each problem and exits 4 if there is any.
+    problem' for each problem and exits 4 if there is any. With --store, also
+    checks the store itself (refs, every loose object and pack, the history):
+    if it is damaged, names the newest intact commit and the rows going back
+    to it loses, and exits 6.
 
     \b
     Example usage:
@@ -151,36 +155,50 @@ def validate(
     for name in files:
         source = sys.stdin.buffer if name == inputs.STDIN else Path(name)
         findings.extend(checks.check_file(source, tally))
+    report = None
     if whole_store:
-        store = open_store(project)
-        findings.extend(checks.check_store(store, tally))
-        if not any(f.line == 0 for f in findings):
-            # Damaged objects first: walking a damaged history can hang libgit2.
-            from machine_git import releases
+        report = checks.check_whole_store(paths.store_path(project_of(project)))
+        tally.rows += report.rows
+        findings += report.findings
+    damaged = report is not None and report.diagnosis.damaged
+    if report is not None and not damaged:
+        # Only an undamaged store: walking a damaged history can hang libgit2.
+        from machine_git import releases
 
-            tampered, touched = releases.findings(store)
+        store = Store.open(paths.store_path(project_of(project)))
+        tampered, touched = releases.findings(store)
     if as_json:
-        emit_json(
-            {
-                "rows": tally.rows,
-                "invalid": checks.invalid_count(findings),
-                "formats": tally.formats,
-                "problems": [f.__dict__ for f in findings],
-                "tampered": [f.__dict__ for f in tampered],
-            }
-        )
+        out: dict[str, Any] = {
+            "rows": tally.rows,
+            "invalid": checks.invalid_count(findings),
+            "formats": tally.formats,
+            "problems": [f.to_json() for f in findings],
+            "tampered": [f.to_json() for f in tampered],
+        }
+        if report is not None:
+            out["store"] = report.diagnosis.to_json()
+        emit_json(out)
     else:
         for finding in [*findings, *tampered]:
             click.echo(str(finding))
+        if report is not None and damaged:
+            from machine_git import recover as recovering  # only for a damaged store
+
+            for line in recovering.describe(report.diagnosis):
+                click.echo(line)
+            click.echo(recovering.way_out(report.diagnosis))
         verdict = (
             "all valid" if not findings else f"{checks.invalid_count(findings)} invalid"
         )
+        if damaged:
+            verdict += "; the store is damaged"
         if touched:
             many = "" if touched == 1 else "s"
             verdict += f"; {touched} release{many} tampered with"
-        click.echo(
-            f"checked {_checked(tally)}: {verdict}", err=bool(findings or tampered)
-        )
+        failed = bool(findings or tampered) or damaged
+        click.echo(f"checked {_checked(tally)}: {verdict}", err=failed)
+    if damaged:
+        raise click.exceptions.Exit(DAMAGED)
     if findings or tampered:
         raise click.exceptions.Exit(INVALID)
 

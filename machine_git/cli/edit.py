@@ -11,7 +11,6 @@ import click
 from machine_git import edits
 from machine_git import jsonio
 from machine_git import lookup
-from machine_git.agents import footer
 from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
@@ -51,7 +50,6 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
     """
     store = open_store(project)
     result = edits.rewrite(store, row_id, text)
-    footer.refresh(store)
     _report("rewrote", result, as_json)
 
 
@@ -92,7 +90,6 @@ def edit(row_id: str, source: TextIO | None, project: Path | None) -> None:
         value, problems = _parse_edit(edited)
         if not problems and isinstance(value, dict):
             result = edits.replace(store, full_id, value)
-            footer.refresh(store)
             _report("edited", result, False)
             return
         click.echo(f"the edited row is invalid ({len(problems)} problems):", err=True)
@@ -128,7 +125,6 @@ def _replace_from(store: Store, row_id: str, text: str, edited: str) -> None:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise RowValidationError(f"the edited row is invalid: {problems[0]}{more}")
     result = edits.replace(store, row_id, value)
-    footer.refresh(store)
     _report("edited", result, False)
 
 
@@ -146,7 +142,6 @@ def rm(row_id: str, why: str | None, project: Path | None, as_json: bool) -> Non
     """
     store = open_store(project)
     result = edits.remove(store, row_id, why)
-    footer.refresh(store)
     _report("removed", result, as_json)
 
 
@@ -164,7 +159,6 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
     """
     store = open_store(project)
     result = edits.move(store, row_id, label)
-    footer.refresh(store)
     if result.commit is not None and not as_json:
         before = (result.before or {}).get("kind")
         after = (result.after or {}).get("kind")
@@ -189,7 +183,6 @@ def undo(project: Path | None, as_json: bool) -> None:
     """
     store = open_store(project)
     done = edits.undo(store)
-    footer.refresh(store)
     _report_step("undid", "undone", done, as_json)
 
 
@@ -209,7 +202,6 @@ def redo(project: Path | None, as_json: bool) -> None:
     """
     store = open_store(project)
     done = edits.redo(store)
-    footer.refresh(store)
     _report_step("redid", "redone", done, as_json)
 
 

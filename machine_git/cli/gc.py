@@ -18,6 +18,9 @@ from machine_git.cli.common import project_option
 def gc_command(project: Path | None, as_json: bool) -> None:
     """Pack the store: loose objects into one pack (runs git gc).
 
+    First removes what killed writers left: temp objects and packs, and
+    stale lock files (those an hour old; libgit2's own after a minute).
+
     machine also packs by itself after a commit once loose objects pile up
     (git's gc.auto, 6700 by default; set it in the store's git config).
 
@@ -37,9 +40,15 @@ def gc_command(project: Path | None, as_json: bool) -> None:
                 "seconds": round(done.seconds, 3),
                 "before": before.as_dict(),
                 "after": after.as_dict(),
+                "removed": done.removed,
             }
         )
         return
+    if done.removed:
+        click.echo(
+            f"removed {_count(len(done.removed), 'leftover')} of killed writers "
+            f"({', '.join(done.removed[:5])}{', ...' if len(done.removed) > 5 else ''})"
+        )
     click.echo(
         f"packed {store.path}: {_count(before.loose, 'loose object')}, "
         f"{_count(before.packs, 'pack')} -> {_count(after.loose, 'loose object')}, "

@@ -17,7 +17,6 @@ from machine_git import lookup
 from machine_git import revs
 from machine_git import rows
 from machine_git import versions
-from machine_git.agents import footer
 from machine_git.agents import observe
 from machine_git.errors import ConflictError
 from machine_git.errors import MachineError
@@ -185,7 +184,6 @@ async def row_action(site: Site, request: Request) -> Response:
             )
         except MachineError as e:
             return site.failure(request, e)
-        footer.refresh(store)
         return redirect(f"/rows/{quote(row_id)}")
 
     return await run_in_threadpool(run)

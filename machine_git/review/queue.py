@@ -20,7 +20,6 @@ from starlette.responses import Response
 
 from machine_git import edits
 from machine_git import history
-from machine_git.agents import footer
 from machine_git.agents import observe
 from machine_git.errors import ConflictError
 from machine_git.errors import MachineError
@@ -141,7 +140,6 @@ async def _act(
             return _again(site, request, store, row_id, "conflict", str(e), 409)
         except MachineError as e:
             return site.failure(request, e)
-        footer.refresh(store)  # Pi's status line reads the counts cache
         return redirect(f"/queue?id={quote(after)}" if after else "/queue")
 
     return await run_in_threadpool(run)
@@ -188,7 +186,6 @@ async def undo(site: Site, request: Request) -> Response:
             )
         except MachineError as e:
             return site.failure(request, e)
-        footer.refresh(store)
         undone = history.entry(target).trailers.get("Row")
         if back.startswith("/queue") and undone:
             return redirect(f"/queue?id={quote(undone)}")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -51,6 +52,24 @@ def test_gc_json(project: Path, run: Run) -> None:
         "pack_bytes": info["after"]["pack_bytes"],
     }
     assert info["after"]["pack_bytes"] > 0
+    assert info["removed"] == []
+
+
+def test_gc_says_what_killed_writers_left(project: Path, run: Run) -> None:
+    install_session(project, "basic")
+    run("good")
+    store = paths.store_path(project)
+    left = store / "objects" / "tmp_object_git2_a1B2c3"
+    left.write_bytes(b"half written")
+    os.utime(left, (1_000_000_000, 1_000_000_000))
+
+    result = run("gc")
+
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0] == (
+        "removed 1 leftover of killed writers (objects/tmp_object_git2_a1B2c3)"
+    )
+    assert not left.exists()
 
 
 def test_gc_without_a_store(project: Path, run: Run) -> None:

@@ -103,10 +103,13 @@ def test_the_footer_counts_rows_and_nudges_until_the_turn_is_tagged(
     session = install_session(project, "basic")
     leaf = fixture_lines("basic")[-1]["id"]
     store = paths.store_path(project)
-    commit_setting = (
-        "from pathlib import Path; from machine_git import settings; "
-        "from machine_git.store import Store; "
-        f"settings.write(Store.open(Path({str(store)!r})), 'auto', True)"
+    # Every machine commit keeps the counts cache itself; git does not.
+    commit_outside = (
+        "import subprocess as s\n"
+        f"def g(*a): return s.run(['git', '-C', {str(store)!r}, *a], check=True, "
+        "capture_output=True, text=True).stdout.strip()\n"
+        "g('update-ref', 'refs/heads/main', g('commit-tree', '-p', 'main', "
+        "'-m', 'made outside machine', 'main^{tree}'))\n"
     )
     driven = drive(
         pi_bin,
@@ -119,8 +122,8 @@ def test_the_footer_counts_rows_and_nudges_until_the_turn_is_tagged(
             {"event": "agent_end", "data": STOP},
             {"command": "bad", "args": "--trace too slow"},
             {"event": "agent_end", "data": STOP},
-            # a commit machine made without refreshing the cache, then git gc
-            {"exec": [sys.executable, "-c", commit_setting]},
+            # a commit made outside machine (the cache is behind), then git gc
+            {"exec": [sys.executable, "-c", commit_outside]},
             {"exec": ["git", "-C", str(store), "pack-refs", "--all"]},
             {"command": "tagged", "args": "-n 1"},
             {"event": "agent_end", "data": STOP},
