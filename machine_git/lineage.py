@@ -13,6 +13,7 @@ is shown as unknown, never as every row it was handed.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pygit2
@@ -26,6 +27,9 @@ from machine_git import stats
 from machine_git.errors import ReleaseError
 from machine_git.store import Store
 from machine_git.store import parse_row
+
+if TYPE_CHECKING:
+    from machine_git.train.evals import HeldOut
 
 UNKNOWN = "trained rows unknown (run predates per-step records)"
 
@@ -204,32 +208,38 @@ def _roles(store: Store, run: dict[str, Any]) -> list[dict[str, str]]:
 def training_rows(store: Store, run: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(rows the run was given, rows held out for its eval set), by id.
 
-    Rows of the run's kind at its dataset commit, minus the eval set it held
-    out (its rows and every row of its sessions). The training code holds the
-    one shared version of this rule; this is the only copy here, to swap.
+    Training's own rule (``train.selection``) at the run's dataset commit,
+    with the eval set the run held out: not today's, which a later draw may
+    have replaced.
     """
-    from machine_git.train import evals
+    from machine_git.train import selection
 
     dataset = run.get("dataset") or {}
     commit = store.repo.revparse_single(str(dataset["commit"])).peel(Commit)
-    eval_id = dataset.get("held_out_eval")
-    held_set = None
-    if eval_id:
-        at = evals.commit_of(store, str(eval_id))
-        data = store.snapshot(at).read(evals.path_of(str(eval_id)))
-        held_set = parse_row(data, evals.path_of(str(eval_id))) if data else None
-    keep_out = evals.HeldOut(
-        str(eval_id) if eval_id else None,
-        frozenset((held_set or {}).get("rows") or []),
-        frozenset((held_set or {}).get("sessions") or []),
-    )
     given: list[str] = []
     held: list[str] = []
-    for path, data in store.iter_row_blobs(commit):
-        row_id = rows.id_of_path(path)
-        if row_id is None:
-            continue
-        row = parse_row(data, path)
-        if row.get("kind") == dataset.get("kind"):
-            (held if keep_out.excludes(row) else given).append(row_id)
+    for chosen in selection.training_rows(
+        store,
+        commit,
+        str(dataset.get("kind")),
+        keep_held_out=True,
+        held_out=_held_out_by(store, dataset.get("held_out_eval")),
+    ):
+        (held if chosen.held_out else given).append(chosen.row_id)
     return given, held
+
+
+def _held_out_by(store: Store, eval_id: Any) -> HeldOut:
+    """The rule eval set ``eval_id`` applied, as drawn (None: it kept nothing out)."""
+    from machine_git.train import evals
+
+    if not eval_id:
+        return evals.HeldOut(None, frozenset(), frozenset())
+    path = evals.path_of(str(eval_id))
+    data = store.snapshot(evals.commit_of(store, str(eval_id))).read(path)
+    drawn = parse_row(data, path) if data else {}
+    return evals.HeldOut(
+        str(eval_id),
+        frozenset(drawn.get("rows") or []),
+        frozenset(drawn.get("sessions") or []),
+    )

@@ -195,3 +195,18 @@ def test_made_by_counts_only_commits_that_changed_rows(
     made = orjson.loads(run("train", "sft", "--batch-size", "1", "--json").stdout)
     found = orjson.loads(run("lineage", made["id"], "--json").stdout)
     assert found["dataset"]["history"] == {"tag": 6}
+
+
+def test_a_later_eval_draw_does_not_change_what_an_older_run_held_out(
+    trained: dict[str, Any], run: Run
+) -> None:
+    store = trained["store"]
+    held = eval_rows(store)
+    ids = trained_of(store, trained["run"])["rows"]
+    redrawn = run("train", "eval", "init", "--size", "4", "--force")
+    assert redrawn.exit_code == 0, redrawn.stderr
+    now = eval_rows(store)
+    assert set(held) < set(now)  # today's set holds out a trained row too
+    assert set(now) & set(ids)
+    found = orjson.loads(run("lineage", trained["run"], "--rows", "--json").stdout)
+    assert roles(found) == {"eval": held, "trained": ids}
