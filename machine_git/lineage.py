@@ -42,10 +42,11 @@ def trace(store: Store, what: str, with_rows: bool = False) -> dict[str, Any]:
     checkpoint: str | None = None
     if what.startswith("BR-"):
         release = releases.show(store, releases.check_id(what))
+        # An edited preregistration would trace an edited baseline: refuse,
+        # as every release command does.
+        releases.audit_store(store).require_clean(what)
         if release.prereg is None:
-            raise ReleaseError(
-                f"{what} has no preregistration left: {release.tampered[0]}"
-            )
+            raise ReleaseError(f"{what} has no preregistration")  # show found one
         run = runs.find(store, release.prereg.candidate.run)
         checkpoint = release.prereg.candidate.checkpoint
     elif what.startswith("tinker://"):

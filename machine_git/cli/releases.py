@@ -213,7 +213,8 @@ def release_list(project: Path | None, as_json: bool) -> None:
         click.echo("no releases yet (machine release new BR-001 --run RUN)")
     for item in found:
         run = item.prereg.candidate.run if item.prereg else "-"
-        title = item.prereg.title if item.prereg else "(records removed)"
+        gone = "unreadable" if item.unreadable else "removed"
+        title = item.prereg.title if item.prereg else f"(preregistration {gone})"
         click.echo(f"{item.id}  {item.status:<13} {run}  {title}")
 
 

@@ -90,6 +90,7 @@ class Release:
     status: str  # preregistered, failed, passed, trial, active, tampered
     checks: list[dict[str, Any]] = field(default_factory=list)
     tampered: list[str] = field(default_factory=list)
+    unreadable: bool = False  # a prereg.json is there, but fails its model
 
     def state(self) -> dict[str, Any]:
         return {
@@ -133,7 +134,8 @@ def _view(snap: Snapshot, release_id: str, found: Audit) -> Release:
             prereg = None  # only a tampered record fails its model
     checks = [_check_summary(n, data) for n, data in enumerate(folder.check_bytes, 1)]
     status = "tampered" if tampered else folder.status
-    return Release(release_id, prereg, status, checks, tampered)
+    unreadable = folder.prereg_bytes is not None and prereg is None
+    return Release(release_id, prereg, status, checks, tampered, unreadable)
 
 
 def _check_summary(number: int, data: bytes) -> dict[str, Any]:

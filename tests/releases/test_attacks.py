@@ -133,6 +133,8 @@ def test_deleting_a_failed_release_to_reuse_its_id_is_refused(
         f"tampered: releases/BR-005/prereg.json: removed in commit "
         f"{removal[:12]} {APPEND_ONLY}",
     ]
+    listed = run("release", "list")
+    assert listed.stdout == "BR-005  tampered      -  (preregistration removed)\n"
     checked = run("validate", "--store")
     assert checked.exit_code == INVALID
     assert checked.stdout.splitlines() == [
@@ -377,6 +379,11 @@ def test_an_edited_preregistration_is_shown_as_tampered(
     found = orjson.loads(listed.stdout)
     assert [(r["id"], r["state"]["status"]) for r in found] == [("BR-004", "tampered")]
     assert found[0]["state"]["tampered"] == [line]
+    traced = run("lineage", "BR-004")
+    assert (traced.exit_code, traced.stdout) == (INVALID, "")
+    assert traced.stderr == (
+        f"Error: BR-004 was tampered with: {line}; preregister a new release id\n"
+    )
 
 
 # -- what machine writes passes its own hook ----------------------------------------

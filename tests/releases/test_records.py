@@ -17,6 +17,7 @@ from machine_git.releases.records import Check
 from machine_git.releases.records import Prereg
 from tests.conftest import Run
 from tests.conftest import git
+from tests.releases.conftest import git_in
 from tests.train.conftest import FakeTinker
 
 
@@ -98,3 +99,48 @@ def test_records_round_trip_to_the_same_bytes_and_chain_by_digest(
         "check 2: pass",
         "state: active",
     ]
+
+
+def test_a_pushed_record_of_the_wrong_shape_is_one_line_naming_the_field(
+    trained: dict[str, Any], run: Run, tmp_path: Path
+) -> None:
+    from tests.releases.conftest import head
+    from tests.releases.test_attacks import commit_all
+    from tests.releases.test_attacks import make_clone
+    from tests.releases.test_attacks import push
+    from tests.releases.test_attacks import without_hook
+
+    store = trained["store"]
+    before = head(store)
+    clone = make_clone(run, tmp_path / "clone")
+    folder = clone / "releases" / "BR-030"
+    folder.mkdir(parents=True)
+    (folder / "prereg.json").write_text(json.dumps({"id": "BR-030", "title": 3}))
+    assert git_in(clone, "add", "releases").returncode == 0
+    made = commit_all(clone, "a release by hand")[:12]
+    line = (
+        f"releases/BR-030/prereg.json: added in commit {made}, but $.title: "
+        "Input should be a valid string"
+    )
+    code, said = push(clone)
+    assert code != 0
+    assert said[:2] == [f"commit {made}: a release by hand", line]
+    assert head(store) == before
+    without_hook(store)
+    assert push(clone)[0] == 0
+    shown = run("release", "show", "BR-030")
+    assert shown.exit_code == INVALID
+    assert shown.stdout == f"state: tampered\ntampered: {line}\n"
+    listed = run("release", "list")
+    assert listed.stdout == "BR-030  tampered      -  (preregistration unreadable)\n"
+    traced = run("lineage", "BR-030")
+    assert traced.exit_code == INVALID
+    assert traced.stderr == (
+        f"Error: BR-030 was tampered with: {line}; preregister a new release id\n"
+    )
+    checked = run("validate", "--store")
+    assert checked.exit_code == INVALID
+    assert checked.stdout == (
+        f"releases/BR-030/prereg.json:1: $: added in commit {made}, but $.title: "
+        "Input should be a valid string\n"
+    )
