@@ -233,7 +233,8 @@ def compare(
 
     No revision: what the last commit changed. A training run's id stands for
     the rows that run learned from (its kind at its dataset commit, minus the
-    eval rows it held out), so two run ids compare their training data.
+    eval rows it held out; only those its completed steps trained), so two
+    run ids compare their training data.
     """
     if old is None:
         newer = revs.resolve(store, None)
@@ -252,8 +253,7 @@ def _side(store: Store, text: str | None) -> Side:
     record = runs.read(store, text)
     if record is None:
         return Side(commit)
-    given, _ = lineage.training_rows(store, record)
-    return Side(commit, text, frozenset(given))
+    return Side(commit, text, frozenset(lineage.learned_rows(store, record)))
 
 
 def row_change(

@@ -230,6 +230,20 @@ def training_rows(store: Store, run: dict[str, Any]) -> tuple[list[str], list[st
     return given, held
 
 
+def learned_rows(store: Store, run: dict[str, Any]) -> list[str]:
+    """The rows a run learned from: its ``trained`` record's, else all it was given.
+
+    A run that failed mid-way learned only from the rows of its completed
+    steps; a run recorded before per-step records is taken at its export.
+    """
+    given, _ = training_rows(store, run)
+    record = run.get("trained")
+    if isinstance(record, dict) and isinstance(record.get("rows"), list):
+        done = set(record["rows"])
+        return [row_id for row_id in given if row_id in done]
+    return given
+
+
 def _held_out_by(store: Store, eval_id: Any) -> HeldOut:
     """The rule eval set ``eval_id`` applied, as drawn (None: it kept nothing out)."""
     from machine_git.train import evals

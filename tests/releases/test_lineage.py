@@ -210,3 +210,34 @@ def test_a_later_eval_draw_does_not_change_what_an_older_run_held_out(
     assert set(now) & set(ids)
     found = orjson.loads(run("lineage", trained["run"], "--rows", "--json").stdout)
     assert roles(found) == {"eval": held, "trained": ids}
+
+
+def test_a_diff_of_runs_counts_only_the_rows_a_failed_run_trained(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    support.tag_multi_turn(run, project)
+    support.tag(run, project, ("mixed", "basic", "file-repair"))
+    assert run("train", "eval", "init", "--size", "1").exit_code == 0
+    store = support.store_path(project)
+    failed = orjson.loads(run("train", "sft", "--batch-size", "1", "--json").stdout)
+    fake.fail_at_step = 2
+    assert run("train", "run", "--yes").exit_code != 0
+    fake.fail_at_step = None
+    again = run("train", "sft", "--batch-size", "2", "--json")  # a new config
+    assert again.exit_code == 0, again.stderr
+    done = orjson.loads(again.stdout)
+    assert run("train", "run", done["id"], "--yes").exit_code == 0
+    learned = trained_of(store, failed["id"])["rows"]
+    assert len(learned) == 1
+    rest = sorted(set(trained_of(store, done["id"])["rows"]) - set(learned))
+    assert len(rest) == 2
+    found = orjson.loads(run("diff", failed["id"], done["id"], "--json").stdout)
+    assert [(r["id"], r["status"]) for r in found["rows"]] == [
+        (row_id, "added") for row_id in rest
+    ]
+    text = run("diff", failed["id"], done["id"], "--stat").stdout.splitlines()
+    assert text == [
+        f"diff {failed['id']}..{done['id']} (the rows each run trained on; eval "
+        "rows held out): 2 rows changed",
+        "  train     +2  -0  ~0",
+    ]
