@@ -213,8 +213,8 @@ def release_list(project: Path | None, as_json: bool) -> None:
         click.echo("no releases yet (machine release new BR-001 --run RUN)")
     for item in found:
         run = item.prereg.candidate.run if item.prereg else "-"
-        gone = "unreadable" if item.unreadable else "removed"
-        title = item.prereg.title if item.prereg else f"(preregistration {gone})"
+        gone = "(preregistration unreadable)" if item.unreadable else "(no prereg.json)"
+        title = item.prereg.title if item.prereg else gone
         click.echo(f"{item.id}  {item.status:<13} {run}  {title}")
 
 

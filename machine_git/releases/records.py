@@ -33,9 +33,10 @@ from machine_git.errors import ReleaseRecordError
 from machine_git.errors import UsageError
 
 RELEASES = "releases"
-ID_PATTERN = r"^BR-\d{3,6}$"
+# One id per number: BR-005, never also BR-0005 (a reused id in disguise).
+ID_PATTERN = r"^BR-(?:\d{3}|[1-9]\d{3,5})$"
 _ID = re.compile(ID_PATTERN)
-_CHECK = re.compile(r"^checks/(\d{3,6})\.json$")
+_CHECK = re.compile(r"^checks/(\d{3}|[1-9]\d{3,5})\.json$")
 
 ReleaseId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]

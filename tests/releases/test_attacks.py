@@ -134,7 +134,7 @@ def test_deleting_a_failed_release_to_reuse_its_id_is_refused(
         f"{removal[:12]} {APPEND_ONLY}",
     ]
     listed = run("release", "list")
-    assert listed.stdout == "BR-005  tampered      -  (preregistration removed)\n"
+    assert listed.stdout == "BR-005  tampered      -  (no prereg.json)\n"
     checked = run("validate", "--store")
     assert checked.exit_code == INVALID
     assert checked.stdout.splitlines() == [

@@ -176,7 +176,7 @@ def test_lineage_goes_from_release_to_rows(
     assert text[-1].startswith("eval       ")
 
 
-@pytest.mark.parametrize("bad", ["BR-1", "br-001", "BR-../x", "X"])
+@pytest.mark.parametrize("bad", ["BR-1", "br-001", "BR-../x", "X", "BR-0005"])
 def test_bad_release_ids(trained: dict[str, Any], run: Run, bad: str) -> None:
     result = run("release", "show", bad)
     assert result.exit_code == USAGE
