@@ -18,11 +18,13 @@ from typing import Any
 import pygit2
 from pygit2 import Commit
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git import revs
 from machine_git import rows
 from machine_git.objects import Objects
 from machine_git.store import Store
+from machine_git.store import read_path
 from machine_git.treediff import changed_blobs
 
 
@@ -150,6 +152,7 @@ def diff_commits(
     wanted = set(kinds) if kinds else None
     changes: list[RowChange] = []
     others: list[FileChange] = []
+    contexts: list[FileChange] = []
     repo = store.repo
     objects = Objects(repo)  # a damaged loose object: an error, not a hang
     old_tree = objects.tree(old.tree_id) if old is not None else None
@@ -157,15 +160,26 @@ def diff_commits(
     for path, a, b in changed_blobs(repo, old_tree, new_tree, objects=objects):
         row_id = rows.id_of_path(path)
         if row_id is None:
-            others.append(FileChange(path, _status(a, b)))
+            item = FileChange(path, _status(a, b))
+            (contexts if context.is_context_path(path) else others).append(item)
             continue
-        before = _load(objects, a)
-        after = _load(objects, b)
+        before = _shown(_load(objects, a), repo, old_tree)
+        after = _shown(_load(objects, b), repo, new_tree)
         change = row_change(row_id, before, after)
         if wanted is None or change.kinds() & wanted:
             changes.append(change)
     changes.sort(key=lambda c: c.id)
-    return Diff(old, new, changes, others)
+    # A context shows in the rows that name it; alone (pruned) it is a file.
+    named = {
+        context.path_of(str(r[context.FIELD]["id"]))
+        for c in changes
+        for r in (c.old, c.new)
+        if r is not None
+        and isinstance(r.get(context.FIELD), dict)
+        and "id" in r[context.FIELD]
+    }
+    others.extend(f for f in contexts if f.path not in named)
+    return Diff(old, new, changes, sorted(others, key=lambda f: f.path))
 
 
 def diff_sides(
@@ -184,12 +198,15 @@ def diff_sides(
     objects = Objects(store.repo)
     a = _members(store, objects, old)
     b = _members(store, objects, new)
+    trees = [objects.tree(s.commit.tree_id) if s.commit else None for s in (old, new)]
     changes = []
     for row_id in sorted(a.keys() | b.keys()):
         if a.get(row_id) == b.get(row_id):
             continue
         change = row_change(
-            row_id, _load(objects, a.get(row_id)), _load(objects, b.get(row_id))
+            row_id,
+            _shown(_load(objects, a.get(row_id)), store.repo, trees[0]),
+            _shown(_load(objects, b.get(row_id)), store.repo, trees[1]),
         )
         if wanted is None or change.kinds() & wanted:
             changes.append(change)
@@ -266,6 +283,15 @@ def row_change(
         return RowChange(row_id, "removed", before, None)
     status = "moved" if before.get("kind") != after.get("kind") else "modified"
     return RowChange(row_id, status, before, after, diff_values(before, after))
+
+
+def _shown(
+    row: dict[str, Any] | None, repo: pygit2.Repository, tree: Any
+) -> dict[str, Any] | None:
+    # A row's context by hash is opaque: compare what it holds, field by field.
+    if row is None:
+        return None
+    return context.shown(row, lambda path: read_path(repo, tree, path))
 
 
 def _load(objects: Objects, oid: pygit2.Oid | None) -> dict[str, Any] | None:

@@ -249,12 +249,7 @@ def _held_out_by(store: Store, eval_id: Any) -> HeldOut:
     from machine_git.train import evals
 
     if not eval_id:
-        return evals.HeldOut(None, frozenset(), frozenset())
+        return evals.rule_of(None)
     path = evals.path_of(str(eval_id))
     data = store.snapshot(evals.commit_of(store, str(eval_id))).read(path)
-    drawn = parse_row(data, path) if data else {}
-    return evals.HeldOut(
-        str(eval_id),
-        frozenset(drawn.get("rows") or []),
-        frozenset(drawn.get("sessions") or []),
-    )
+    return evals.rule_of(parse_row(data, path) if data else {"id": str(eval_id)})

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from pygit2 import Commit
 
+from machine_git import context
 from machine_git import rows
 from machine_git.store import Store
 from machine_git.store import parse_row
@@ -53,11 +54,13 @@ def training_rows(
     row, or any row of its sessions or of its content); ``held_out`` names
     another rule (lineage: the eval set an older run held out, which a later
     draw may have replaced). ``keep_held_out`` yields those too (marked);
-    otherwise they are skipped.
+    otherwise they are skipped. Each row carries its context (system prompt
+    and tools) inline, read at ``commit``.
     """
     from machine_git.train import evals
 
     keep_out = evals.held_out(store) if held_out is None else held_out
+    read = store.snapshot(commit).read
     for path, data in store.iter_row_blobs(commit):
         row_id = rows.id_of_path(path)
         if row_id is None:
@@ -65,6 +68,7 @@ def training_rows(
         row = parse_row(data, path)
         if row.get("kind") != kind:
             continue
+        row = context.inline(row, read)
         held = keep_out.excludes(row)
         if held and not keep_held_out:
             continue
