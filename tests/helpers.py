@@ -277,10 +277,11 @@ def commit_row(store: Any, row: dict[str, Any]) -> None:
 def preregistered_release(store: Any, release_id: str, checkpoint: str) -> str:
     """A real preregistration of ``checkpoint``, made by machine's own steps.
 
-    Two rows from two sessions, an eval set of one, a run prepared on the
-    other (no Tinker: its checkpoint is recorded as a finished run records
-    it), the base model's baseline, then ``releases.new``. A preregistration
-    written by hand would be reported as tampered. Returns the run id.
+    Two rows from two sessions (of different content), an eval set of one,
+    a run prepared on the other (no Tinker: its checkpoint is recorded as a
+    finished run records it), the base model's baseline, then
+    ``releases.new``. A preregistration written by hand would be reported as
+    tampered. Returns the run id.
     """
     from machine_git import releases
     from machine_git.train import config
@@ -288,9 +289,15 @@ def preregistered_release(store: Any, release_id: str, checkpoint: str) -> str:
     from machine_git.train import runs
 
     for n, session_id in enumerate(("s1", "s2")):
-        commit_row(
-            store, train_row(f"{n}a0000000000", source=source(session_id=session_id))
+        # Different sessions and content: eval sets hold out both alike.
+        said = [
+            {"role": "user", "content": f"hi {n}"},
+            {"role": "assistant", "content": f"hello {n}"},
+        ]
+        row = train_row(
+            f"{n}a0000000000", source=source(session_id=session_id), messages=said
         )
+        commit_row(store, row)
     eval_set, _ = evals.init(store, size=1, force=False)
     made = runs.prepare(
         store,
