@@ -20,6 +20,7 @@ from pygit2 import Commit
 
 from machine_git import context
 from machine_git import jsonio
+from machine_git import revs
 from machine_git import rows
 from machine_git.objects import Objects
 from machine_git.store import Store
@@ -75,6 +76,32 @@ class RowChange:
         return {k for k in (self.old_kind, self.new_kind) if k is not None}
 
 
+@dataclass(frozen=True)
+class FileChange:
+    """A file outside ``rows/`` that differs (run records, evals, releases...)."""
+
+    path: str
+    status: str  # added | removed | changed
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "status": self.status}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a diff: a commit, or the rows a training run learned from."""
+
+    commit: Commit | None
+    run: str | None = None  # a run id: only its training rows count
+    rows: frozenset[str] | None = None  # those rows' ids (None: every row)
+
+    @property
+    def label(self) -> str:
+        if self.run is not None:
+            return self.run
+        return "(empty)" if self.commit is None else str(self.commit.id)[:12]
+
+
 @dataclass
 class Diff:
     """Every row change between two commits, plus other files that changed."""
@@ -82,7 +109,9 @@ class Diff:
     old: Commit | None
     new: Commit
     rows: list[RowChange]
-    other_files: list[str]
+    other_files: list[FileChange]
+    old_run: str | None = None
+    new_run: str | None = None
 
     def summary(self) -> dict[str, dict[str, int]]:
         """Per kind: added, removed, modified, moved in, moved out."""
@@ -122,8 +151,8 @@ def diff_commits(
     """Row-level diff of ``old`` -> ``new``; cost follows the size of the change."""
     wanted = set(kinds) if kinds else None
     changes: list[RowChange] = []
-    others: list[str] = []
-    contexts: list[str] = []
+    others: list[FileChange] = []
+    contexts: list[FileChange] = []
     repo = store.repo
     objects = Objects(repo)  # a damaged loose object: an error, not a hang
     old_tree = objects.tree(old.tree_id) if old is not None else None
@@ -131,7 +160,8 @@ def diff_commits(
     for path, a, b in changed_blobs(repo, old_tree, new_tree, objects=objects):
         row_id = rows.id_of_path(path)
         if row_id is None:
-            (contexts if context.is_context_path(path) else others).append(path)
+            item = FileChange(path, _status(a, b))
+            (contexts if context.is_context_path(path) else others).append(item)
             continue
         before = _shown(_load(objects, a), repo, old_tree)
         after = _shown(_load(objects, b), repo, new_tree)
@@ -148,8 +178,99 @@ def diff_commits(
         and isinstance(r.get(context.FIELD), dict)
         and "id" in r[context.FIELD]
     }
-    others.extend(p for p in contexts if p not in named)
-    return Diff(old, new, changes, sorted(others))
+    others.extend(f for f in contexts if f.path not in named)
+    return Diff(old, new, changes, sorted(others, key=lambda f: f.path))
+
+
+def diff_sides(
+    store: Store, old: Side, new: Side, kinds: Iterable[str] | None = None
+) -> Diff:
+    """Like :func:`diff_commits`, but a side may stand for a run's training rows.
+
+    A row counts on a run's side only if the run learned from it, so a row
+    held out for the run's eval set is never "added"; rows whose bytes are
+    the same on both sides are no change. Reads every row id of both trees.
+    """
+    assert new.commit is not None
+    if old.rows is None and new.rows is None:
+        return diff_commits(store, old.commit, new.commit, kinds)
+    wanted = set(kinds) if kinds else None
+    objects = Objects(store.repo)
+    a = _members(store, objects, old)
+    b = _members(store, objects, new)
+    trees = [objects.tree(s.commit.tree_id) if s.commit else None for s in (old, new)]
+    changes = []
+    for row_id in sorted(a.keys() | b.keys()):
+        if a.get(row_id) == b.get(row_id):
+            continue
+        change = row_change(
+            row_id,
+            _shown(_load(objects, a.get(row_id)), store.repo, trees[0]),
+            _shown(_load(objects, b.get(row_id)), store.repo, trees[1]),
+        )
+        if wanted is None or change.kinds() & wanted:
+            changes.append(change)
+    plain = diff_commits(store, old.commit, new.commit, ())
+    return Diff(old.commit, new.commit, changes, plain.other_files, old.run, new.run)
+
+
+def _members(store: Store, objects: Objects, side: Side) -> dict[str, pygit2.Oid]:
+    """Row id -> blob id of every row on this side (trees only, no blob read)."""
+    out: dict[str, pygit2.Oid] = {}
+    top = store.rows_tree(side.commit) if side.commit is not None else None
+    pending = [(f"{rows.ROWS_DIR}/", top)] if top is not None else []
+    while pending:
+        prefix, tree = pending.pop()
+        for entry in tree:
+            path = f"{prefix}{entry.name}"
+            if entry.type_str == "tree":
+                pending.append((f"{path}/", objects.tree(entry.id)))
+                continue
+            row_id = rows.id_of_path(path)
+            if row_id is not None and (side.rows is None or row_id in side.rows):
+                out[row_id] = entry.id
+    return out
+
+
+def _is_run_ref(store: Store, text: str) -> bool:
+    try:
+        return f"{revs.RUN_REFS}{text}" in store.repo.references
+    except (ValueError, pygit2.GitError):
+        return False  # not a valid ref name (HEAD~2, a date): not a run
+
+
+def _status(old: pygit2.Oid | None, new: pygit2.Oid | None) -> str:
+    return "added" if old is None else "removed" if new is None else "changed"
+
+
+def compare(
+    store: Store, old: str | None, new: str | None, kinds: Iterable[str] | None
+) -> Diff:
+    """``machine diff [OLD [NEW]]``: revisions by name; a run id means its rows.
+
+    No revision: what the last commit changed. A training run's id stands for
+    the rows that run learned from (its kind at its dataset commit, minus the
+    eval rows it held out; only those its completed steps trained), so two
+    run ids compare their training data.
+    """
+    if old is None:
+        newer = revs.resolve(store, None)
+        older = newer.parents[0] if newer.parents else None
+        return diff_commits(store, older, newer, kinds)
+    return diff_sides(store, _side(store, old), _side(store, new), kinds)
+
+
+def _side(store: Store, text: str | None) -> Side:
+    commit = revs.resolve(store, text)
+    if text is None or not _is_run_ref(store, text):
+        return Side(commit)
+    from machine_git import lineage
+    from machine_git.train import runs
+
+    record = runs.read(store, text)
+    if record is None:
+        return Side(commit)
+    return Side(commit, text, frozenset(lineage.learned_rows(store, record)))
 
 
 def row_change(

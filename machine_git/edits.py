@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import NamedTuple
 
+import pygit2
 from pygit2 import Commit
 
 from machine_git import context
@@ -17,6 +18,7 @@ from machine_git import redaction
 from machine_git import rows
 from machine_git import schemas
 from machine_git.errors import NotFoundError
+from machine_git.errors import ReleaseError
 from machine_git.errors import RowNotFoundError
 from machine_git.errors import TurnError
 from machine_git.errors import UsageError
@@ -305,6 +307,7 @@ def _revert(store: Store, target: Commit, step: Commit, action: str) -> Change:
     """The change that puts the files ``target`` changed back as they were
     before it (target is the step for an undo, the undo for a redo)."""
     parent = target.parents[0]
+    _refuse_release_undo(target, parent)
     files: dict[str, bytes | None] = {}
     touched_rows: list[str] = []
     for path, _, before in changed_blobs(store.repo, target.tree, parent.tree):
@@ -325,6 +328,23 @@ def _revert(store: Store, target: Commit, step: Commit, action: str) -> Change:
         trailers=trailers,
         redaction="kept",
     )
+
+
+def _refuse_release_undo(target: Commit, parent: Commit) -> None:
+    # Release records are append-only: reverting one would read as tampering.
+    if _releases(target) != _releases(parent):
+        summary = target.message.splitlines()[0] if target.message else ""
+        raise ReleaseError(
+            f"the step to take back ({summary}) wrote release records, which are "
+            "append-only: it cannot be undone"
+        )
+
+
+def _releases(commit: Commit) -> pygit2.Oid | None:
+    try:
+        return commit.tree["releases"].id
+    except KeyError:
+        return None
 
 
 # -- answers ---------------------------------------------------------------------

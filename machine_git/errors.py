@@ -246,6 +246,18 @@ class ReleaseError(MachineError):
     """A behavior release cannot be preregistered, checked, tried or activated."""
 
 
+class ReleaseRecordError(ReleaseError):
+    """A release record or gates file does not match its model (names the field)."""
+
+    exit_code: ClassVar[int] = INVALID
+
+
+class TamperedReleaseError(ReleaseError):
+    """A release's records were changed outside machine's release commands."""
+
+    exit_code: ClassVar[int] = INVALID
+
+
 # -- machine review --------------------------------------------------------------
 
 

@@ -219,8 +219,12 @@ def rejected(bad: list[BadCommit]) -> str:
 
 
 def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
-    """Refuse the push if a new commit brings a bad row (stdin: old new ref)."""
-    tips = [p[1] for p in (u.split() for u in updates) if len(p) == 3 and p[1] != _ZERO]
+    """Refuse the push if a new commit brings a bad row or release record.
+
+    stdin: ``old new ref`` per updated ref.
+    """
+    refs = [(p[0], p[1], p[2]) for p in (u.split() for u in updates) if len(p) == 3]
+    tips = [new for _, new, _ in refs if new != _ZERO]
     if not tips:
         return 0
     repo = guard(pygit2.Repository(str(git_dir)))  # the store's objects may be damaged
@@ -232,17 +236,95 @@ def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
     if quarantine:
         repo.odb.add_disk_alternate(quarantine)
     listed = _git(["rev-list", "--reverse", *tips, "--not", "--all"])
-    bad = check_commits(repo, [pygit2.Oid(hex=h) for h in listed.split()])
-    if not bad:
-        return 0
-    for line in report(bad):
+    oids = [pygit2.Oid(hex=h) for h in listed.split()]
+    bad = check_commits(repo, oids)
+    if bad:
+        for line in report(bad):
+            print(line, file=sys.stderr)
+        print(
+            f"machine: push rejected: {rejected(bad)} in "
+            f"{count(len(bad), 'commit')}; nothing was stored",
+            file=sys.stderr,
+        )
+    refused = releases_refused(repo, refs, oids)
+    for line in refused:
         print(line, file=sys.stderr)
-    print(
-        f"machine: push rejected: {rejected(bad)} in "
-        f"{count(len(bad), 'commit')}; nothing was stored",
-        file=sys.stderr,
-    )
-    return 1
+    return 1 if bad or refused else 0
+
+
+# -- release records (machine_git/releases/audit.py) ----------------------------------
+
+
+def releases_refused(
+    repo: pygit2.Repository,
+    updates: list[tuple[str, str, str]],
+    oids: list[pygit2.Oid],
+) -> list[str]:
+    """Why the push may not change release records; empty if it may.
+
+    A new commit may touch ``releases/`` only as one of machine's release
+    steps, verified by content; and no forced push may drop history that
+    holds release records. The release modules (and pydantic) are loaded
+    only when a pushed commit touches ``releases/`` or claims a release step.
+    """
+    lines = _rewritten(repo, updates)
+    commits = [repo[oid].peel(Commit) for oid in oids]
+    if not any(touches_releases(c) for c in commits):
+        return lines
+    from machine_git.releases import audit
+
+    found = audit.pushed(repo, commits, Path(repo.path))
+    for commit, tampered in found:
+        summary = (commit.message or "").strip().splitlines()[:1] or [""]
+        lines.append(f"commit {str(commit.id)[:12]}: {summary[0]}")
+        lines.extend(str(t) for t in tampered)
+    if found:
+        lines.append(
+            f"machine: push rejected: {count(len(found), 'commit')} "
+            f"{'changes' if len(found) == 1 else 'change'} release records that "
+            "only machine's release commands write; nothing was stored"
+        )
+    return lines
+
+
+def _rewritten(
+    repo: pygit2.Repository, updates: list[tuple[str, str, str]]
+) -> list[str]:
+    lines = []
+    for old, new, ref in updates:
+        if old == _ZERO or new == _ZERO:
+            continue
+        before = repo[old].peel(Commit)
+        if repo.descendant_of(pygit2.Oid(hex=new), before.id):
+            continue
+        if _releases_tree(before) is not None:
+            lines.append(
+                f"machine: push rejected: {ref} would drop history holding release "
+                f"records ({old[:12]} is not an ancestor of {new[:12]}); "
+                "release history is append-only"
+            )
+    return lines
+
+
+def touches_releases(commit: Commit) -> bool:
+    """Does ``commit`` change ``releases/`` or claim a release step in a trailer?
+
+    Cheap on purpose (one tree entry per parent, no blob read): the full audit
+    runs only for the commits this picks out.
+    """
+    mine = _releases_tree(commit)
+    if any(_releases_tree(p) != mine for p in commit.parents):
+        return True
+    if not commit.parents and mine is not None:
+        return True
+    return "Machine-Action: release-" in (commit.message or "")
+
+
+def _releases_tree(commit: Commit) -> pygit2.Oid | None:
+    try:
+        return commit.tree["releases"].id
+    except KeyError:
+        return None
 
 
 def post_receive(git_dir: Path) -> int:

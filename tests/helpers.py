@@ -317,3 +317,62 @@ def json_output(stdout: str) -> list[Any]:
         return [orjson.loads(stdout)]
     except orjson.JSONDecodeError:
         return [orjson.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def preregistered_release(store: Any, release_id: str, checkpoint: str) -> str:
+    """A real preregistration of ``checkpoint``, made by machine's own steps.
+
+    Two rows from two sessions (of different content), an eval set of one,
+    a run prepared on the other (no Tinker: its checkpoint is recorded as a
+    finished run records it), the base model's baseline, then
+    ``releases.new``. A preregistration written by hand would be reported as
+    tampered. Returns the run id.
+    """
+    from machine_git import releases
+    from machine_git.train import config
+    from machine_git.train import evals
+    from machine_git.train import runs
+
+    for n, session_id in enumerate(("s1", "s2")):
+        # Different sessions and content: eval sets hold out both alike.
+        said = [
+            {"role": "user", "content": f"hi {n}"},
+            {"role": "assistant", "content": f"hello {n}"},
+        ]
+        row = train_row(
+            f"{n}a0000000000", source=source(session_id=session_id), messages=said
+        )
+        commit_row(store, row)
+    eval_set, _ = evals.init(store, size=1, force=False)
+    made = runs.prepare(
+        store,
+        commit=store.head,
+        revision="HEAD",
+        kind="train",
+        base_model=config.DEFAULT_BASE_MODEL,
+        renderer="qwen3",
+        train_on_what="last_assistant_message",
+        hyper=config.Hyper(batch_size=1),
+        force=False,
+        count_sequences=lambda cfg, where: 1,
+    )
+    final = {"name": "final", "step": 1, "final": True, "sampler_path": checkpoint}
+    runs.update(
+        store,
+        made["id"],
+        "done",
+        "done",
+        lambda r: r.update(status="done", checkpoints=[final]),
+    )
+    cases, skipped = evals.cases(store, eval_set)
+    answers = [
+        {"row": c.row_id, "kind": c.kind, "reference": c.reference, "output": ""}
+        for c in cases
+    ]
+    evals.record_results(
+        store, eval_set, config.DEFAULT_BASE_MODEL, {}, answers, skipped
+    )
+    releases.new(
+        store, release_id, made["id"], title="a test", gates_file=None, template=None
+    )
+    return str(made["id"])

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from machine_git import releases
+from machine_git.releases import steps
 from machine_git.store import Store
 from tests.conftest import git
 
@@ -821,10 +822,9 @@ def test_gates_and_holdouts_are_accepted_by_releases(tmp_path: Path) -> None:
     hold, gates = receipts.write_gates(
         tmp_path, ["multiples", "power-digits"], "g1", 2, 0.8
     )
-    spec, folder = releases.load_gates(gates, None)
-    releases._check_gates(spec["gates"])
-    data = releases._holdouts(spec["gates"], folder, False)
+    spec, data = releases.load_spec(gates, None)  # the gates file's model
     assert data is not None
+    assert len(steps.parse_holdouts(data, hold.name)) == 8
     assert data == hold.read_bytes()
     cases = [json.loads(line) for line in data.splitlines()]
     assert [c["id"] for c in cases] == [
@@ -845,4 +845,7 @@ def test_gates_and_holdouts_are_accepted_by_releases(tmp_path: Path) -> None:
         }
     ]
     assert cases[2]["reference"] == "110389889610"
-    assert spec["gates"]["holdouts"]["metrics"] == [{"metric": "exact", "min": 0.8}]
+    assert spec.gates.holdouts is not None
+    assert [g.model_dump() for g in spec.gates.holdouts.metrics] == [
+        {"metric": "exact", "min": 0.8, "min_delta": 0.0}
+    ]

@@ -566,3 +566,25 @@ def _commit(where: Path, env: dict[str, str], message: str) -> Any:
         capture_output=True,
         text=True,
     )
+
+
+def test_a_push_that_leaves_releases_alone_never_loads_the_release_audit(
+    store: Store,
+) -> None:
+    # The audit (and pydantic) load only for commits that touch releases/.
+    put(store, helpers.train_row("b1b1b1b1b1b1"))
+    head = store.head
+    assert head is not None and not hooks.touches_releases(head)
+    code = (
+        "import sys, pygit2\n"
+        "from machine_git import hooks\n"
+        f"repo = pygit2.Repository({str(store.path)!r})\n"
+        f"oid = pygit2.Oid(hex={str(head.id)!r})\n"
+        "assert hooks.releases_refused(repo, [], [oid]) == []\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', "
+        "'machine_git.releases'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == "[]\n"

@@ -39,7 +39,6 @@ from machine_git import settings
 from machine_git.agents import install
 from machine_git.agents import pimodel
 from machine_git.errors import NotFoundError
-from machine_git.errors import ReleaseError
 from machine_git.errors import StudentError
 from machine_git.errors import UsageError
 from machine_git.store import Change
@@ -118,14 +117,16 @@ def resolve(store: Store | None, handle: Handle) -> Handle:
 
     record = None
     if store is not None:
-        with contextlib.suppress(ReleaseError):
-            record = releases.read(store, handle.text)
+        # A tampered release is refused with its reason, like every release
+        # command; only a missing one is "no release".
+        with contextlib.suppress(NotFoundError):
+            record = releases.frozen(store, handle.text)
     if record is None:
         raise NotFoundError(
             f"no release {handle.text} in this project (machine release list)"
         )
-    checkpoint = (record.get("candidate") or {}).get("checkpoint")
-    if not isinstance(checkpoint, str) or not checkpoint:
+    checkpoint = record.candidate.checkpoint
+    if not checkpoint:
         raise StudentError(f"release {handle.text} names no checkpoint to sample")
     return Handle(checkpoint, "release", release=handle.text)
 

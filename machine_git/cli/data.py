@@ -157,6 +157,8 @@ def validate(
         raise click.UsageError("name JSONL files to validate, or pass --store")
     tally = checks.Tally()
     findings: list[checks.Finding] = []
+    tampered: list[checks.Finding] = []
+    touched = 0
     for name in files:
         source = sys.stdin.buffer if name == inputs.STDIN else Path(name)
         findings.extend(checks.check_file(source, tally))
@@ -166,18 +168,25 @@ def validate(
         tally.rows += report.rows
         findings += report.findings
     damaged = report is not None and report.diagnosis.damaged
+    if report is not None and not damaged:
+        # Only an undamaged store: walking a damaged history can hang libgit2.
+        from machine_git import releases
+
+        store = Store.open(paths.store_path(project_of(project)))
+        tampered, touched = releases.findings(store)
     if as_json:
         out: dict[str, Any] = {
             "rows": tally.rows,
             "invalid": checks.invalid_count(findings),
             "formats": tally.formats,
             "problems": [f.to_json() for f in findings],
+            "tampered": [f.to_json() for f in tampered],
         }
         if report is not None:
             out["store"] = report.diagnosis.to_json()
         emit_json(out)
     else:
-        for finding in findings:
+        for finding in [*findings, *tampered]:
             click.echo(str(finding))
         if report is not None and damaged:
             from machine_git import recover as recovering  # only for a damaged store
@@ -190,11 +199,14 @@ def validate(
         )
         if damaged:
             verdict += "; the store is damaged"
-        failed = bool(findings) or damaged
+        if touched:
+            many = "" if touched == 1 else "s"
+            verdict += f"; {touched} release{many} tampered with"
+        failed = bool(findings or tampered) or damaged
         click.echo(f"checked {_checked(tally)}: {verdict}", err=failed)
     if damaged:
         raise click.exceptions.Exit(DAMAGED)
-    if findings:
+    if findings or tampered:
         raise click.exceptions.Exit(INVALID)
 
 

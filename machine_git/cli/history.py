@@ -29,6 +29,7 @@ from machine_git.schemas import KINDS
 from machine_git.store import Store
 
 _HEX = re.compile(r"^[0-9a-f]{1,12}$")
+_GROUP = 3  # more files than this in one folder, with one verb: one line
 
 
 @click.command(name="log")
@@ -161,13 +162,7 @@ def diff_command(
         machine diff v1 v2 --stat
     """
     store = open_store(project)
-    if old is None:
-        newer = revs.resolve(store, None)
-        older = newer.parents[0] if newer.parents else None
-    else:
-        older = revs.resolve(store, old)
-        newer = revs.resolve(store, new)
-    result = diffs.diff_commits(store, older, newer, [kind] if kind else None)
+    result = diffs.compare(store, old, new, [kind] if kind else None)
     if as_json:
         emit_json(_diff_json(result))
         return
@@ -176,7 +171,12 @@ def diff_command(
         for change in result.rows:
             click.echo(f"{marks[change.status]} {change.id}")
         return
-    span = f"{_short(older)}..{str(newer.id)[:12]}"
+    span = (
+        f"{result.old_run or _short(result.old)}.."
+        f"{result.new_run or _short(result.new)}"
+    )
+    if result.old_run or result.new_run:
+        span += " (the rows each run trained on; eval rows held out)"
     click.echo(f"diff {span}: {_count(len(result.rows), 'row')} changed")
     _print_summary(result)
     if not stat:
@@ -224,8 +224,25 @@ def _print_changes(result: diffs.Diff, detail: bool) -> None:
                 old = diffs.show_value(field.old, columns)
                 new = diffs.show_value(field.new, columns)
                 click.echo(table.pair(f"    {field.path}: ", old, new, columns))
-    for path in result.other_files:
-        click.echo(f"changed  {path}")
+    if result.other_files:
+        click.echo("other files:")
+    for verb, path, n in _grouped(result.other_files):
+        click.echo(f"  {verb:<8} {path}" + (f" ({n} files)" if n > 1 else ""))
+
+
+def _grouped(files: list[diffs.FileChange]) -> list[tuple[str, str, int]]:
+    """One line per file, or per folder when one verb covers many of its files."""
+    by_folder: dict[tuple[str, str], list[str]] = {}
+    for item in files:
+        folder = item.path.rsplit("/", 1)[0] + "/" if "/" in item.path else ""
+        by_folder.setdefault((item.status, folder), []).append(item.path)
+    out: list[tuple[str, str, int]] = []
+    for (verb, folder), paths in by_folder.items():
+        if folder and len(paths) > _GROUP:
+            out.append((verb, folder, len(paths)))
+        else:
+            out.extend((verb, path, 1) for path in paths)
+    return sorted(out, key=lambda line: (line[1], line[0]))
 
 
 def _diff_json(result: diffs.Diff) -> dict[str, Any]:
@@ -243,5 +260,7 @@ def _diff_json(result: diffs.Diff) -> dict[str, Any]:
             }
             for c in result.rows
         ],
-        "other_files": result.other_files,
+        "old_run": result.old_run,
+        "new_run": result.new_run,
+        "other_files": [f.to_json() for f in result.other_files],
     }

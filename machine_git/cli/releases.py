@@ -12,7 +12,7 @@ from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
 from machine_git.errors import FAILED
-from machine_git.errors import ReleaseError
+from machine_git.errors import INVALID
 from machine_git.errors import UsageError
 
 
@@ -59,42 +59,30 @@ def release_new(
         machine release new BR-002 --run RUN --gates gates.json --title "terser"
     """
     from machine_git import releases
-    from machine_git.train import evals
-    from machine_git.train import runs
 
-    store = open_store(project)
-    releases.check_id(release_id)
-    run = runs.find(store, run_id)
-    eval_set = evals.active(store)
-    if eval_set is None:
-        raise ReleaseError(
-            "no eval set to gate on: draw one with 'machine train eval init' and "
-            "record a baseline with 'machine train eval baseline --yes'"
-        )
-    eval_commit = evals.commit_of(store, str(eval_set["id"]))
     record, commit = releases.new(
-        store,
-        release_id,
-        run,
-        eval_set,
-        eval_commit,
+        open_store(project),
+        releases.check_id(release_id),
+        run_id,
         title=title,
         gates_file=gates_file,
         template=template,
     )
     if as_json:
-        emit_json({**record, "commit": commit})
+        emit_json({**record.model_dump(mode="json"), "commit": commit})
         return
-    gates = record["gates"]
-    holdouts = gates.get("holdouts") or {}
-    click.echo(f"preregistered {release_id}: {record['title']} ({commit[:12]})")
-    click.echo(f"  candidate  {record['candidate']['checkpoint']} (run {run['id']})")
-    click.echo(f"  data       {record['training']['dataset_commit'][:12]}")
+    gates = record.gates
+    holdouts = gates.holdouts
+    click.echo(f"preregistered {release_id}: {record.title} ({commit[:12]})")
     click.echo(
-        f"  gates      eval {gates['eval']['id']} at {gates['eval']['commit'][:12]}, "
-        f"{len(gates.get('metrics') or [])} metric gates"
-        + (", no regressions" if gates.get("no_regress") else "")
-        + (f", {holdouts.get('cases')} holdouts" if holdouts else "")
+        f"  candidate  {record.candidate.checkpoint} (run {record.candidate.run})"
+    )
+    click.echo(f"  data       {str(record.training.dataset_commit)[:12]}")
+    click.echo(
+        f"  gates      eval {gates.eval.id} at {gates.eval.commit[:12]}, "
+        f"{len(gates.metrics)} metric gates"
+        + (", no regressions" if gates.no_regress else "")
+        + (f", {holdouts.cases} holdouts" if holdouts else "")
     )
 
 
@@ -117,7 +105,6 @@ def release_check(
     Example usage:
         machine release check BR-001 --yes
     """
-    from machine_git import gates
     from machine_git import releases
 
     releases.check_id(release_id)
@@ -135,10 +122,10 @@ def release_check(
     from machine_git.train import sampling
 
     store = open_store(project)
-    record = releases.assert_frozen(store, release_id)
-    candidate = record["candidate"]
-    seen = rendering.rendering(candidate["base_model"], candidate.get("renderer"))
-    info = preflight.check(candidate["base_model"], "sample")
+    record = releases.frozen(store, release_id)
+    candidate = record.candidate
+    seen = rendering.rendering(candidate.base_model, candidate.renderer)
+    info = preflight.check(candidate.base_model, "sample")
     click.echo(f"tinker ok: {info.base_url} ({info.seconds:.1f} s)", err=True)
 
     def sample(cases: list[Any], base: str, checkpoint: str) -> list[dict[str, Any]]:
@@ -146,22 +133,22 @@ def release_check(
             cases, seen, base_model=base, model_path=checkpoint, max_tokens=max_tokens
         )
 
-    result, commit = gates.check(store, release_id, sample)
+    result, commit = releases.check(store, release_id, sample, max_tokens)
     if as_json:
-        emit_json({**result, "commit": commit})
+        emit_json({**result.model_dump(mode="json"), "commit": commit})
     else:
-        verdict = "PASS" if result["passed"] else "FAIL"
-        click.echo(f"{release_id} check {result['number']}: {verdict} ({commit[:12]})")
-        for gate in result["gates"]:
-            mark = "pass" if gate["passed"] else "FAIL"
-            click.echo(f"  {mark}  {gate['name']}: {gate['detail']}")
-            for case in gate["regressed"]:
+        verdict = "PASS" if result.passed else "FAIL"
+        click.echo(f"{release_id} check {result.number}: {verdict} ({commit[:12]})")
+        for gate in result.gates:
+            mark = "pass" if gate.passed else "FAIL"
+            click.echo(f"  {mark}  {gate.name}: {gate.detail}")
+            for case in gate.regressed:
                 click.echo(
-                    f"        {case['row']}: baseline {_short(case['baseline'])} -> "
-                    f"candidate {_short(case['candidate'])} "
-                    f"(want {_short(case['reference'])})"
+                    f"        {case.row}: baseline {_short(case.baseline)} -> "
+                    f"candidate {_short(case.candidate)} "
+                    f"(want {_short(case.reference)})"
                 )
-    if not result["passed"]:
+    if not result.passed:
         raise click.exceptions.Exit(FAILED)
 
 
@@ -178,13 +165,23 @@ def release_trial(release_id: str, project: Path | None, as_json: bool) -> None:
     """
     from machine_git import releases
 
-    commit = releases.trial(open_store(project), releases.check_id(release_id))
+    done = releases.trial(open_store(project), releases.check_id(release_id))
     if as_json:
-        emit_json({"release": release_id, "status": "trial", "commit": commit})
+        emit_json(
+            {
+                "release": release_id,
+                "status": "trial",
+                "commit": done.commit,
+                "already": done.already,
+            }
+        )
+        return
+    if done.commit is None:
+        click.echo(done.already)
         return
     click.echo(
         f"trial {release_id}: the student is its candidate, marked trial "
-        f"({commit[:12]})"
+        f"({done.commit[:12]})"
     )
 
 
@@ -201,11 +198,21 @@ def release_activate(release_id: str, project: Path | None, as_json: bool) -> No
     """
     from machine_git import releases
 
-    commit = releases.activate(open_store(project), releases.check_id(release_id))
+    done = releases.activate(open_store(project), releases.check_id(release_id))
     if as_json:
-        emit_json({"release": release_id, "status": "active", "commit": commit})
+        emit_json(
+            {
+                "release": release_id,
+                "status": "active",
+                "commit": done.commit,
+                "already": done.already,
+            }
+        )
         return
-    click.echo(f"activated {release_id}: the default student ({commit[:12]})")
+    if done.commit is None:
+        click.echo(done.already)
+        return
+    click.echo(f"activated {release_id}: the default student ({done.commit[:12]})")
 
 
 @release.command(name="list")
@@ -222,15 +229,15 @@ def release_list(project: Path | None, as_json: bool) -> None:
 
     found = releases.listing(open_store(project))
     if as_json:
-        emit_json(found)
+        emit_json([item.to_json() for item in found])
         return
     if not found:
         click.echo("no releases yet (machine release new BR-001 --run RUN)")
     for item in found:
-        click.echo(
-            f"{item['id']}  {item['state'].get('status', 'preregistered'):<13} "
-            f"{item['candidate']['run']}  {item['title']}"
-        )
+        run = item.prereg.candidate.run if item.prereg else "-"
+        gone = "(preregistration unreadable)" if item.unreadable else "(no prereg.json)"
+        title = item.prereg.title if item.prereg else gone
+        click.echo(f"{item.id}  {item.status:<13} {run}  {title}")
 
 
 @release.command(name="show")
@@ -247,17 +254,20 @@ def release_show(release_id: str, project: Path | None, as_json: bool) -> None:
     from machine_git import jsonio
     from machine_git import releases
 
-    store = open_store(project)
-    record = releases.read(store, releases.check_id(release_id))
-    done = releases.checks(store, release_id)
-    state = releases.state(store, release_id)
+    found = releases.show(open_store(project), releases.check_id(release_id))
     if as_json:
-        emit_json({**record, "state": state, "checks": done})
-        return
-    click.echo(jsonio.canonical(record).decode(), nl=False)
-    click.echo(f"state: {state.get('status')}")
-    for item in done:
-        click.echo(f"check {item['number']}: {'pass' if item['passed'] else 'fail'}")
+        emit_json(found.to_json())
+    else:
+        if found.prereg is not None:
+            click.echo(jsonio.canonical(found.prereg.model_dump(mode="json")), nl=False)
+        for item in found.checks:
+            verdict = {True: "pass", False: "fail"}.get(item["passed"], "unreadable")
+            click.echo(f"check {item['number']}: {verdict}")
+        click.echo(f"state: {found.status}")
+        for line in found.tampered:
+            click.echo(f"tampered: {line}")
+    if found.tampered:
+        raise click.exceptions.Exit(INVALID)
 
 
 @click.command()
@@ -299,15 +309,42 @@ def lineage(what: str, with_rows: bool, project: Path | None, as_json: bool) -> 
     sha = str(data["export_sha256"] or "")[:12]
     click.echo(f"dataset    {data['commit'][:12]} (export sha256 {sha}…)")
     counts = ", ".join(f"{k} {n}" for k, n in data["counts"].items())
-    click.echo(
-        f"rows       {data['rows_trained']} {data['kind']} rows trained "
-        f"({data['held_out_rows']} held out for {data['held_out_eval']}); "
-        f"store: {counts}"
+    kind = f"{data['kind']} row"
+    held = (
+        f" ({data['held_out_rows']} held out for {data['held_out_eval']})"
+        if data["held_out_eval"]
+        else ""
     )
+    done = data["trained"]
+    if done is None:
+        click.echo(
+            f"rows       {tracing.UNKNOWN}; {_count(data['exported_rows'], kind)} "
+            f"exported{held}; store: {counts}"
+        )
+    else:
+        click.echo(
+            f"rows       {_count(done['rows'], kind)} trained of "
+            f"{data['exported_rows']} exported{held}; store: {counts}"
+        )
+        for epoch in done["epochs"]:
+            click.echo(
+                f"epoch {epoch.get('epoch')}    {_count(epoch.get('rows'), 'row')}, "
+                f"{epoch.get('tokens')} tokens, {_count(epoch.get('steps'), 'step')} "
+                f"(seed {epoch.get('seed')})"
+            )
     made = ", ".join(f"{n} {a}" for a, n in data["history"].items())
     click.echo(f"made by    {made}")
-    if found["eval"]:
-        ev = found["eval"]
+    ev = found["eval"]
+    if ev and "baseline" in ev:
+        base = ev["baseline"]
+        scores = base["scores"] or {}
+        click.echo(
+            f"eval       {ev['id']} at {ev['commit'][:12]}: baseline {base['model']} "
+            f"exact {_pct(scores.get('exact'))}, "
+            f"normalized {_pct(scores.get('normalized'))} "
+            f"(frozen in {base['frozen_in']}, blob {base['blob'][:12]})"
+        )
+    elif ev:
         scores = "; ".join(
             f"{r['model']}: exact {_pct(r['scores']['exact'])}, "
             f"normalized {_pct(r['scores']['normalized'])}"
@@ -318,6 +355,10 @@ def lineage(what: str, with_rows: bool, project: Path | None, as_json: bool) -> 
         )
     for row in data.get("rows") or []:
         click.echo(f"  {row['id']}  {row['role']}")
+
+
+def _count(n: Any, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _short(value: Any, limit: int = 40) -> str:

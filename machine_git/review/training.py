@@ -53,9 +53,9 @@ def run_page(site: Site, request: Request) -> Response:
             "scores": eval_scores(store, record),
             "record_json": jsonio.canonical(record).decode(),
             "releases": [
-                r["id"]
+                r.id
                 for r in releases.listing(store)
-                if (r.get("candidate") or {}).get("run") == run_id
+                if r.prereg is not None and r.prereg.candidate.run == run_id
             ],
         },
         store=store,
@@ -117,7 +117,12 @@ def releases_page(site: Site, request: Request) -> Response:
     return site.render(
         request,
         "releases.html",
-        {"page": "releases", "releases": releases.listing(store)},
+        {
+            "page": "releases",
+            "releases": [
+                r.to_json() for r in releases.listing(store) if r.prereg is not None
+            ],
+        },
         store=store,
     )
 
@@ -125,19 +130,19 @@ def releases_page(site: Site, request: Request) -> Response:
 def release_page(site: Site, request: Request) -> Response:
     store = site.store()
     release_id = releases.check_id(str(request.path_params["release"]))
-    if store.snapshot().read(releases.prereg_path(release_id)) is None:
+    found = releases.detail(store, release_id)
+    if found["prereg"] is None:
         raise NotFoundError(f"no release {release_id} (see the Releases page)")
-    record = releases.read(store, release_id)
-    done = releases.checks(store, release_id)
+    record = found["prereg"]
     return site.render(
         request,
         "release.html",
         {
             "page": "releases",
             "release": record,
-            "state": releases.state(store, release_id),
+            "state": found["state"],
             "gates": record.get("gates") or {},
-            "checks": list(reversed(done)),
+            "checks": list(reversed(found["checks"])),
             "record_json": jsonio.canonical(record).decode(),
         },
         store=store,

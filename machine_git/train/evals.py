@@ -147,14 +147,18 @@ class HeldOut:
 
 def held_out(store: Store) -> HeldOut:
     """What the eval set in force now keeps out of training exports."""
-    current = active(store)
-    if current is None:
+    return rule_of(active(store))
+
+
+def rule_of(eval_set: dict[str, Any] | None) -> HeldOut:
+    """What ``eval_set`` keeps out of training (None: nothing)."""
+    if eval_set is None:
         return HeldOut(None, frozenset(), frozenset())
     return HeldOut(
-        str(current["id"]),
-        frozenset(current.get("rows") or []),
-        frozenset(current.get("sessions") or []),
-        frozenset(current.get("contents") or []),
+        str(eval_set["id"]),
+        frozenset(eval_set.get("rows") or []),
+        frozenset(eval_set.get("sessions") or []),
+        frozenset(eval_set.get("contents") or []),
     )
 
 

@@ -9,6 +9,7 @@ them counts is what the others train on.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
 
@@ -18,6 +19,9 @@ from machine_git import context
 from machine_git import rows
 from machine_git.store import Store
 from machine_git.store import parse_row
+
+if TYPE_CHECKING:
+    from machine_git.train.evals import HeldOut
 
 
 class Selected(NamedTuple):
@@ -37,18 +41,25 @@ class Selection(NamedTuple):
 
 
 def training_rows(
-    store: Store, commit: Commit, kind: str, *, keep_held_out: bool = False
+    store: Store,
+    commit: Commit,
+    kind: str,
+    *,
+    keep_held_out: bool = False,
+    held_out: HeldOut | None = None,
 ) -> Iterator[Selected]:
     """Rows of ``kind`` at ``commit`` in id order, each marked held out or not.
 
     Held out means the eval set in force now keeps it out of training (its
-    row, or any row of its sessions or of its content). ``keep_held_out``
-    yields those too (marked); otherwise they are skipped. Each row carries
-    its context (system prompt and tools) inline, read at ``commit``.
+    row, or any row of its sessions or of its content); ``held_out`` names
+    another rule (lineage: the eval set an older run held out, which a later
+    draw may have replaced). ``keep_held_out`` yields those too (marked);
+    otherwise they are skipped. Each row carries its context (system prompt
+    and tools) inline, read at ``commit``.
     """
     from machine_git.train import evals
 
-    keep_out = evals.held_out(store)
+    keep_out = evals.held_out(store) if held_out is None else held_out
     read = store.snapshot(commit).read
     for path, data in store.iter_row_blobs(commit):
         row_id = rows.id_of_path(path)

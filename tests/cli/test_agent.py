@@ -20,6 +20,7 @@ from machine_git.sessions import detect
 from machine_git.sessions import pi
 from machine_git.store import Change
 from machine_git.store import Store
+from tests import helpers
 from tests.agents import conftest as oai_stub
 from tests.conftest import FIXTURES
 from tests.conftest import PI_SESSIONS
@@ -479,15 +480,22 @@ def test_a_release_id_is_its_checkpoint_and_a_missing_one_is_refused(
     assert not store_of(project).exists()  # nothing written
     checkpoint = "tinker://run-7:train:0/sampler_weights/final"
     store = Store.create(store_of(project), project)
+    helpers.preregistered_release(store, "BR-001", checkpoint)
+    # A preregistration made by hand is tampering, and is refused as such.
     store.write(
         lambda snap: Change(
-            summary="release BR-001",
+            summary="release BR-002",
             files={
-                "releases/BR-001/prereg.json": jsonio.canonical(
-                    {"id": "BR-001", "candidate": {"checkpoint": checkpoint}}
+                "releases/BR-002/prereg.json": jsonio.canonical(
+                    {"id": "BR-002", "candidate": {"checkpoint": checkpoint}}
                 )
             },
         )
+    )
+    forged = run("student", "BR-002")
+    assert forged.exit_code == INVALID
+    assert forged.stderr.startswith(
+        "Error: BR-002 was tampered with: releases/BR-002/prereg.json: added in "
     )
     chosen = json.loads(run("student", "BR-001", "--json").stdout)
     assert (chosen["switch_to"], chosen["message"], chosen["release"]) == (

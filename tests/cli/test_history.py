@@ -179,6 +179,96 @@ def test_diff_bad_revision(project: Path, run: Run) -> None:
     )
 
 
+def _sft(run: Run) -> str:
+    made = run("train", "sft", "--batch-size", "1", "--json")
+    assert made.exit_code == 0, made.stderr
+    return str(orjson.loads(made.stdout)["id"])
+
+
+def test_diff_between_runs_compares_what_each_trained_on(
+    project: Path, run: Run
+) -> None:
+    from machine_git.store import Store
+    from machine_git.train import evals
+    from tests.train import conftest as support
+
+    install_session(project, "multi-turn")
+    turn_one = support.answer_entry("multi-turn", "Turn one")
+    assert run("good", "--entry", turn_one).exit_code == 0
+    support.tag(run, project, ("mixed", "basic", "file-repair"))
+    assert run("train", "eval", "init", "--size", "1").exit_code == 0
+    store = paths.store_path(project)
+    eval_set = evals.active(Store.open(store))
+    assert eval_set is not None and len(eval_set["rows"]) == 1  # multi-turn's turn
+    first = _sft(run)
+    # A later turn of the eval session is held out too; one new row is not.
+    install_session(project, "multi-turn")
+    turn_two = support.answer_entry("multi-turn", "Turn two")
+    held = orjson.loads(run("good", "--entry", turn_two, "--json").stdout)["id"]
+    install_session(project, "bash-execution")
+    added = orjson.loads(run("good", "--json").stdout)["id"]
+    second = _sft(run)
+    out = run("diff", first, second).stdout.splitlines()
+    eval_id = eval_set["id"]
+    assert out[0] == (
+        f"diff {first}..{second} (the rows each run trained on; eval rows held "
+        "out): 1 row changed"
+    )
+    assert out[1] == "  train     +1  -0  ~0"
+    assert out[2].startswith(
+        f"added  {added}  train  "
+    )  # status: as wide as its widest
+    assert out[3:] == [
+        "other files:",
+        f"  added    evals/{eval_id}.json",
+        f"  added    runs/{first}.json",
+    ]
+    assert held not in "\n".join(out)
+    found = orjson.loads(run("diff", first, second, "--json").stdout)
+    assert [(r["id"], r["status"]) for r in found["rows"]] == [(added, "added")]
+    assert found["other_files"] == [
+        {"path": f"evals/{eval_id}.json", "status": "added"},
+        {"path": f"runs/{first}.json", "status": "added"},
+    ]
+    # As plain revisions, the same two commits hold both new rows.
+    commits = [
+        orjson.loads(run("runs", r, "--json").stdout)["dataset"]["commit"]
+        for r in (first, second)
+    ]
+    plain = run("diff", *commits, "--stat").stdout.splitlines()
+    assert plain[1:] == ["  train     +2  -0  ~0"]
+
+
+def test_diff_names_files_outside_rows_by_what_happened(
+    project: Path, run: Run
+) -> None:
+    from machine_git.store import Change
+    from machine_git.store import Store
+
+    tag_three(project, run)
+    store = Store.open(paths.store_path(project))
+    store.write(lambda snap: Change("notes", {"notes.txt": b"a\n", "b.txt": b"b\n"}))
+    store.write(lambda snap: Change("more", {"notes.txt": b"b\n", "b.txt": None}))
+    assert run("diff").stdout.splitlines() == [
+        f"diff {shas(project)[1][:12]}..{shas(project)[0][:12]}: 0 rows changed",
+        "other files:",
+        "  removed  b.txt",
+        "  changed  notes.txt",
+    ]
+    assert run("diff", "HEAD~2").stdout.splitlines()[1:] == [
+        "other files:",
+        "  added    notes.txt",
+    ]
+    # Many files of one folder with one verb: one line.
+    many = {f"evals/e/results/m{n}.json": b"{}\n" for n in range(4)}
+    store.write(lambda snap: Change("results", {**many, "evals/e.json": b"{}\n"}))
+    assert run("diff").stdout.splitlines()[1:] == [
+        "other files:",
+        "  added    evals/e.json",
+        "  added    evals/e/results/ (4 files)",
+    ]
+
+
 # -- dates ---------------------------------------------------------------------------
 
 HOUR = 3600

@@ -19,7 +19,6 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from machine_git import gates
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import releases
@@ -232,19 +231,17 @@ def record_evals(store: Store, eval_set: dict[str, Any], run_id: str) -> None:
     evals.record_results(
         store, eval_set, SAMPLER, {**details, "model_path": SAMPLER}, answers(True), []
     )
-    record = runs.read(store, run_id)
-    assert record is not None
     releases.new(
         store,
         "BR-001",
-        record,
-        eval_set,
-        evals.commit_of(store, str(eval_set["id"])),
+        run_id,
         title="terse, correct answers",
         gates_file=None,
         template=None,
     )
-    gates.check(store, "BR-001", lambda cs, base, ckpt: answers(True)[: len(cs)])
+    releases.check(
+        store, "BR-001", lambda cs, base, ckpt: answers(True)[: len(cs)], 1024
+    )
 
 
 # -- the app ---------------------------------------------------------------------

@@ -240,4 +240,4 @@ def test_every_page_of_a_store_with_no_rows_yet(tmp_path: Path) -> None:
         assert answer.status_code in (200, 404), (url, answer.text)
     assert "Nothing to review" in client.get("/queue").text
     assert "0 of 0 rows now" in client.get("/browse").text
-    assert "changed <code>machine.json</code>" in client.get("/diff").text
+    assert "added <code>machine.json</code>" in client.get("/diff").text

@@ -10,45 +10,16 @@ import pytest
 
 from machine_git import jsonio
 from machine_git import releases
+from machine_git.errors import INVALID
+from machine_git.errors import NOT_FOUND
 from machine_git.errors import USAGE
 from machine_git.store import Change
 from machine_git.store import Store
-from machine_git.train import evals
 from tests.conftest import Run
 from tests.conftest import git
+from tests.releases.conftest import CHECKPOINT
 from tests.train import conftest as support
 from tests.train.conftest import FakeTinker
-
-CHECKPOINT = "tinker://fake-run:train:0/sampler_weights/final"
-
-
-def _answers(store: Path) -> dict[str, str]:
-    """Turn -> the reference answer of each eval case (the multi-turn session)."""
-    opened = Store.open(store)
-    eval_set = evals.active(opened)
-    assert eval_set is not None
-    out = {}
-    for row_id in eval_set["rows"]:
-        row = opened.read_row(row_id)
-        assert row is not None
-        turn = row["messages"][0]["content"].split(":")[0]
-        out[turn] = row["messages"][-1]["content"]
-    return out
-
-
-@pytest.fixture
-def trained(project: Path, run: Run, fake: FakeTinker) -> dict[str, Any]:
-    """Rows tagged, an eval set, a baseline (1 of 3 right), a trained run."""
-    support.tag_multi_turn(run, project)
-    support.tag(run, project, ("mixed", "basic", "file-repair"))
-    assert run("train", "eval", "init", "--size", "1").exit_code == 0
-    store = support.store_path(project)
-    refs = _answers(store)
-    fake.answers = {"Turn one": refs["Turn one"]}
-    assert run("train", "eval", "baseline", "--yes").exit_code == 0
-    record = orjson.loads(run("train", "sft", "--batch-size", "1", "--json").stdout)
-    assert run("train", "run", "--yes").exit_code == 0
-    return {"store": store, "run": record["id"], "refs": refs}
 
 
 def test_the_full_cycle_preregister_check_trial_activate(
@@ -59,14 +30,13 @@ def test_the_full_cycle_preregister_check_trial_activate(
     assert made.exit_code == 0, made.stderr
     head = git(store, "rev-parse", "HEAD").strip()
     assert made.stdout.splitlines()[0] == f"preregistered BR-002: terse ({head[:12]})"
-    record = releases.read(Store.open(store), "BR-002")
-    assert record["candidate"]["checkpoint"] == CHECKPOINT
-    assert record["gates"]["eval"]["baseline"]["scores"]["exact"] == pytest.approx(
-        1 / 3
-    )
-    # The preregistration is committed before any result exists.
+    record = releases.frozen(Store.open(store), "BR-002")
+    assert record.candidate.checkpoint == CHECKPOINT
+    assert record.gates.eval.baseline.scores["exact"] == pytest.approx(1 / 3)
+    # The preregistration is committed before any result exists, and the
+    # status is never stored: it is read from which records exist.
     assert git(store, "ls-tree", "-r", "--name-only", "HEAD", "releases/") == (
-        "releases/BR-002/prereg.json\nreleases/BR-002/state.json\n"
+        "releases/BR-002/prereg.json\n"
     )
     fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
     checked = run("release", "check", "BR-002", "--yes")
@@ -89,7 +59,7 @@ def test_the_full_cycle_preregister_check_trial_activate(
     head = git(store, "rev-parse", "HEAD").strip()
     assert (trial.exit_code, trial.stdout) == (
         0,
-        f'{{"commit":"{head}","release":"BR-002","status":"trial"}}\n',
+        f'{{"already":null,"commit":"{head}","release":"BR-002","status":"trial"}}\n',
     )
     settings = orjson.loads(git(store, "show", "HEAD:settings.json"))
     assert (settings["student"], settings["student_status"]) == (CHECKPOINT, "trial")
@@ -97,7 +67,7 @@ def test_the_full_cycle_preregister_check_trial_activate(
     assert activated.exit_code == 0, activated.stderr
     head = git(store, "rev-parse", "HEAD").strip()
     assert activated.stdout == (
-        f'{{"commit":"{head}","release":"BR-002","status":"active"}}\n'
+        f'{{"already":null,"commit":"{head}","release":"BR-002","status":"active"}}\n'
     )
     settings = orjson.loads(git(store, "show", "HEAD:settings.json"))
     assert settings["student_status"] == "default"
@@ -141,32 +111,41 @@ def test_a_gate_edited_after_preregistration_refuses_everything(
 ) -> None:
     store = Store.open(trained["store"])
     assert run("release", "new", "BR-004", "--run", trained["run"]).exit_code == 0
-    first = git(trained["store"], "rev-parse", "HEAD").strip()
-    record = releases.read(store, "BR-004")
+    path = "releases/BR-004/prereg.json"
+    record = orjson.loads(git(trained["store"], "show", f"HEAD:{path}"))
     record["gates"]["metrics"][0]["min_delta"] = -1.0  # loosen a gate afterwards
 
     def plan(snap: Any) -> Change:
-        return Change(
-            "edit gates", {releases.prereg_path("BR-004"): jsonio.canonical(record)}
-        )
+        return Change("edit gates", {path: jsonio.canonical(record)})
 
-    store.write(plan)
+    edit = str(store.write(plan))
     fake.answers = {}
+    fake.calls.clear()
     for command in (
         ("check", "BR-004", "--yes"),
         ("trial", "BR-004"),
         ("activate", "BR-004"),
+        ("new", "BR-004", "--run", trained["run"]),
     ):
         result = run("release", *command)
-        assert result.exit_code == 1
+        assert result.exit_code == INVALID
         assert result.stderr == (
-            f"Error: the preregistration of BR-004 was changed after {first[:12]} "
-            "(releases/BR-004/prereg.json); gates are frozen: preregister a new "
-            "release id\n"
+            f"Error: BR-004 was tampered with: {path}: $.gates.metrics[0].min_delta "
+            f"changed in commit {edit[:12]} (release records are append-only); "
+            "preregister a new release id\n"
         )
-    again = run("release", "new", "BR-004", "--run", trained["run"])
+    assert git(trained["store"], "rev-parse", "HEAD").strip() == edit
+    assert "sample" not in fake.names()
+
+
+def test_preregistering_an_id_twice_is_refused(
+    trained: dict[str, Any], run: Run
+) -> None:
+    assert run("release", "new", "BR-010", "--run", trained["run"]).exit_code == 0
+    again = run("release", "new", "BR-010", "--run", trained["run"])
+    assert again.exit_code == 1
     assert again.stderr == (
-        "Error: BR-004 is already preregistered; its gates are frozen: preregister "
+        "Error: BR-010 is already preregistered; its gates are frozen: preregister "
         "a new release id\n"
     )
 
@@ -210,7 +189,7 @@ def test_lineage_goes_from_release_to_rows(
     assert text[-1].startswith("eval       ")
 
 
-@pytest.mark.parametrize("bad", ["BR-1", "br-001", "BR-../x", "X"])
+@pytest.mark.parametrize("bad", ["BR-1", "br-001", "BR-../x", "X", "BR-0005"])
 def test_bad_release_ids(trained: dict[str, Any], run: Run, bad: str) -> None:
     result = run("release", "show", bad)
     assert result.exit_code == USAGE
@@ -244,3 +223,41 @@ def test_br_001_preregisters_a_traces_run_with_its_holdouts(
     }
     checked = run("release", "check", "BR-001", "--yes")
     assert "  pass  holdouts normalized: 100.0% of 8 (min 50.0%)" in checked.stdout
+
+
+def test_a_release_is_gated_only_on_the_eval_set_its_run_held_out(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    # Trained before any eval set existed, the run may have learned the very
+    # rows a later eval set holds: gating on them would prove nothing.
+    support.tag_multi_turn(run, project)
+    support.tag(run, project, ("mixed", "basic", "file-repair"))
+    made = orjson.loads(run("train", "sft", "--batch-size", "1", "--json").stdout)
+    assert run("train", "run", "--yes").exit_code == 0
+    assert run("train", "eval", "init", "--size", "1").exit_code == 0
+    assert run("train", "eval", "baseline", "--yes").exit_code == 0
+    eval_id = orjson.loads(
+        git(support.store_path(project), "show", "HEAD~1:" + _eval_file(project))
+    )["id"]
+    refused = run("release", "new", "BR-016", "--run", made["id"])
+    assert refused.exit_code == 1
+    assert refused.stderr == (
+        f"Error: run {made['id']} held out no eval set, but eval set {eval_id} is "
+        "in force: train a run against it first\n"
+    )
+
+
+def _eval_file(project: Path) -> str:
+    names = git(support.store_path(project), "ls-tree", "--name-only", "HEAD", "evals/")
+    return next(n for n in names.split() if n.endswith(".json"))
+
+
+def test_a_release_that_never_existed_is_not_found(
+    trained: dict[str, Any], run: Run
+) -> None:
+    for command in ("show", "trial", "activate"):
+        result = run("release", command, "BR-999")
+        assert result.exit_code == NOT_FOUND, command
+        assert (
+            result.stderr == "Error: no release BR-999 (see 'machine release list')\n"
+        )
