@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from machine_git.store import Store
 
 AUTO_DEFAULT = 6700  # git's own default for gc.auto
+PACK_LIMIT_DEFAULT = 50  # and for gc.autoPackLimit
 _SAMPLE = "17"  # the folder git counts: 1/256 of the loose objects, on average
 
 # Settings for every git run here. Reflogs are the store's audit trail of who
@@ -103,24 +104,48 @@ def loose_estimate(path: Path) -> int:
 
 def auto_limit(store: Store) -> int:
     """The store's ``gc.auto`` (0 or less: never pack automatically)."""
+    return _setting(store, "gc.auto", AUTO_DEFAULT)
+
+
+def _setting(store: Store, key: str, default: int) -> int:
     try:
-        value = store.repo.config["gc.auto"]
+        value = store.repo.config[key]
     except (KeyError, pygit2.GitError):  # unset, or a config git cannot read
-        return AUTO_DEFAULT
+        return default
     try:
-        return int(value) if value is not None else AUTO_DEFAULT
+        return int(value) if value is not None else default
     except ValueError:
-        return AUTO_DEFAULT
+        return default
+
+
+def pack_count(path: Path) -> int:
+    """Packs in the store at ``path`` (each has an index; .keep ones too)."""
+    try:
+        with os.scandir(path / "objects" / "pack") as entries:
+            return sum(1 for e in entries if e.name.endswith(".idx"))
+    except OSError:
+        return 0
 
 
 def needs_packing(store: Store) -> bool:
-    """True when ``git gc --auto`` would pack: git's own test, in Python."""
+    """True when ``git gc --auto`` would pack: git's own test, in Python.
+
+    Too many loose objects, or too many packs: every bulk write (an import,
+    a big pull) adds a pack (bulk.py), and git gc --auto joins them once
+    there are more than ``gc.autoPackLimit`` (50).
+    """
     # Counting comes first: it is a few microseconds, reading the config is not.
     count = loose_estimate(store.path) // 256
-    if count == 0:
+    packs = pack_count(store.path)
+    if count == 0 and packs <= PACK_LIMIT_DEFAULT:
         return False
     limit = auto_limit(store)
-    return limit > 0 and count > (limit + 255) // 256
+    if limit <= 0:
+        return False  # git gc --auto does nothing at all then
+    pack_limit = _setting(store, "gc.autoPackLimit", PACK_LIMIT_DEFAULT)
+    if 0 < pack_limit < packs:
+        return True
+    return count > (limit + 255) // 256
 
 
 def auto(store: Store) -> bool:
@@ -185,8 +210,11 @@ def remove_leftovers(path: Path, now: float | None = None) -> list[str]:
     temp packs, receive-pack's ``incoming-*`` quarantine folders), and for
     ``*.lock`` files in ``refs/``, ``logs/`` and the store's top folder.
     """
+    from machine_git import bulk
+
     moment = time.time() if now is None else now
-    removed: list[str] = []
+    # A bulk write's temp files are only ever written under the lock we hold.
+    removed = [str(p.relative_to(path)) for p in bulk.clean(path / "objects")]
     for target, age in _leftovers(path):
         if moment - _newest_mtime(target) < age:
             continue  # maybe a live writer's: leave it
