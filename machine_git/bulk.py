@@ -143,6 +143,7 @@ def write_pack(
     folder.mkdir(mode=0o700, exist_ok=True)
     clean(objects)
     temp_pack = folder / f"{TEMP}{os.getpid()}_{secrets.token_hex(6)}.pack"
+    temp_index: Path | None = None
     try:
         with _create(temp_pack) as f:
             pack_hash, index_entries = _write_objects(f, entries, progress)
@@ -152,8 +153,11 @@ def write_pack(
             f.write(_index(index_entries, pack_hash))
             _sync(f)
     except BaseException:
-        with contextlib.suppress(OSError):
-            temp_pack.unlink()
+        # A full disk, say: leave nothing behind (a kill leaves it to clean).
+        for temp in (temp_pack, temp_index):
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    temp.unlink()
         raise
     os.replace(temp_pack, folder / f"pack-{name}.pack")
     os.replace(temp_index, folder / f"pack-{name}.idx")

@@ -137,7 +137,7 @@ def needs_packing(store: Store) -> bool:
     # Counting comes first: it is a few microseconds, reading the config is not.
     count = loose_estimate(store.path) // 256
     packs = pack_count(store.path)
-    if count == 0 and packs <= PACK_LIMIT_DEFAULT:
+    if count == 0 and packs < 2:
         return False
     limit = auto_limit(store)
     if limit <= 0:
