@@ -63,6 +63,7 @@ _SIGNATURE = b"PACK"
 _INDEX_MAGIC = b"\xfftOc"
 _BIG = 0x80000000  # offsets from 2 GiB on go to the index's 64-bit table
 _STEP = 256  # objects between two progress reports
+_BLOB = 3  # git's type number
 
 
 class Staged(pygit2.OdbBackend):
@@ -108,6 +109,18 @@ class Staged(pygit2.OdbBackend):
 
     def refresh_cb(self) -> None:
         pass  # nothing on disk to look at again
+
+    def blob(self, repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
+        """Stage ``data`` as a blob unless the store has it; its id.
+
+        Like ``repo.create_blob``, but the bytes are kept as they are, not
+        copied by libgit2 into a new bytes object: an import holds its rows
+        once, not twice.
+        """
+        oid = pygit2.hash(data)
+        if oid.raw not in self.objects and oid not in repo:
+            self.objects[oid.raw] = (_BLOB, data)
+        return oid
 
     def in_order(self, first: Iterable[pygit2.Oid]) -> list[tuple[bytes, int, bytes]]:
         """Every staged object as (id, type, bytes): ``first`` in its order, then

@@ -390,7 +390,7 @@ class Store:
         staging, staged = bulk.stage(self.path)
         blobs: dict[str, Oid | None] = {}
         for path, data in change.files.items():
-            blobs[path] = None if data is None else staging.create_blob(data)
+            blobs[path] = None if data is None else staged.blob(staging, data)
         trees: list[Oid] = []
         base = staging[snap.tree.id].peel(Tree) if snap.tree is not None else None
         tree_id = _write_tree(staging, base, blobs, trees) or _empty_tree(
