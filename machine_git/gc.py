@@ -34,6 +34,8 @@ from machine_git.errors import DamagedStoreError
 from machine_git.errors import DiskFullError
 from machine_git.errors import ReadOnlyStoreError
 from machine_git.errors import StoreError
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 
 if TYPE_CHECKING:
     from machine_git.store import Store
@@ -166,18 +168,22 @@ def auto(store: Store) -> bool:
     return True
 
 
-def pack(store: Store) -> Packed:
+def pack(store: Store, progress: Progress = QUIET) -> Packed:
     """``machine gc``: pack every object into one pack, under the writer lock.
 
     Leftovers of killed writers go first (:func:`remove_leftovers`): a stale
-    ``packed-refs.lock`` would stop git gc itself.
+    ``packed-refs.lock`` would stop git gc itself. ``progress`` shows git's
+    own (counting, compressing, writing objects).
     """
     with store.locked():
         removed = remove_leftovers(store.path)
         try:
             before = usage(store.path)
             started = time.monotonic()
-            _git(store.path, "gc", "--quiet")
+            if progress is QUIET:
+                _git(store.path, "gc", "--quiet")
+            else:
+                _git_shown(store.path, progress, "gc")
             seconds = time.monotonic() - started
             after = usage(store.path)
         except StoreError as e:
@@ -319,13 +325,42 @@ def _chmod(target: str, wanted: int, mode: int | None = None) -> None:
             os.chmod(target, wanted)
 
 
-def _git(path: Path, *args: str) -> str:
-    import subprocess  # only when packing: not on the path of every commit
-
+def _command(path: Path, *args: str) -> list[str]:
     command = ["git"]
     for setting in _SETTINGS:
         command += ["-c", setting]
-    command += ["-C", str(path), *args]
+    return [*command, "-C", str(path), *args]
+
+
+def _git_shown(path: Path, progress: Progress, *args: str) -> None:
+    """:func:`_git` for a command that prints nothing, its progress shown."""
+    from machine_git import gitprogress
+
+    old = os.umask(0o077)
+    try:
+        status, lines = gitprogress.run(_command(path, *args), progress)
+    except FileNotFoundError:
+        raise StoreError("packing the store needs git on the PATH") from None
+    except OSError as e:
+        raise _error(path, e.errno, e.strerror or str(e)) from None
+    finally:
+        os.umask(old)
+    if status != 0:
+        raise _git_failed(path, lines, status)
+
+
+def _git_failed(path: Path, lines: list[str], status: int) -> StoreError:
+    lines = [x for x in lines if x.strip()]
+    # git says why first ("fatal: loose object ... is corrupt"), then
+    # what gave up ("fatal: failed to run repack").
+    first = next((x for x in lines if x.startswith(("fatal:", "error:"))), None)
+    return _error(path, None, first or (lines[-1] if lines else f"exit {status}"))
+
+
+def _git(path: Path, *args: str) -> str:
+    import subprocess  # only when packing: not on the path of every commit
+
+    command = _command(path, *args)
     old = os.umask(0o077)  # whatever git creates starts private
     try:
         done = subprocess.run(
@@ -342,13 +377,7 @@ def _git(path: Path, *args: str) -> str:
     finally:
         os.umask(old)
     if done.returncode != 0:
-        lines = [x for x in done.stderr.splitlines() if x.strip()]
-        # git says why first ("fatal: loose object ... is corrupt"), then
-        # what gave up ("fatal: failed to run repack").
-        first = next((x for x in lines if x.startswith(("fatal:", "error:"))), None)
-        raise _error(
-            path, None, first or (lines[-1] if lines else f"exit {done.returncode}")
-        )
+        raise _git_failed(path, done.stderr.splitlines(), done.returncode)
     return done.stdout
 
 
