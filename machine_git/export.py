@@ -38,8 +38,11 @@ from machine_git import jsonio
 from machine_git import parallel
 from machine_git import paths
 from machine_git import rows
+from machine_git import stats
 from machine_git.errors import UsageError
 from machine_git.objects import Objects
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 from machine_git.schemas import KINDS
 from machine_git.store import Store
 from machine_git.store import blobs_under
@@ -51,7 +54,6 @@ _OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _DROPPED = ("meta", "reasoning", "observation")  # not turns of the conversation
 
 Message = dict[str, Any]
-Progress = Callable[[int], None]
 
 
 def default_kinds(fmt: str) -> tuple[str, ...]:
@@ -278,12 +280,14 @@ def lines(
     kinds: tuple[str, ...],
     tally: Tally,
     redact: bool = True,
+    progress: Progress = QUIET,
 ) -> Iterator[bytes]:
     """The JSONL of the export in tree order, a part of ``rows/`` at a time.
 
     Each piece is the lines of one ``rows/ab`` subtree (never the whole export
     in memory). A large store is rendered by several processes
     (machine_git/parallel.py); the bytes are the same either way.
+    ``progress`` counts the rows of ``kinds`` as they are done.
     """
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
@@ -294,11 +298,19 @@ def lines(
     work = functools.partial(_render_part, fmt, frozenset(kinds), redact)
     objects = Objects(store.repo)
     workers = parallel.jobs(objects, pieces)
+    known = stats.kept(store, commit)
+    progress.begin("exporting rows", None if known is None else _total(known, kinds))
     for part in parallel.run(objects, pieces, work, workers):
         tally.rows += part.rows
         tally.skipped += part.skipped
+        progress.advance(part.rows + part.skipped)
         if part.data:
             yield part.data
+    progress.end()
+
+
+def _total(counts: dict[str, int], kinds: tuple[str, ...]) -> int:
+    return sum(counts.get(kind, 0) for kind in kinds)
 
 
 @dataclass
@@ -341,6 +353,7 @@ def write_stream(
     kinds: tuple[str, ...],
     stream: IO[bytes],
     redact: bool = True,
+    progress: Progress = QUIET,
 ) -> Tally:
     """Write the export to ``stream`` (stdout); no manifest file.
 
@@ -349,7 +362,7 @@ def write_stream(
     """
     tally = Tally()
     digest = hashlib.sha256()
-    for line in lines(store, commit, fmt, kinds, tally, redact):
+    for line in lines(store, commit, fmt, kinds, tally, redact, progress):
         stream.write(line)
         digest.update(line)
     stream.flush()
@@ -446,7 +459,7 @@ def write_file(
     fmt: str,
     kinds: tuple[str, ...],
     target: Path,
-    progress: Progress | None = None,
+    progress: Progress = QUIET,
     redact: bool = True,
     manifest_target: Path | None = None,
 ) -> Manifest:
@@ -468,11 +481,9 @@ def write_file(
     try:
         data_tmp = _temp_file(target, temps)
         with open(data_tmp, "wb") as out:
-            for line in lines(store, commit, fmt, kinds, tally, redact):
+            for line in lines(store, commit, fmt, kinds, tally, redact, progress):
                 out.write(line)
                 digest.update(line)
-                if progress is not None:
-                    progress(tally.rows)
             _sync(out)
         tally.sha256 = digest.hexdigest()
         manifest = manifest_of(tally, commit, revision, fmt, kinds, target.name, redact)
