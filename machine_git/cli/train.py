@@ -128,8 +128,12 @@ def validate(
                 out = stack.enter_context(open(target_path, "wb"))
             except OSError as e:
                 raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
+        from machine_git.cli.progress import bars
+        from machine_git.cli.progress import track
+
+        shown = stack.enter_context(bars(as_json))
         report = checking.check(
-            items,
+            track(items, shown, "rendering rows", len(items)),
             source=label,
             kind=chosen,
             base_model=base_model,
