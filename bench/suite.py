@@ -1297,8 +1297,9 @@ def _write_part(
     """Put the tables and targets of a run of some parts into RESULTS.md.
 
     Each table replaces the one of the same title (or is added before the
-    notes); each target replaces the one of the same text. A note says which
-    figures came from this run, on which machine load.
+    notes); each target replaces the one of the same text, each note the one
+    that starts the same way. A note says which figures came from this run,
+    on which machine load.
     """
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
     for section in report.sections[report.setup :]:
@@ -1333,11 +1334,14 @@ def _write_part(
     text = text.rstrip() + "\n"
     if "## Notes" not in text:
         text += "\n## Notes\n\n"
-    lines = [
-        x
-        for x in text.splitlines()
-        if not x.startswith(f"- {', '.join(opts.only)}: measured on their own")
-    ]
+    # A note of this run replaces the one that starts the same way: its words
+    # before the first figure say what it is about ("Export at ", "Import of ").
+    stale = (
+        f"- {', '.join(opts.only)}: measured on their own",
+        *(f"- {re.split(r'[0-9]', n, maxsplit=1)[0]}" for n in report.notes),
+    )
+    lines = [x for x in text.splitlines() if not x.startswith(stale)]
+    lines += [f"- {n}" for n in report.notes]
     RESULTS.write_text("\n".join(lines).rstrip() + "\n" + note + "\n")
 
 
