@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git import inputs
 from machine_git import jsonio
 from machine_git import paths
@@ -154,8 +155,14 @@ def tag(store: Store, row: dict[str, Any], redaction: str | None = None) -> TagR
             return None
         files: dict[str, bytes | None] = {}
         if action != "duplicate":
+            # The turn's context goes in once, by hash (machine_git/context.py).
+            after, contexts = context.stored(
+                after, lambda path: context.in_tree(snap.tree, path)
+            )
+            outcome["row"] = after
             check(after)
             files[rows.row_path(after["id"])] = jsonio.canonical(after)
+            files.update(contexts)
         for other, (other_id, _, kind) in zip(others, also, strict=True):
             moved = {**other, "kind": kind, "tag": rows.TAG_OF_KIND[kind]}
             files[rows.row_path(other_id)] = jsonio.canonical(moved)

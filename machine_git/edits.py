@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from pygit2 import Commit
 
+from machine_git import context
 from machine_git import diff
 from machine_git import jsonio
 from machine_git import lookup
@@ -58,10 +59,14 @@ def _modify(
 
     def plan(snap: Snapshot) -> Change | None:
         before = _current(snap, row_id)
-        after = change_row(copy.deepcopy(before))
+        after = context.from_shown(change_row(copy.deepcopy(before)))
         if content_changes and after != before:
             # New words (a rewrite, a hand edit) are scanned like a new tag.
             after, _ = redaction.redact_row(after)
+        # An edited context is stored once, by hash, like a tagged one.
+        after, contexts = context.stored(
+            after, lambda where: context.in_tree(snap.tree, where)
+        )
         seen.update(before=before, after=after)
         if after == before:
             return None
@@ -70,7 +75,7 @@ def _modify(
             trailers["From"] = str(before.get("kind"))
         return Change(
             summary=_fit(summary(before, after)),
-            files={path: jsonio.canonical(after)},
+            files={path: jsonio.canonical(after), **contexts},
             trailers=trailers,
             body=body or _field_summary(before, after),
             redaction="on" if content_changes else "kept",
@@ -353,8 +358,9 @@ def _spoken(item: dict[str, Any]) -> bool:
 
 
 def problems_of(row: Any) -> list[str]:
-    """The schema problems of an edited row, one line each."""
-    return [str(p) for p in schemas.row_problems(row)]
+    """The schema problems of an edited row, one line each (its context may
+    be as ``machine show`` gives it)."""
+    return [str(p) for p in schemas.row_problems(context.from_shown(row))]
 
 
 def _field_summary(before: dict[str, Any], after: dict[str, Any]) -> str:

@@ -36,6 +36,7 @@ _FLAGS = {
     "--trajectory": "trace",
     "--reasoning": "reasoning",
     "--no-redact": "no_redact",
+    "--no-context": "no_context",
     "--json": "as_json",
 }
 
@@ -57,6 +58,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
         "session": None,
         "entry": None,
         "no_redact": False,
+        "no_context": False,
         "project": None,
         "as_json": False,
     }

@@ -146,6 +146,25 @@ def _has_answer(messages: list[Message]) -> bool:
     return any(m.role == "assistant" and m.content for m in messages)
 
 
+# -- contexts (schemas/context.schema.json) ------------------------------------
+
+
+class ContextTool(_Strict):
+    name: NonEmpty
+    description: str
+    parameters: dict[str, Any]
+
+
+class Context(_Strict):
+    """A turn's system prompt and tools (``context/<sha256>.json``)."""
+
+    system: str | None
+    tools: list[ContextTool] | None
+
+
+ContextId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
 # -- rows ------------------------------------------------------------------------
 
 
@@ -169,6 +188,8 @@ class _Row(_Strict):
     source: Source
     original_answer: str = _ABSENT
     redactions: dict[RedactionKind, Annotated[int, Field(ge=1)]] = _ABSENT
+    # By hash in the store, inline in a JSONL file, null when unknown.
+    context: ContextId | Context | None = None
 
 
 class Failure(_Strict):

@@ -10,7 +10,12 @@ command line shows them as bars on stderr when it is a terminal
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Protocol
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class Progress(Protocol):
@@ -40,3 +45,14 @@ class _Quiet:
 
 
 QUIET: Progress = _Quiet()
+
+
+def track(
+    items: Iterable[T], progress: Progress, label: str, total: int | None
+) -> Iterator[T]:
+    """``items``, one at a time, as one stage of ``progress``."""
+    progress.begin(label, total)
+    for item in items:
+        yield item
+        progress.advance()
+    progress.end()

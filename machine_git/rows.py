@@ -98,13 +98,17 @@ def build(
     rewrite: str | None = None,
     reasoning: bool = False,
     created_at: str | None = None,
+    context: bool = True,
 ) -> dict[str, Any]:
     """The row for tagging ``turn`` as ``label`` (good or bad).
 
     A turn that was aborted or ended with an error is a failure worth keeping
     as bad: its row holds what the agent said before it stopped (maybe
     nothing) and ``failure``, the stop reason and the error as recorded. Only
-    good refuses it.
+    good refuses it. The row carries the turn's context (system prompt and
+    tools) inline, or ``None`` when the host does not record it or
+    ``context`` is False; the store keeps it once, by hash
+    (machine_git/context.py).
     """
     failed = turn.stop_reason in FAILED
     if failed and label != "bad":
@@ -130,6 +134,7 @@ def build(
         "created_at": created_at or now(),
         "note": note or None,
         "source": turn.source(),
+        "context": turn.context if context else None,
     }
     if trace:
         row["trajectory"] = _trajectory(turn.records, rewrite, reasoning)

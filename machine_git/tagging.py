@@ -42,6 +42,7 @@ def tag(
     no_redact: bool,
     root: Path,
     as_json: bool,
+    no_context: bool = False,
     chosen: bool = False,
 ) -> None:
     """Tag the turn the options name, in the store of the project at ``root``.
@@ -56,7 +57,13 @@ def tag(
     if (line := report.warning()) is not None:
         echo(f"warning: {line}", err=True)
     row = rows.build(
-        turn, label=label, trace=trace, note=text, rewrite=rewrite, reasoning=reasoning
+        turn,
+        label=label,
+        trace=trace,
+        note=text,
+        rewrite=rewrite,
+        reasoning=reasoning,
+        context=not no_context,
     )
     if not no_redact:
         row, found_secrets = redaction.redact_row(row)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_git import capture
+from machine_git import context
 from machine_git import history
 from machine_git import jsonio
 from machine_git import lookup
@@ -76,6 +77,7 @@ def build(
     parent: str | None = None,
     reasoning: bool = False,
     note: str | None = None,
+    context: bool = True,
 ) -> dict[str, Any]:
     """The observed row of ``turn``; a run that failed is not recorded."""
     if turn.stop_reason in {"error", "aborted"}:
@@ -92,6 +94,7 @@ def build(
         "created_at": rows.now(),
         "note": note or None,
         "source": source,
+        "context": turn.context if context else None,
         "trajectory": [
             dict(r) for r in turn.records if reasoning or r["role"] != "reasoning"
         ],
@@ -133,9 +136,13 @@ def observe(store: Store, row: dict[str, Any], redact: bool = True) -> Observed:
         }
         if parent:
             trailers["Parent"] = parent
+        stored, contexts = context.stored(
+            row, lambda where: context.in_tree(snap.tree, where)
+        )
+        seen["stored"] = stored
         return Change(
             summary=_fit(f"observed {row['id']}: {rows.first_words(row)}"),
-            files={path: jsonio.canonical(row)},
+            files={path: jsonio.canonical(stored), **contexts},
             trailers=trailers,
             body=f"fork of {parent}" if parent else (row.get("note") or ""),
             redaction="on" if redact else "off",
@@ -144,6 +151,7 @@ def observe(store: Store, row: dict[str, Any], redact: bool = True) -> Observed:
     oid = store.write(plan)
     if "row" in seen:
         return Observed("duplicate", seen["row"])
+    row = seen.get("stored", row)
     return Observed("observed", row, str(oid) if oid is not None else None, found)
 
 

@@ -216,6 +216,12 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
     is_flag=True,
     help="Keep secrets in the row (recorded in the commit).",
 )
+@click.option(
+    "--no-context",
+    "no_context",
+    is_flag=True,
+    help="Leave out the system prompt and tools the run had.",
+)
 @project_option
 @json_option
 def observe(
@@ -225,6 +231,7 @@ def observe(
     if_auto: bool,
     reasoning: bool,
     no_redact: bool,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -254,7 +261,9 @@ def observe(
     turn, report = found.read(entry)
     if (line := report.warning()) is not None:
         warn(line)
-    row = observing.build(turn, parent=parent, reasoning=reasoning)
+    row = observing.build(
+        turn, parent=parent, reasoning=reasoning, context=not no_context
+    )
     store = open_store(project, create=True)
     result = observing.observe(store, row, redact=not no_redact)
     if result.redacted:

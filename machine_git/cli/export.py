@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # Kept here rather than imported from machine_git.export: this module loads
 # on every command, ``machine good`` included, and the export code need not.
-FORMATS = ("tinker", "openai", "dpo")
+FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
 
 
 @click.command()
@@ -40,7 +40,7 @@ FORMATS = ("tinker", "openai", "dpo")
     "kinds",
     multiple=True,
     type=click.Choice(KINDS),
-    help="Rows of this kind (repeatable; default: train, or rejected for dpo).",
+    help="Rows of this kind (repeatable; default: train, or rejected for pairs).",
 )
 @click.option(
     "--format",
@@ -48,7 +48,8 @@ FORMATS = ("tinker", "openai", "dpo")
     type=click.Choice(FORMATS),
     default="tinker",
     show_default=True,
-    help="tinker or openai chat JSONL, or dpo preference pairs.",
+    help="tinker or openai chat JSONL; dpo (tinker-cookbook) or openai-dpo "
+    "preference pairs.",
 )
 @click.option(
     "-o",
@@ -68,6 +69,12 @@ FORMATS = ("tinker", "openai", "dpo")
     is_flag=True,
     help="Do not scan rows for secrets (recorded in the manifest).",
 )
+@click.option(
+    "--no-context",
+    "no_context",
+    is_flag=True,
+    help="Leave out each turn's system prompt and tools (recorded in the manifest).",
+)
 @project_option
 @json_option
 def export(
@@ -77,6 +84,7 @@ def export(
     output: str | None,
     manifest_to: str | None,
     no_redact: bool,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -128,6 +136,7 @@ def export(
                     chosen,
                     sys.stdout.buffer,
                     redact=not no_redact,
+                    with_context=not no_context,
                     progress=shown,
                 )
         except BrokenPipeError:
@@ -144,6 +153,7 @@ def export(
                 chosen,
                 exporting.STDOUT_NAME,
                 not no_redact,
+                not no_context,
             )
             exporting.write_manifest(manifest, meta)
             _done(manifest, label, "stdout", meta)
@@ -158,6 +168,7 @@ def export(
             target,
             progress=shown,
             redact=not no_redact,
+            with_context=not no_context,
             manifest_target=meta,
         )
     _skipped(manifest.skipped, label, fmt)
@@ -190,7 +201,7 @@ def _reader_went_away() -> NoReturn:
 def _skipped(count: int, label: str, fmt: str) -> None:
     # dpo pairs need an --as rewrite; chat lines need an answer, which a turn
     # that failed before saying anything (kept by machine bad) does not have
-    without = "a rewrite" if fmt == "dpo" else "an answer"
+    without = "a rewrite" if fmt in ("dpo", "openai-dpo") else "an answer"
     if count:
         click.echo(f"skipped {_rows(count, label)} without {without}", err=True)
 

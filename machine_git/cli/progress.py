@@ -14,17 +14,14 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Any
-from typing import TypeVar
 
 import click
 
 from machine_git.progress import QUIET
 from machine_git.progress import Progress
 
-T = TypeVar("T")
 _CLEAR = "\r\x1b[K\x1b[?25h"  # back to the start, clear the line, show the cursor
 _EVERY = 0.1  # seconds between two drawings of a bar
 _INFO = 44  # columns of "20000/20000  100%  00:00:12  12,345/s" and the gaps
@@ -113,14 +110,3 @@ def bars(as_json: bool = False) -> Iterator[Progress]:
         yield shown
     finally:
         shown.end()  # an error or Ctrl-C mid-stage: its one line starts clean
-
-
-def track(
-    items: Iterable[T], progress: Progress, label: str, total: int | None
-) -> Iterator[T]:
-    """``items``, one at a time, advancing a stage of ``progress``."""
-    progress.begin(label, total)
-    for item in items:
-        yield item
-        progress.advance()
-    progress.end()

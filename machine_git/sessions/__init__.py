@@ -8,9 +8,13 @@ not care which agent wrote the session.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from typing import Any
 
 from machine_git.plain import Plain
+
+if TYPE_CHECKING:
+    from machine_git.context import Context
 
 Record = dict[str, Any]
 """One trajectory-v1 record (meta, user, reasoning, assistant, tool)."""
@@ -63,6 +67,7 @@ class Turn(Plain):
     """The last agent run of a session, normalized."""
 
     __slots__ = (
+        "context",
         "cwd",
         "dropped",
         "entry_ids",
@@ -93,6 +98,7 @@ class Turn(Plain):
         stop_reason: str | None = None,
         error: str | None = None,
         dropped: list[str] | None = None,
+        context: Context | None = None,
     ) -> None:
         self.host = host
         self.session_id = session_id
@@ -107,6 +113,9 @@ class Turn(Plain):
         self.stop_reason = stop_reason
         self.error = error
         self.dropped: list[str] = dropped if dropped else []
+        # The system prompt and tools the run had (machine_git.context.Context),
+        # or None when the host's files do not hold them.
+        self.context = context
 
     @property
     def user_text(self) -> str:
