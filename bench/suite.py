@@ -31,6 +31,7 @@ import orjson
 import pygit2
 
 import machine_git
+from bench import imports
 from bench import rowgen
 from bench import scanner
 from bench import stores
@@ -58,9 +59,10 @@ MB = 1_000_000
 
 PARTS = (
     "commit", "tagging", "diffs", "listings", "reading", "sizes", "depth", "secrets",
+    "import",
 )  # fmt: skip
 # Parts that need no stores: run alone, they skip building them.
-_STORELESS = ("secrets",)
+_STORELESS = ("secrets", "import")
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Options:
     slow: int
     depth_study: bool
     only: tuple[str, ...] = PARTS
+    import_rows: int = imports.ROWS
 
 
 @dataclass
@@ -150,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         _depth_study(builds[10_000], opts, report)
     if "secrets" in opts.only:
         scanner.measure_into(report)
+    if "import" in opts.only:
+        imports.measure_into(
+            report, opts.work, MACHINE, max(3, opts.slow), opts.import_rows
+        )
 
     elapsed = time.monotonic() - started
     if opts.only == PARTS:
@@ -163,9 +170,13 @@ def main(argv: list[str] | None = None) -> int:
 def _storeless(
     report: Report, opts: Options, started: float, load: tuple[float, ...]
 ) -> int:
-    """Parts measured without any store (the secret scanner), into RESULTS.md."""
+    """Parts that build no store of the sizes (scanner, import), into RESULTS.md."""
     if "secrets" in opts.only:
         scanner.measure_into(report)
+    if "import" in opts.only:
+        imports.measure_into(
+            report, opts.work, MACHINE, max(3, opts.slow), opts.import_rows
+        )
     elapsed = time.monotonic() - started
     _write_part(report, opts, elapsed, load, os.getloadavg())
     print(f"bench: done in {elapsed / 60:.1f} min; wrote {RESULTS}", flush=True)
@@ -196,6 +207,12 @@ def _options(argv: list[str] | None) -> Options:
         help="skip the pack depth comparison at N=10000",
     )
     parser.add_argument(
+        "--import-rows",
+        type=int,
+        default=imports.ROWS,
+        help="rows of the import measurement",
+    )
+    parser.add_argument(
         "--only",
         default=",".join(PARTS),
         help=f"measure only these parts ({', '.join(PARTS)}); their tables and "
@@ -208,7 +225,14 @@ def _options(argv: list[str] | None) -> Options:
     if unknown or not only:
         parser.error(f"--only takes some of {', '.join(PARTS)}")
     return Options(
-        sizes, args.work, args.keep, args.repeat, args.slow, args.depth_study, only
+        sizes,
+        args.work,
+        args.keep,
+        args.repeat,
+        args.slow,
+        args.depth_study,
+        only,
+        args.import_rows,
     )
 
 
@@ -1273,8 +1297,9 @@ def _write_part(
     """Put the tables and targets of a run of some parts into RESULTS.md.
 
     Each table replaces the one of the same title (or is added before the
-    notes); each target replaces the one of the same text. A note says which
-    figures came from this run, on which machine load.
+    notes); each target replaces the one of the same text, each note the one
+    that starts the same way. A note says which figures came from this run,
+    on which machine load.
     """
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
     for section in report.sections[report.setup :]:
@@ -1309,11 +1334,14 @@ def _write_part(
     text = text.rstrip() + "\n"
     if "## Notes" not in text:
         text += "\n## Notes\n\n"
-    lines = [
-        x
-        for x in text.splitlines()
-        if not x.startswith(f"- {', '.join(opts.only)}: measured on their own")
-    ]
+    # A note of this run replaces the one that starts the same way: its words
+    # before the first figure say what it is about ("Export at ", "Import of ").
+    stale = (
+        f"- {', '.join(opts.only)}: measured on their own",
+        *(f"- {re.split(r'[0-9]', n, maxsplit=1)[0]}" for n in report.notes),
+    )
+    lines = [x for x in text.splitlines() if not x.startswith(stale)]
+    lines += [f"- {n}" for n in report.notes]
     RESULTS.write_text("\n".join(lines).rstrip() + "\n" + note + "\n")
 
 

@@ -8,7 +8,6 @@ changed paths (trees.py), so a tag writes O(1) objects.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,8 +25,6 @@ from machine_git.errors import StoreError
 from machine_git.plain import Plain
 from machine_git.trees import empty_tree
 from machine_git.trees import write_tree
-
-_BULK = 32  # files in one change above which objects are flushed once, not each
 
 
 class Change(Plain):
@@ -97,25 +94,16 @@ def new_tree(
 
     Every object written is added to ``created`` (to be made private).
     """
+    # A change of many files never comes here: store.py writes it as one
+    # pack (bulk.py), not one loose object per file.
     blobs: dict[str, Oid | None] = {}
-    bulk = len(change.files) > _BULK
-    if bulk:
-        # fsync per object costs ~2 ms: for an import of thousands of rows,
-        # write them unsynced and flush the filesystem once before the ref
-        # moves, which keeps the order that matters (objects, then ref).
-        pygit2.settings.enable_fsync_gitdir(False)
-    try:
-        for path, data in change.files.items():
-            if data is None:
-                blobs[path] = None
-            else:
-                blobs[path] = repo.create_blob(data)
-                created.append(blobs[path])  # type: ignore[arg-type]
-        return write_tree(repo, base, blobs, created) or empty_tree(repo, created)
-    finally:
-        if bulk:
-            pygit2.settings.enable_fsync_gitdir(True)
-            os.sync()
+    for path, data in change.files.items():
+        if data is None:
+            blobs[path] = None
+        else:
+            blobs[path] = repo.create_blob(data)
+            created.append(blobs[path])  # type: ignore[arg-type]
+    return write_tree(repo, base, blobs, created) or empty_tree(repo, created)
 
 
 def parse_row(data: bytes, where: str) -> dict[str, Any]:

@@ -34,6 +34,8 @@ from machine_git import schemas
 from machine_git.errors import ImportConflictError
 from machine_git.errors import ImportProblemsError
 from machine_git.errors import UsageError
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 from machine_git.schemas import KINDS
 from machine_git.store import Change
 from machine_git.store import Snapshot
@@ -88,11 +90,13 @@ def load(
     *,
     name: str | None = None,
     redact: bool = True,
+    progress: Progress = QUIET,
 ) -> Loaded:
     """Read and validate every line of ``source``; ImportProblemsError if any is bad.
 
     ``source`` is a file's path, or a stream (standard input). ``name`` is
     how problems name it (default: the path as given, or ``<stdin>``).
+    ``progress`` hears of each line checked (and scanned for secrets).
     """
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
@@ -112,7 +116,9 @@ def load(
     # path), or standard input, which has neither.
     file_name = path.name if path is not None else "stdin"
     absolute = str(path.resolve()) if path is not None else None
+    progress.begin("checking rows", data.count(b"\n") + (not data.endswith(b"\n")))
     for number, text in inputs.numbered_lines(data):
+        progress.advance()
         found: list[tuple[str, str]] = []
         row = _row_of_line(text, number, file_name, absolute, kind, loaded, found)
         if row is not None and not found:
@@ -135,6 +141,7 @@ def load(
                 loaded.redacted[secret_kind] = loaded.redacted.get(secret_kind, 0) + n
         loaded.rows.append(row)
         loaded.lines.append(number)
+    progress.end()
     if problems:
         bad_lines = len({p.line for p in problems})
         raise ImportProblemsError(shown, [str(p) for p in problems], bad_lines)
