@@ -54,7 +54,7 @@ def auto_on(location: Path) -> bool:
     """The project's ``auto`` setting; a store that does not exist is off."""
     if not store_exists(location):
         return False
-    return bool(settings.read(Store.open(location)).get("auto", False))
+    return settings.auto(Store.open(location))
 
 
 def parent_from_env() -> str | None:

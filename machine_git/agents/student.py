@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from machine_git import jsonio
 from machine_git import settings
 from machine_git.agents import install
 from machine_git.agents import pimodel
@@ -42,8 +41,6 @@ from machine_git.errors import NotFoundError
 from machine_git.errors import ReleaseError
 from machine_git.errors import StudentError
 from machine_git.errors import UsageError
-from machine_git.store import Change
-from machine_git.store import Snapshot
 from machine_git.store import Store
 
 API_KEY_ENV = install.API_KEY_ENV
@@ -147,7 +144,7 @@ def current(store: Store | None) -> dict[str, Any]:
     if store is None:
         return dict(NOTHING)
     values = settings.read(store)
-    return {key: values.get(key) or NOTHING[key] for key in NOTHING}
+    return {key: getattr(values, key) or NOTHING[key] for key in NOTHING}
 
 
 def check_work_model(work_model: str) -> str:
@@ -266,24 +263,7 @@ def reset_pi_default(values: dict[str, Any]) -> str | None:
 
 
 def _commit(store: Store, values: dict[str, Any], summary: str) -> str | None:
-    def plan(snap: Snapshot) -> Change | None:
-        data = snap.read(settings.SETTINGS)
-        try:
-            stored: Any = {} if data is None else jsonio.loads(data)
-        except ValueError:
-            stored = {}
-        before = stored if isinstance(stored, dict) else {}
-        after = {**before, **values}
-        if after == before:
-            return None
-        return Change(
-            summary=summary,
-            files={settings.SETTINGS: jsonio.canonical(after)},
-            trailers={"Action": "setting", "Setting": ", ".join(values)},
-        )
-
-    oid = store.write(plan)
-    return None if oid is None else str(oid)
+    return settings.update(store, values, summary)
 
 
 def pi_model(handle: Handle) -> str | None:
