@@ -34,6 +34,7 @@ from machine_git.sessions import Record
 from machine_git.sessions import Turn
 from machine_git.sessions import pi
 from machine_git.store import Change
+from machine_git.store import Redaction
 
 TOOL_CALLS = 8  # 1 meta + 1 user + 1 preface + 8 x (call, result) + 1 answer = 20
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -338,5 +339,5 @@ def tag_change(row: dict[str, Any]) -> Change:
             "Source": capture.source_trailer(row),
         },
         body=row.get("note") or "",
-        redaction="on",
+        redaction=Redaction.SCANNED,
     )

@@ -49,6 +49,7 @@ from machine_git import jsonio
 from machine_git import schemas
 from machine_git.objects import Objects
 from machine_git.schemas import KINDS
+from machine_git.store import Redaction
 from machine_git.store import Store
 
 HERE = Path(__file__).resolve().parent
@@ -491,7 +492,7 @@ def _committer(store: Path, made: Iterator[dict[str, Any]], fsync: bool) -> Case
         pygit2.settings.enable_fsync_gitdir(fsync)
         try:
             started = time.perf_counter()
-            capture.tag(Store.open(store), row, redaction="on")
+            capture.tag(Store.open(store), row, redaction=Redaction.SCANNED)
             return time.perf_counter() - started
         finally:
             pygit2.settings.enable_fsync_gitdir(True)

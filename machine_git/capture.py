@@ -21,6 +21,7 @@ from machine_git.errors import RowValidationError
 from machine_git.errors import UsageError
 from machine_git.plain import Plain
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import parse_row
@@ -125,7 +126,9 @@ def _primary(
     return "move", existing, row
 
 
-def tag(store: Store, row: dict[str, Any], redaction: str | None = None) -> TagResult:
+def tag(
+    store: Store, row: dict[str, Any], redaction: Redaction = Redaction.CHECK
+) -> TagResult:
     """Commit ``row``: one commit for the turn, however many of its rows change.
 
     A turn tagged the same way again is reported, not duplicated; a turn that
@@ -182,7 +185,7 @@ def _tag_change(
     previous: str | None,
     also: list[tuple[str, str, str]],
     files: dict[str, bytes | None],
-    redaction: str | None,
+    redaction: Redaction,
 ) -> Change:
     """The commit of one tag: its summary, the moved rows in the body, trailers."""
     words = rows.first_words(after)

@@ -20,6 +20,7 @@ from machine_git.errors import RowNotFoundError
 from machine_git.errors import TurnError
 from machine_git.errors import UsageError
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import parse_row
@@ -73,7 +74,7 @@ def _modify(
             files={path: jsonio.canonical(after)},
             trailers=trailers,
             body=body or _field_summary(before, after),
-            redaction="on" if content_changes else "kept",
+            redaction=Redaction.SCANNED if content_changes else Redaction.KEPT,
         )
 
     oid = store.write(plan)
@@ -318,7 +319,7 @@ def _revert(store: Store, target: Commit, step: Commit, action: str) -> Change:
         summary=_fit(f"{action}: {summary}"),
         files=files,
         trailers=trailers,
-        redaction="kept",
+        redaction=Redaction.KEPT,
     )
 
 

@@ -35,6 +35,7 @@ from machine_git.errors import ImportProblemsError
 from machine_git.errors import UsageError
 from machine_git.schemas import KINDS
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import parse_row
@@ -280,7 +281,7 @@ def commit(store: Store, loaded: Loaded) -> Imported:
             files=files,
             trailers={"Action": "import", "Rows": str(len(files)), "Source": name},
             body=by_kind(added),
-            redaction="on" if loaded.redact else "off",
+            redaction=Redaction.SCANNED if loaded.redact else Redaction.OFF,
         )
 
     oid = store.write(plan)

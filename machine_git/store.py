@@ -10,6 +10,7 @@ the process dies, so a killed writer never leaves a lock behind.
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import fcntl
 import os
@@ -63,6 +64,19 @@ _BULK = 32  # files in one change above which objects are flushed once, not each
 pygit2.settings.enable_fsync_gitdir(True)
 
 
+class Redaction(enum.Enum):
+    """How the rows of a change were cleared of secrets before they reached it."""
+
+    SCANNED = "on"
+    """The producer ran the scanner on them (redaction.redact_row)."""
+    OFF = "off"
+    """The user asked to keep secrets (--no-redact): a Machine-Redaction trailer."""
+    KEPT = "kept"
+    """Content carried over unchanged from rows the store holds (a move, undo)."""
+    CHECK = "check"
+    """Nobody scanned: the store scans every row and refuses any secret."""
+
+
 class Change(Plain):
     """One commit's worth of change: files to write (bytes) or delete (None)."""
 
@@ -74,22 +88,18 @@ class Change(Plain):
         files: dict[str, bytes | None],
         trailers: dict[str, str] | None = None,
         body: str = "",
-        redaction: str | None = None,
+        redaction: Redaction = Redaction.CHECK,
     ) -> None:
         self.summary = summary
         self.files = files
         self.trailers: dict[str, str] = trailers if trailers is not None else {}
         self.body = body
-        # How the rows' content was cleared of secrets: "on" (the producer ran
-        # the scanner), "off" (the user asked --no-redact; recorded in a
-        # trailer), "kept" (content carried over unchanged from a stored row).
-        # None makes the store scan every row itself and refuse any secret.
         self.redaction = redaction
 
     def message(self) -> str:
         """The commit message: summary, body, then the machine trailers."""
         summary, body = self.summary, self.body
-        if self.redaction != "off":  # notes, --why and first words are user text
+        if self.redaction is not Redaction.OFF:  # notes, --why, first words: user text
             from machine_git.redaction import redact_message
 
             summary, body = redact_message(summary), redact_message(body)
@@ -97,7 +107,7 @@ class Change(Plain):
         if body.strip():
             text += "\n" + body.strip() + "\n"
         trailers = dict(self.trailers)
-        if self.redaction == "off":
+        if self.redaction is Redaction.OFF:
             trailers["Redaction"] = "off"
         if trailers:
             text += "\n" + "".join(
@@ -316,7 +326,7 @@ class Store:
             if change is None:
                 return None
             _validate_rows(change.files)
-            if change.redaction is None:
+            if change.redaction is Redaction.CHECK:
                 _refuse_secrets(change.files)
             try:
                 with _private_umask():

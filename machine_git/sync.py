@@ -51,6 +51,7 @@ from machine_git.errors import UsageError
 from machine_git.store import BRANCH
 from machine_git.store import WORK
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import private_objects
@@ -580,7 +581,7 @@ def _merge(store: Store, name: str, theirs: Commit, prefer: str | None) -> PullR
             body=_resolution_body(prefer, result.resolved),
             # Rows taken from the remote are stored bytes from another store,
             # redacted there (or kept by an explicit, recorded --no-redact).
-            redaction="kept",
+            redaction=Redaction.KEPT,
         )
 
     try:

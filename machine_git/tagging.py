@@ -18,6 +18,7 @@ from machine_git import paths
 from machine_git import redaction
 from machine_git import rows
 from machine_git.sessions import detect
+from machine_git.store import Redaction
 from machine_git.store import Store
 
 
@@ -73,7 +74,9 @@ def tag(
     store = Store.create(paths.store_path(root), root)
     if (notice := paths.new_store_notice(root, chosen, store.created)) is not None:
         echo(notice, err=True)
-    result = capture.tag(store, row, redaction="off" if no_redact else "on")
+    result = capture.tag(
+        store, row, redaction=Redaction.OFF if no_redact else Redaction.SCANNED
+    )
     if as_json:
         _emit_json(
             {

@@ -29,6 +29,7 @@ from machine_git.errors import TurnError
 from machine_git.errors import UsageError
 from machine_git.sessions import Turn
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import exists as store_exists
@@ -138,7 +139,7 @@ def observe(store: Store, row: dict[str, Any], redact: bool = True) -> Observed:
             files={path: jsonio.canonical(row)},
             trailers=trailers,
             body=f"fork of {parent}" if parent else (row.get("note") or ""),
-            redaction="on" if redact else "off",
+            redaction=Redaction.SCANNED if redact else Redaction.OFF,
         )
 
     oid = store.write(plan)
@@ -228,7 +229,7 @@ def label(
                 "From": "observed",
             },
             body=str(after["note"]) if note else "",  # the note as redacted
-            redaction="on" if fresh else "kept",
+            redaction=Redaction.SCANNED if fresh else Redaction.KEPT,
         )
 
     oid = store.write(plan)
