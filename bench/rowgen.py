@@ -26,11 +26,12 @@ from typing import Any
 
 from bench.corpus import Corpus
 from bench.corpus import output_size
-from machine_git import capture
 from machine_git import jsonio
 from machine_git import redaction
 from machine_git import rows
-from machine_git.sessions import Record
+from machine_git import turns
+from machine_git.rowtypes import Record
+from machine_git.rowtypes import Row
 from machine_git.sessions import Turn
 from machine_git.sessions import pi
 from machine_git.store import Change
@@ -323,8 +324,8 @@ def make_rows(corpus: Corpus, count: int, seed: int, first: int = 0) -> Iterator
         )
 
 
-def tag_change(row: dict[str, Any]) -> Change:
-    """The change ``capture.tag`` commits for a new row (same message)."""
+def tag_change(row: Row) -> Change:
+    """The change ``turns.commit`` commits for a new row (same message)."""
     summary = " ".join(f"{row['tag']} {row['id']}: {rows.first_words(row)}".split())
     if len(summary) > 72:
         summary = summary[:71] + "…"
@@ -336,7 +337,7 @@ def tag_change(row: dict[str, Any]) -> Change:
             "Row": row["id"],
             "Kind": row["kind"],
             "Tag": row["tag"],
-            "Source": capture.source_trailer(row),
+            "Source": turns.source_trailer(row),
         },
         body=row.get("note") or "",
         redaction=Redaction.SCANNED,

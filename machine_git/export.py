@@ -25,10 +25,13 @@ import tempfile
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 import pygit2
 from pygit2 import Commit
@@ -43,7 +46,9 @@ from machine_git.objects import Objects
 from machine_git.schemas import KINDS
 from machine_git.store import Store
 from machine_git.store import blobs_under
-from machine_git.store import parse_row
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 FORMATS = ("tinker", "openai", "dpo")
 MANIFEST_SUFFIX = ".manifest.json"
@@ -80,7 +85,7 @@ def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
 
 
 def trajectory_to_messages(
-    records: Iterable[dict[str, Any]], *, null_content: bool
+    records: Iterable[Mapping[str, Any]], *, null_content: bool
 ) -> list[Message]:
     """Chat messages from trajectory-v1 records.
 
@@ -134,7 +139,7 @@ def trajectory_to_messages(
     return out
 
 
-def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "type": "function",
         "id": call.get("id"),
@@ -142,25 +147,29 @@ def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def conversation(row: dict[str, Any], *, null_content: bool) -> list[Message]:
+def conversation(row: Row, *, null_content: bool) -> list[Message]:
     """A row's conversation as chat messages (stored messages, or a trajectory)."""
     if "messages" in row:
-        return [dict(m) for m in row["messages"]]
-    return trajectory_to_messages(
-        row.get("trajectory") or [], null_content=null_content
-    )
+        return [dict[str, Any](m) for m in row["messages"]]
+    if "trajectory" in row:
+        return trajectory_to_messages(row["trajectory"], null_content=null_content)
+    return []
 
 
-def to_tinker(row: dict[str, Any]) -> dict[str, Any]:
-    """``{"messages": [...]}`` as tinker-cookbook reads it."""
-    messages = conversation(row, null_content=False)
+def to_tinker(row: Row | Mapping[str, Any]) -> dict[str, Any]:
+    """``{"messages": [...]}`` as tinker-cookbook reads it.
+
+    ``row``: a stored row, or a row read back from a JSONL file (training
+    reads its own exports), which has a row's shape once it passed the schema.
+    """
+    messages = conversation(cast("Row", row), null_content=False)
     for m in messages:
         if m.get("content") is None:
             m["content"] = ""  # tinker's renderers need a string
     return {"messages": messages}
 
 
-def to_openai(row: dict[str, Any]) -> dict[str, Any]:
+def to_openai(row: Row) -> dict[str, Any]:
     """``{"messages": [...]}`` for OpenAI chat fine-tuning."""
     return {"messages": [_openai_message(m) for m in _openai_conversation(row)]}
 
@@ -176,7 +185,7 @@ def answers(messages: list[Message]) -> bool:
     )
 
 
-def _openai_conversation(row: dict[str, Any]) -> list[Message]:
+def _openai_conversation(row: Row) -> list[Message]:
     return conversation(row, null_content=True)
 
 
@@ -197,7 +206,7 @@ def _openai_message(message: Message) -> Message:
     return out
 
 
-def to_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
+def to_dpo(row: Row) -> dict[str, Any] | None:
     """An OpenAI preference pair, or None if the row has no rewrite.
 
     Only a row tagged with ``--as`` has one: ``original_answer`` holds what
@@ -227,14 +236,14 @@ def to_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-_RENDER: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+_RENDER: dict[str, Callable[[Row], dict[str, Any] | None]] = {
     "tinker": to_tinker,
     "openai": to_openai,
     "dpo": to_dpo,
 }
 
 
-def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
+def _prepare(row: Row, redact: bool = True) -> Row:
     """Every exported row passes through here before it is rendered.
 
     Rows are redacted when they are tagged and then carry ``redactions``;
@@ -248,12 +257,14 @@ def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
     return redaction.redact_row(row)[0]
 
 
-def render(row: dict[str, Any], fmt: str, redact: bool = True) -> dict[str, Any] | None:
+def render(
+    row: Row | Mapping[str, Any], fmt: str, redact: bool = True
+) -> dict[str, Any] | None:
     """The output object of ``row`` in ``fmt``, or None if it has none: a dpo
-    pair needs a rewrite, a chat line an answer."""
+    pair needs a rewrite, a chat line an answer (``row`` as to_tinker takes it)."""
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
-    out = _RENDER[fmt](_prepare(row, redact))
+    out = _RENDER[fmt](_prepare(cast("Row", row), redact))
     if out is not None and "messages" in out and not answers(out["messages"]):
         return None  # a turn that failed before it said anything (machine bad)
     return out
@@ -323,7 +334,7 @@ def _render_part(
     for where, data in blobs_under(objects, path, oid, is_tree):
         if rows.id_of_path(where) is None:
             continue
-        row = parse_row(data, where)
+        row = rows.parse(data, where)
         if row.get("kind") not in kinds:
             continue
         rendered = render(row, fmt, redact)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pygit2
@@ -62,6 +63,9 @@ _BULK = 32  # files in one change above which objects are flushed once, not each
 # Durability: a tag reported as done must survive a crash, not only a kill.
 # Costs ~2 ms a commit (perf.md §2), small next to process start-up.
 pygit2.settings.enable_fsync_gitdir(True)
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 
 class Redaction(enum.Enum):
@@ -120,6 +124,12 @@ def _one_line(value: str) -> str:
     return " ".join(str(value).split())
 
 
+def fit(summary: str, limit: int = 72) -> str:
+    """A commit summary on one line of at most ``limit`` characters."""
+    summary = " ".join(summary.split())
+    return summary if len(summary) <= limit else summary[: limit - 1] + "…"
+
+
 class Snapshot:
     """The tree a change is planned against (read under the writer lock)."""
 
@@ -133,6 +143,12 @@ class Snapshot:
     def read(self, path: str) -> bytes | None:
         """The bytes at ``path``, or None."""
         return read_path(self.repo, self.tree, path)
+
+    def row(self, row_id: str) -> Row | None:
+        """Row ``row_id``, or None if there is none."""
+        path = rows.row_path(row_id)
+        data = self.read(path)
+        return None if data is None else rows.parse(data, path)
 
 
 def read_path(repo: pygit2.Repository, tree: Tree | None, path: str) -> bytes | None:
@@ -266,12 +282,9 @@ class Store:
         """A read view at ``commit`` (default: the newest)."""
         return Snapshot(self.repo, commit if commit is not None else self.head)
 
-    def read_row(
-        self, row_id: str, commit: Commit | None = None
-    ) -> dict[str, Any] | None:
+    def read_row(self, row_id: str, commit: Commit | None = None) -> Row | None:
         """Row ``row_id`` as of ``commit`` (default: now), or None."""
-        data = self.snapshot(commit).read(rows.row_path(row_id))
-        return None if data is None else parse_row(data, rows.row_path(row_id))
+        return self.snapshot(commit).row(row_id)
 
     def iter_row_blobs(
         self, commit: Commit | None = None
@@ -588,7 +601,7 @@ def _unborn_branch(repo: pygit2.Repository) -> bool:
 
 
 def parse_row(data: bytes, where: str) -> dict[str, Any]:
-    """A stored row's JSON, or a StoreError naming the file."""
+    """A stored row's JSON, or a StoreError naming the file (rows.parse: typed)."""
     return jsonio.load_object(data, where, StoreError, "a JSON object (a row)")
 
 
@@ -620,9 +633,7 @@ def _validate_rows(files: Mapping[str, bytes | None]) -> None:
                 f"{path}: not a row path (rows/ab/cd/<12 hex>.json)"
             )
         row = parse_row(data, path)
-        problems = schemas.row_problems(row)
-        if problems:
-            raise RowValidationError(f"{path}: {problems[0]}")
+        schemas.check_row(row, path)
         if row.get("id") != row_id:
             raise RowValidationError(
                 f"{path}: row id {row.get('id')!r} does not match its path"

@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
-from machine_git import capture
 from machine_git import export
 from machine_git import jsonio
+from machine_git import turns
 from machine_git.cli import export as cli_export
 from machine_git.errors import FileWriteError
 from machine_git.errors import UsageError
+from machine_git.rowtypes import Row
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests import helpers
 
@@ -104,13 +106,16 @@ def test_tinker_gives_tool_call_messages_string_content() -> None:
 def test_dpo_needs_an_original_answer_and_a_rewrite() -> None:
     rejected = helpers.train_row(kind="rejected", tag="bad")
     assert export.to_dpo(rejected) is None
-    rewritten = {**rejected, "original_answer": "hi there"}
+    rewritten = helpers.train_row(
+        kind="rejected", tag="bad", original_answer="hi there"
+    )
     assert export.to_dpo(rewritten) == {
         "input": {"messages": [{"role": "user", "content": "hi"}]},
         "preferred_output": [{"role": "assistant", "content": "hello"}],
         "non_preferred_output": [{"role": "assistant", "content": "hi there"}],
     }
-    assert export.to_dpo({**rejected, "original_answer": "hello"}) is None
+    same = helpers.train_row(kind="rejected", tag="bad", original_answer="hello")
+    assert export.to_dpo(same) is None
     ends_on_calls = helpers.traces_row(kind="rejected", tag="bad", original_answer="x")
     ends_on_calls["trajectory"] = ends_on_calls["trajectory"][:4]
     assert export.to_dpo(ends_on_calls) is None
@@ -133,10 +138,10 @@ def test_the_cli_offers_the_library_formats() -> None:
     assert cli_export.FORMATS == export.FORMATS
 
 
-def _store(tmp_path: Path, *rows: dict[str, Any]) -> Store:
+def _store(tmp_path: Path, *rows: Row) -> Store:
     store = Store.create(tmp_path / "store")
     for row in rows:
-        capture.tag(store, row)
+        turns.commit(store, row, Redaction.CHECK)
     return store
 
 

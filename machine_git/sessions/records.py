@@ -19,10 +19,16 @@ from __future__ import annotations
 import re
 from datetime import UTC
 from datetime import datetime
+from typing import TYPE_CHECKING
 from typing import Any
 
 from machine_git import jsonio
-from machine_git.sessions import Record
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import MetaRecord
+    from machine_git.rowtypes import Record
+    from machine_git.rowtypes import RecordToolCall
+    from machine_git.rowtypes import ToolRecord
 
 IMAGE = "[image]"
 EPOCH = "1970-01-01T00:00:00Z"
@@ -40,7 +46,7 @@ class Records:
         self.records: list[Record] = []
         self.dropped: list[str] = []
         self.open_calls: list[tuple[str, str]] = []  # (id, name), unanswered
-        self._calls: list[dict[str, str]] = []
+        self._calls: list[RecordToolCall] = []
         self._calls_stamp = fallback
 
     def stamp(self, *values: Any) -> str:
@@ -117,7 +123,7 @@ class Records:
             self.dropped.append(f"tool result with no matching call ({where})")
             return False
         paired, _ = self.open_calls.pop(match)
-        record: Record = {
+        record: ToolRecord = {
             "role": "tool",
             "tool_call_id": paired,
             "content": error_text(text) if failed else text,
@@ -198,9 +204,11 @@ def iso(value: Any) -> str | None:
     return None
 
 
-def meta(source: str, cwd: str | None, model: str | None, branch: str | None) -> Record:
+def meta(
+    source: str, cwd: str | None, model: str | None, branch: str | None
+) -> MetaRecord:
     """The ``meta`` record: keys only for what is known."""
-    record: Record = {"role": "meta", "source": source}
+    record: MetaRecord = {"role": "meta", "source": source}
     if cwd:
         record["cwd"] = cwd
     if branch:

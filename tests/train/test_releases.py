@@ -31,8 +31,9 @@ def _answers(store: Path) -> dict[str, str]:
     for row_id in eval_set["rows"]:
         row = opened.read_row(row_id)
         assert row is not None
-        turn = row["messages"][0]["content"].split(":")[0]
-        out[turn] = row["messages"][-1]["content"]
+        assert "messages" in row
+        turn = str(row["messages"][0]["content"]).split(":")[0]
+        out[turn] = str(row["messages"][-1]["content"])
     return out
 
 
