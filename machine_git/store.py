@@ -197,14 +197,18 @@ class Store:
         repo = _open_repository(path)
         store = cls(path, repo)
         if _unborn_branch(repo):
-            if has_history(path):
-                # The branch is gone but its reflog says it had commits: that
-                # is damage, never a new empty store.
-                raise damaged(path, f"the branch {BRANCH} is missing")
-            # A process was killed while creating the store: finish the job.
+            # Another process may be creating the store right now (it holds
+            # the lock between init and the first commit), so decide under
+            # the lock, where no writer is half-way through a commit.
             with store.locked(), _private_umask():
-                configure(repo, None)
-                store._initial_commit()
+                if _unborn_branch(repo):
+                    if has_history(path):
+                        # The branch is gone but its reflog says it had
+                        # commits: that is damage, never a new empty store.
+                        raise damaged(path, f"the branch {BRANCH} is missing")
+                    # A process was killed while creating the store: finish.
+                    configure(repo, None)
+                    store._initial_commit()
         return store
 
     @classmethod
@@ -267,9 +271,9 @@ class Store:
             raise damaged(
                 self.path, f"the branch {BRANCH} cannot be read ({e})"
             ) from None
+        if ref is None and has_history(self.path):
+            ref = self._branch_after_first_commit()
         if ref is None:
-            if has_history(self.path):
-                raise damaged(self.path, f"the branch {BRANCH} is missing")
             return None
         target = ref.target
         if not isinstance(target, Oid):
@@ -277,6 +281,22 @@ class Store:
                 self.path, f"the branch {BRANCH} points at {target}, not a commit"
             )
         return target
+
+    def _branch_after_first_commit(self) -> pygit2.Reference:
+        """The branch, seen missing while its reflog has entries.
+
+        libgit2 appends to the reflog before it renames the new ref into
+        place, so a reader racing the store's first commit can see that
+        instant. Read again for a moment; a branch still missing is damage.
+        """
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            with contextlib.suppress(pygit2.GitError, ValueError, OSError):
+                ref = self.repo.references.get(BRANCH)
+                if ref is not None:
+                    return ref
+        raise damaged(self.path, f"the branch {BRANCH} is missing")
 
     def snapshot(self, commit: Commit | None = None) -> Snapshot:
         """A read view at ``commit`` (default: the newest)."""

@@ -309,3 +309,32 @@ def test_a_store_folder_without_head_is_damage(tmp_path: Path) -> None:
             attempt(store.path)
     with pytest.raises(StoreError, match="no store at"):
         Store.open(tmp_path / "none")
+
+
+def test_a_branch_seen_missing_while_a_first_commit_lands_is_read_again(
+    tmp_path: Path,
+) -> None:
+    # libgit2 appends the reflog before it renames the ref into place: a
+    # reader in that instant sees history and no branch. It must wait for
+    # the branch, not call the store damaged (a CI drill caught this).
+    import threading
+
+    store = Store.create(tmp_path / "s")
+    ref_file = tmp_path / "s" / "refs" / "heads" / "main"
+    target = ref_file.read_bytes()
+    ref_file.unlink()
+    timer = threading.Timer(0.1, ref_file.write_bytes, args=(target,))
+    timer.start()
+    try:
+        assert store.head is not None
+        assert str(store.head.id) == target.decode().strip()
+    finally:
+        timer.join()
+
+
+def test_a_branch_still_missing_after_the_grace_is_damage(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    (tmp_path / "s" / "refs" / "heads" / "main").unlink()
+    missing = "the branch refs/heads/main is missing"
+    with pytest.raises(DamagedStoreError, match=missing):
+        assert store.head is None
