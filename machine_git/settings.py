@@ -2,7 +2,7 @@
 
 A setting is part of the dataset's history (``machine log`` shows when
 auto-capture was turned on), so it is a commit like any other change. What a
-setting may hold is the pydantic model in machine_git/settings_model.py,
+setting may hold is the pydantic model in machine_git/models.py,
 checked when settings are read or written whole. :func:`auto` answers the
 question every finished agent turn asks (``machine observe --if-auto``, the
 footer's ``machine data``) from the one value it needs, without loading
@@ -21,7 +21,7 @@ from machine_git.store import Snapshot
 from machine_git.store import Store
 
 if TYPE_CHECKING:
-    from machine_git.settings_model import Settings
+    from machine_git.models import Settings
 
 SETTINGS = "settings.json"
 
@@ -59,9 +59,9 @@ def _parsed(snap: Snapshot) -> object:
 
 
 def _model(value: object) -> Settings:
-    from machine_git import settings_model  # pydantic: only when read whole
+    from machine_git import models  # pydantic: only when read whole
 
-    return settings_model.load(value, SETTINGS)
+    return models.load_settings(value, SETTINGS)
 
 
 def changed(snap: Snapshot, values: Mapping[str, Any]) -> bytes | None:

@@ -10,7 +10,7 @@ from machine_git import jsonio
 from machine_git import settings
 from machine_git.errors import INVALID
 from machine_git.errors import RecordError
-from machine_git.settings_model import Settings
+from machine_git.models import Settings
 from machine_git.store import Change
 from machine_git.store import Store
 from tests.conftest import Run

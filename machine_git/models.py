@@ -1,16 +1,21 @@
-"""The model of ``settings.json``: what each setting may hold, checked on load.
+"""pydantic models of the records machine writes and reads back.
 
-``settings.json`` is a record machine writes and reads back, and people can
-change it by hand (``machine clone``, then a push), so it is a pydantic model
-validated whenever settings are read whole: a bad value is one line naming
-the field. Loaded only by the commands that read settings whole (``student``,
-``work``, ``ask``, ``auto on|off``, releases); the question every agent turn
-asks (is auto-capture on?) reads its one value without it (settings.auto).
+Such records can be edited or damaged by hand (``machine clone``, then a
+push), so each is validated whenever it is read: a bad one is one line naming
+the field (RecordError, exit 4), not a traceback later. Rows are not here:
+they are checked by their JSON Schemas and typed by ``rowtypes`` (pydantic
+costs about 0.25 s of start-up, and the tag path never loads it).
+
+``settings.json``: loaded by the commands that read settings whole
+(``student``, ``work``, ``ask``, ``auto on|off``, releases); the question
+every agent turn asks (is auto-capture on?) reads its one value without it
+(settings.auto).
 """
 
 from __future__ import annotations
 
 from typing import Literal
+from typing import TypeVar
 
 from pydantic import BaseModel
 from pydantic import ConfigDict
@@ -40,12 +45,23 @@ class Settings(BaseModel):
     """The Pi session the student was chosen in."""
 
 
-def load(value: object, where: str) -> Settings:
-    """``value`` (``settings.json`` parsed) as Settings, or one line naming a field."""
+M = TypeVar("M", bound=BaseModel)
+
+
+def load(model: type[M], value: object, where: str) -> M:
+    """``value`` (a parsed record) as ``model``, or one line naming the field.
+
+    ``where`` is the record's path, at the start of the line.
+    """
     try:
-        return Settings.model_validate(value)
+        return model.model_validate(value)
     except ValidationError as e:
         problem = e.errors()[0]
         field = ".".join(str(part) for part in problem["loc"])
         at = f"$.{field}" if field else "$"
         raise RecordError(f"{where}: {at}: {problem['msg']}") from None
+
+
+def load_settings(value: object, where: str) -> Settings:
+    """``settings.json`` (parsed) as Settings."""
+    return load(Settings, value, where)
