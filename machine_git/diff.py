@@ -18,10 +18,12 @@ from typing import Any
 import pygit2
 from pygit2 import Commit
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.objects import Objects
 from machine_git.store import Store
+from machine_git.store import read_path
 from machine_git.treediff import changed_blobs
 
 
@@ -121,6 +123,7 @@ def diff_commits(
     wanted = set(kinds) if kinds else None
     changes: list[RowChange] = []
     others: list[str] = []
+    contexts: list[str] = []
     repo = store.repo
     objects = Objects(repo)  # a damaged loose object: an error, not a hang
     old_tree = objects.tree(old.tree_id) if old is not None else None
@@ -128,15 +131,25 @@ def diff_commits(
     for path, a, b in changed_blobs(repo, old_tree, new_tree, objects=objects):
         row_id = rows.id_of_path(path)
         if row_id is None:
-            others.append(path)
+            (contexts if context.is_context_path(path) else others).append(path)
             continue
-        before = _load(objects, a)
-        after = _load(objects, b)
+        before = _shown(_load(objects, a), repo, old_tree)
+        after = _shown(_load(objects, b), repo, new_tree)
         change = row_change(row_id, before, after)
         if wanted is None or change.kinds() & wanted:
             changes.append(change)
     changes.sort(key=lambda c: c.id)
-    return Diff(old, new, changes, others)
+    # A context shows in the rows that name it; alone (pruned) it is a file.
+    named = {
+        context.path_of(str(r[context.FIELD]["id"]))
+        for c in changes
+        for r in (c.old, c.new)
+        if r is not None
+        and isinstance(r.get(context.FIELD), dict)
+        and "id" in r[context.FIELD]
+    }
+    others.extend(p for p in contexts if p not in named)
+    return Diff(old, new, changes, sorted(others))
 
 
 def row_change(
@@ -149,6 +162,15 @@ def row_change(
         return RowChange(row_id, "removed", before, None)
     status = "moved" if before.get("kind") != after.get("kind") else "modified"
     return RowChange(row_id, status, before, after, diff_values(before, after))
+
+
+def _shown(
+    row: dict[str, Any] | None, repo: pygit2.Repository, tree: Any
+) -> dict[str, Any] | None:
+    # A row's context by hash is opaque: compare what it holds, field by field.
+    if row is None:
+        return None
+    return context.shown(row, lambda path: read_path(repo, tree, path))
 
 
 def _load(objects: Objects, oid: pygit2.Oid | None) -> dict[str, Any] | None:

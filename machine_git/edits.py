@@ -13,6 +13,7 @@ from typing import cast
 
 from pygit2 import Commit
 
+from machine_git import context
 from machine_git import diff
 from machine_git import jsonio
 from machine_git import lookup
@@ -66,10 +67,16 @@ def _modify(
 
     def plan(snap: Snapshot) -> Change | None:
         before = _current(snap, row_id)
-        after = change_row(copy.deepcopy(before))
+        after = context.from_shown(change_row(copy.deepcopy(before)))
         if content_changes and after != before:
             # New words (a rewrite, a hand edit) are scanned like a new tag.
             after, _ = redaction.redact_row(after)
+        # An edited context is stored once, by hash, like a tagged one.
+        stored, contexts = context.stored(
+            cast("dict[str, Any]", after),
+            lambda where: context.in_tree(snap.tree, where),
+        )
+        after = cast("Row", stored)
         seen[:] = [before, after]
         if after == before:
             return None
@@ -78,7 +85,7 @@ def _modify(
             trailers["From"] = before["kind"]
         return Change(
             summary=fit(summary(before, after)),
-            files={path: jsonio.canonical(after)},
+            files={path: jsonio.canonical(after), **contexts},
             trailers=trailers,
             body=body or _field_summary(before, after),
             redaction=Redaction.SCANNED if content_changes else Redaction.KEPT,
@@ -324,8 +331,9 @@ def _revert(store: Store, target: Commit, step: Commit, action: str) -> Change:
 
 
 def problems_of(row: Any) -> list[str]:
-    """The schema problems of an edited row, one line each."""
-    return [str(p) for p in schemas.row_problems(row)]
+    """The schema problems of an edited row, one line each (its context may
+    be as ``machine show`` gives it)."""
+    return [str(p) for p in schemas.row_problems(context.from_shown(row))]
 
 
 def _field_summary(before: Row, after: Row) -> str:

@@ -37,6 +37,7 @@ _FLAGS = {
     "--trajectory": "trace",
     "--reasoning": "reasoning",
     "--no-redact": "no_redact",
+    "--no-context": "no_context",
     "--json": "as_json",
 }
 
@@ -58,6 +59,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
         "session": None,
         "entry": None,
         "no_redact": False,
+        "no_context": False,
         "project": None,
         "as_json": False,
     }

@@ -7,12 +7,23 @@ what lets a training run name its data by commit id and a manifest's sha256.
 
 Formats:
 
-- ``tinker``: ``{"messages": [...]}`` as tinker-cookbook reads a conversation
-  file; an assistant message that only calls tools has ``content ""``.
-- ``openai``: the OpenAI chat fine-tuning shape; such a message has
-  ``content null`` and messages keep only the keys OpenAI accepts.
-- ``dpo``: OpenAI preference pairs from rows rewritten with ``--as``: the
-  rewrite is preferred over the agent's original answer.
+- ``tinker``: ``{"messages": [...], "tools": [...]}`` as tinker-cookbook reads
+  a conversation file; an assistant message that only calls tools has
+  ``content ""``; ``tools`` are the cookbook's ``ToolSpec`` dicts, which
+  machine's builder renders as the model family's tool declaration.
+- ``openai``: the OpenAI chat fine-tuning shape (``tools`` as OpenAI
+  functions); such a message has ``content null`` and messages keep only the
+  keys OpenAI accepts.
+- ``dpo``: preference pairs from rows rewritten with ``--as`` (the rewrite is
+  preferred over the agent's original answer) as tinker-cookbook's comparison
+  loader (``ComparisonBuilderFromJsonl``) reads them: ``{"comparison":
+  {"prompt_conversation", "completion_A", "completion_B"}, "label": "A",
+  "tools"}``.
+- ``openai-dpo``: the same pairs in OpenAI's preference fine-tuning shape.
+
+A row's context (the system prompt and tools its turn ran with; see
+machine_git/context.py) leads the conversation as a system message and gives
+the ``tools``, unless the export leaves it out (``--no-context``).
 """
 
 from __future__ import annotations
@@ -25,18 +36,16 @@ import tempfile
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-from typing import TYPE_CHECKING
 from typing import Any
-from typing import cast
 
 import pygit2
 from pygit2 import Commit
 
 from machine_git import __version__
+from machine_git import context
 from machine_git import jsonio
 from machine_git import parallel
 from machine_git import paths
@@ -46,11 +55,10 @@ from machine_git.objects import Objects
 from machine_git.schemas import KINDS
 from machine_git.store import Store
 from machine_git.store import blobs_under
+from machine_git.store import parse_row
 
-if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
-
-FORMATS = ("tinker", "openai", "dpo")
+FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
+PAIRS = ("dpo", "openai-dpo")  # the preference formats
 MANIFEST_SUFFIX = ".manifest.json"
 _OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _DROPPED = ("meta", "reasoning", "observation")  # not turns of the conversation
@@ -65,7 +73,7 @@ def default_kinds(fmt: str) -> tuple[str, ...]:
     Training formats take ``train`` only: traces are opt-in (long), and
     observed rows are unlabeled, so they are never exported unless named.
     """
-    return ("rejected",) if fmt == "dpo" else ("train",)
+    return ("rejected",) if fmt in PAIRS else ("train",)
 
 
 def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
@@ -85,7 +93,7 @@ def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
 
 
 def trajectory_to_messages(
-    records: Iterable[Mapping[str, Any]], *, null_content: bool
+    records: Iterable[dict[str, Any]], *, null_content: bool
 ) -> list[Message]:
     """Chat messages from trajectory-v1 records.
 
@@ -139,7 +147,7 @@ def trajectory_to_messages(
     return out
 
 
-def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "function",
         "id": call.get("id"),
@@ -147,31 +155,51 @@ def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def conversation(row: Row, *, null_content: bool) -> list[Message]:
-    """A row's conversation as chat messages (stored messages, or a trajectory)."""
+def conversation(row: dict[str, Any], *, null_content: bool) -> list[Message]:
+    """A row's conversation as chat messages (stored messages, or a trajectory),
+    led by its context's system prompt when it has one inline and the
+    conversation does not start with a system message of its own."""
     if "messages" in row:
-        return [dict[str, Any](m) for m in row["messages"]]
-    if "trajectory" in row:
-        return trajectory_to_messages(row["trajectory"], null_content=null_content)
-    return []
+        messages = [dict(m) for m in row["messages"]]
+    else:
+        messages = trajectory_to_messages(
+            row.get("trajectory") or [], null_content=null_content
+        )
+    system = context.system_message(context.of_row(row))
+    if system is not None and not (messages and messages[0].get("role") == "system"):
+        messages.insert(0, system)
+    return messages
 
 
-def to_tinker(row: Row | Mapping[str, Any]) -> dict[str, Any]:
-    """``{"messages": [...]}`` as tinker-cookbook reads it.
+def tool_specs(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The tools a row's turn was offered (cookbook ``ToolSpec``s), or None."""
+    found = context.of_row(row)
+    tools = found.get("tools") if found is not None else None
+    return [dict(t) for t in tools] if tools else None
 
-    ``row``: a stored row, or a row read back from a JSONL file (training
-    reads its own exports), which has a row's shape once it passed the schema.
-    """
-    messages = conversation(cast("Row", row), null_content=False)
+
+def to_tinker(row: dict[str, Any]) -> dict[str, Any]:
+    """``{"messages": [...], "tools": [...]}`` as tinker-cookbook reads it."""
+    messages = conversation(row, null_content=False)
     for m in messages:
         if m.get("content") is None:
             m["content"] = ""  # tinker's renderers need a string
-    return {"messages": messages}
+    out: dict[str, Any] = {"messages": messages}
+    tools = tool_specs(row)
+    if tools:
+        out["tools"] = tools
+    return out
 
 
-def to_openai(row: Row) -> dict[str, Any]:
-    """``{"messages": [...]}`` for OpenAI chat fine-tuning."""
-    return {"messages": [_openai_message(m) for m in _openai_conversation(row)]}
+def to_openai(row: dict[str, Any]) -> dict[str, Any]:
+    """``{"messages": [...], "tools": [...]}`` for OpenAI chat fine-tuning."""
+    out: dict[str, Any] = {
+        "messages": [_openai_message(m) for m in _openai_conversation(row)]
+    }
+    tools = context.openai_tools(context.of_row(row))
+    if tools:
+        out["tools"] = tools
+    return out
 
 
 def answers(messages: list[Message]) -> bool:
@@ -185,7 +213,7 @@ def answers(messages: list[Message]) -> bool:
     )
 
 
-def _openai_conversation(row: Row) -> list[Message]:
+def _openai_conversation(row: dict[str, Any]) -> list[Message]:
     return conversation(row, null_content=True)
 
 
@@ -206,8 +234,17 @@ def _openai_message(message: Message) -> Message:
     return out
 
 
-def to_dpo(row: Row) -> dict[str, Any] | None:
-    """An OpenAI preference pair, or None if the row has no rewrite.
+@dataclass
+class Pair:
+    """A preference pair: the prompt, the preferred answer and the other one."""
+
+    prompt: list[Message]
+    preferred: str
+    other: str
+
+
+def pair(row: dict[str, Any], *, null_content: bool) -> Pair | None:
+    """The preference pair of a row, or None if the row has no rewrite.
 
     Only a row tagged with ``--as`` has one: ``original_answer`` holds what
     the agent said and the final assistant message holds the rewrite.
@@ -215,35 +252,73 @@ def to_dpo(row: Row) -> dict[str, Any] | None:
     original = row.get("original_answer")
     if not isinstance(original, str) or not original:
         return None
-    messages = [_openai_message(m) for m in _openai_conversation(row)]
-    if not messages:
+    messages = conversation(row, null_content=null_content)
+    if len(messages) < 2:
         return None
     final = messages[-1]
     rewrite = final.get("content")
     if (
         final.get("role") != "assistant"
-        or "tool_calls" in final
+        or final.get("tool_calls")
         or not isinstance(rewrite, str)
         or not rewrite
         or rewrite == original
-        or len(messages) < 2
     ):
         return None
+    return Pair(messages[:-1], rewrite, original)
+
+
+def to_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A pair as tinker-cookbook's comparison loader reads it (label A: the
+    rewrite), with the turn's tools beside it; None without a rewrite."""
+    found = pair(row, null_content=False)
+    if found is None:
+        return None
+    prompt = []
+    for m in found.prompt:
+        m = dict(m)
+        if m.get("content") is None:
+            m["content"] = ""
+        prompt.append(m)
+    out: dict[str, Any] = {
+        "comparison": {
+            "prompt_conversation": prompt,
+            "completion_A": [{"role": "assistant", "content": found.preferred}],
+            "completion_B": [{"role": "assistant", "content": found.other}],
+        },
+        "label": "A",
+    }
+    tools = tool_specs(row)
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def to_openai_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
+    """An OpenAI preference pair, or None if the row has no rewrite."""
+    found = pair(row, null_content=True)
+    if found is None:
+        return None
+    prompt: dict[str, Any] = {"messages": [_openai_message(m) for m in found.prompt]}
+    tools = context.openai_tools(context.of_row(row))
+    if tools:
+        prompt["tools"] = tools
     return {
-        "input": {"messages": messages[:-1]},
-        "preferred_output": [{"role": "assistant", "content": rewrite}],
-        "non_preferred_output": [{"role": "assistant", "content": original}],
+        "input": prompt,
+        "preferred_output": [{"role": "assistant", "content": found.preferred}],
+        "non_preferred_output": [{"role": "assistant", "content": found.other}],
     }
 
 
-_RENDER: dict[str, Callable[[Row], dict[str, Any] | None]] = {
+_RENDER: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "tinker": to_tinker,
     "openai": to_openai,
     "dpo": to_dpo,
+    "openai-dpo": to_openai_dpo,
 }
 
 
-def _prepare(row: Row, redact: bool = True) -> Row:
+def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
     """Every exported row passes through here before it is rendered.
 
     Rows are redacted when they are tagged and then carry ``redactions``;
@@ -258,13 +333,19 @@ def _prepare(row: Row, redact: bool = True) -> Row:
 
 
 def render(
-    row: Row | Mapping[str, Any], fmt: str, redact: bool = True
+    row: dict[str, Any], fmt: str, redact: bool = True, with_context: bool = True
 ) -> dict[str, Any] | None:
     """The output object of ``row`` in ``fmt``, or None if it has none: a dpo
-    pair needs a rewrite, a chat line an answer (``row`` as to_tinker takes it)."""
+    pair needs a rewrite, a chat line an answer.
+
+    ``row``'s context must be inline (:func:`machine_git.context.inline`);
+    ``with_context=False`` leaves it out.
+    """
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
-    out = _RENDER[fmt](_prepare(cast("Row", row), redact))
+    if not with_context:
+        row = context.without(row)
+    out = _RENDER[fmt](_prepare(row, redact))
     if out is not None and "messages" in out and not answers(out["messages"]):
         return None  # a turn that failed before it said anything (machine bad)
     return out
@@ -289,6 +370,7 @@ def lines(
     kinds: tuple[str, ...],
     tally: Tally,
     redact: bool = True,
+    with_context: bool = True,
 ) -> Iterator[bytes]:
     """The JSONL of the export in tree order, a part of ``rows/`` at a time.
 
@@ -302,7 +384,10 @@ def lines(
     if top is None:
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
-    work = functools.partial(_render_part, fmt, frozenset(kinds), redact)
+    contexts = _context_tree(store, commit) if with_context else None
+    work = functools.partial(
+        _render_part, fmt, frozenset(kinds), redact, with_context, contexts
+    )
     objects = Objects(store.repo)
     workers = parallel.jobs(objects, pieces)
     for part in parallel.run(objects, pieces, work, workers):
@@ -319,10 +404,39 @@ class _Part:
     skipped: int
 
 
+def _context_tree(store: Store, commit: Commit) -> str | None:
+    """The hex id of the commit's ``context/`` tree, or None (picklable)."""
+    try:
+        return str(commit.tree[context.CONTEXT_DIR].id)
+    except KeyError:
+        return None
+
+
+def context_reader(objects: Objects, tree_hex: str | None) -> context.Reader:
+    """Reads ``context/...`` paths from one ``context/`` tree, each file once."""
+    cache: dict[str, bytes | None] = {}
+
+    def read(path: str) -> bytes | None:
+        if tree_hex is None:
+            return None
+        if path not in cache:
+            rest = path.removeprefix(f"{context.CONTEXT_DIR}/")
+            try:
+                entry = objects.tree(pygit2.Oid(hex=tree_hex))[rest]
+                cache[path] = objects.blob(entry.id)
+            except KeyError:
+                cache[path] = None
+        return cache[path]
+
+    return read
+
+
 def _render_part(
     fmt: str,
     kinds: frozenset[str],
     redact: bool,
+    with_context: bool,
+    contexts: str | None,
     objects: Objects,
     path: str,
     oid: pygit2.Oid,
@@ -331,13 +445,16 @@ def _render_part(
     # Runs in a worker process for a large store: module level, picklable.
     out: list[bytes] = []
     skipped = 0
+    read = context_reader(objects, contexts)
     for where, data in blobs_under(objects, path, oid, is_tree):
         if rows.id_of_path(where) is None:
             continue
-        row = rows.parse(data, where)
+        row = parse_row(data, where)
         if row.get("kind") not in kinds:
             continue
-        rendered = render(row, fmt, redact)
+        if with_context:
+            row = context.inline(row, read)
+        rendered = render(row, fmt, redact, with_context)
         if rendered is None:
             skipped += 1
             continue
@@ -352,6 +469,7 @@ def write_stream(
     kinds: tuple[str, ...],
     stream: IO[bytes],
     redact: bool = True,
+    with_context: bool = True,
 ) -> Tally:
     """Write the export to ``stream`` (stdout); no manifest file.
 
@@ -360,7 +478,7 @@ def write_stream(
     """
     tally = Tally()
     digest = hashlib.sha256()
-    for line in lines(store, commit, fmt, kinds, tally, redact):
+    for line in lines(store, commit, fmt, kinds, tally, redact, with_context):
         stream.write(line)
         digest.update(line)
     stream.flush()
@@ -381,6 +499,7 @@ class Manifest:
     skipped: int
     sha256: str
     redacted: bool = True
+    context: bool = True
     machine_version: str = __version__
 
     def as_dict(self) -> dict[str, Any]:
@@ -395,6 +514,7 @@ class Manifest:
             "skipped": self.skipped,
             "sha256": self.sha256,
             "redacted": self.redacted,
+            "context": self.context,
             "machine_version": self.machine_version,
         }
 
@@ -410,6 +530,7 @@ def manifest_of(
     kinds: tuple[str, ...],
     file: str,
     redact: bool = True,
+    with_context: bool = True,
 ) -> Manifest:
     """The manifest of an export that wrote ``tally`` to ``file``."""
     return Manifest(
@@ -422,6 +543,7 @@ def manifest_of(
         skipped=tally.skipped,
         sha256=tally.sha256,
         redacted=redact,
+        context=with_context,
     )
 
 
@@ -459,6 +581,7 @@ def write_file(
     target: Path,
     progress: Progress | None = None,
     redact: bool = True,
+    with_context: bool = True,
     manifest_target: Path | None = None,
 ) -> Manifest:
     """Write the export to ``target`` and its manifest (both 0600): beside it,
@@ -479,14 +602,16 @@ def write_file(
     try:
         data_tmp = _temp_file(target, temps)
         with open(data_tmp, "wb") as out:
-            for line in lines(store, commit, fmt, kinds, tally, redact):
+            for line in lines(store, commit, fmt, kinds, tally, redact, with_context):
                 out.write(line)
                 digest.update(line)
                 if progress is not None:
                     progress(tally.rows)
             _sync(out)
         tally.sha256 = digest.hexdigest()
-        manifest = manifest_of(tally, commit, revision, fmt, kinds, target.name, redact)
+        manifest = manifest_of(
+            tally, commit, revision, fmt, kinds, target.name, redact, with_context
+        )
         meta_tmp = _temp_file(meta_target, temps)
         with open(meta_tmp, "wb") as meta:
             meta.write(jsonio.canonical(manifest.as_dict()))

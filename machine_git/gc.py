@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+from typing import Any
 
 import pygit2
 
@@ -84,12 +85,18 @@ class Packed:
     """What :func:`pack` did; ``removed``: leftovers of killed writers."""
 
     def __init__(
-        self, before: Usage, after: Usage, seconds: float, removed: list[str]
+        self,
+        before: Usage,
+        after: Usage,
+        seconds: float,
+        removed: list[str],
+        pruned: int = 0,
     ) -> None:
         self.before = before
         self.after = after
         self.seconds = seconds
         self.removed = removed
+        self.pruned = pruned  # contexts no row names any more, dropped first
 
 
 def loose_estimate(path: Path) -> int:
@@ -142,10 +149,12 @@ def auto(store: Store) -> bool:
 
 
 def pack(store: Store) -> Packed:
-    """``machine gc``: pack every object into one pack, under the writer lock.
+    """``machine gc``: pack every object into one pack, under the writer lock,
+    then drop the contexts no row names any more (one commit).
 
     Leftovers of killed writers go first (:func:`remove_leftovers`): a stale
-    ``packed-refs.lock`` would stop git gc itself.
+    ``packed-refs.lock`` would stop git gc itself. Pruning reads every row, so
+    it comes after the packing a damaged store may need.
     """
     with store.locked():
         removed = remove_leftovers(store.path)
@@ -159,7 +168,45 @@ def pack(store: Store) -> Packed:
             raise _damage_or(store.path, e) from None
         finally:
             make_private(store.path)
-    return Packed(before, after, seconds, removed)
+    pruned = prune_contexts(store)  # a commit: it takes the writer lock itself
+    return Packed(before, after, seconds, removed, pruned)
+
+
+def prune_contexts(store: Store) -> int:
+    """Remove (as one commit) the contexts no row at the newest commit names.
+
+    A context is stored once for all the rows that share it, so deleting a
+    row never deletes its context; this is where one no row uses goes. Its
+    bytes stay in history, as every removed row's do.
+    """
+    from machine_git import context
+    from machine_git import jsonio
+    from machine_git.store import Change
+    from machine_git.store import Redaction
+
+    dropped: list[str] = []
+
+    def plan(snap: Any) -> Any:
+        stored = context.stored_ids(snap.tree)
+        if not stored:
+            return None
+        named: set[str] = set()
+        for _, data in store.iter_row_blobs(snap.commit):
+            value = jsonio.loads(data).get(context.FIELD)
+            if isinstance(value, str):
+                named.add(value)
+        dropped[:] = sorted(stored - named)
+        if not dropped:
+            return None
+        return Change(
+            summary=f"gc: drop {len(dropped)} contexts no row names",
+            files={context.path_of(sha): None for sha in dropped},
+            trailers={"Action": "gc-contexts"},
+            redaction=Redaction.KEPT,
+        )
+
+    store.write(plan)
+    return len(dropped)
 
 
 # Temp files and locks of writers that were killed. How we know a file is

@@ -38,6 +38,7 @@ import pygit2
 from pygit2 import Commit
 
 from machine_git import bundled
+from machine_git import context
 from machine_git import jsonio
 from machine_git import rows
 from machine_git import schemas
@@ -66,9 +67,12 @@ BadCommit = tuple[Commit, list[Finding]]
 def check_blob(path: str, data: bytes) -> list[Finding]:
     """Why file ``path`` with bytes ``data`` may not be committed; empty if fine.
 
-    The same gate as the store's own writes: files outside ``rows/`` pass;
-    a row must be valid, at the path its id names, and canonical JSON.
+    The same gate as the store's own writes: files outside ``rows/`` and
+    ``context/`` pass; a row must be valid, at the path its id names, and
+    canonical JSON; a context must be valid, canonical and named by its hash.
     """
+    if context.is_context_path(path):
+        return [Finding(path, 1, "$", p) for p in context.file_problems(path, data)]
     if not path.startswith(f"{rows.ROWS_DIR}/"):
         return []
     row_id = rows.id_of_path(path)
@@ -126,20 +130,34 @@ def check_commits(
         scan = commit.message_trailers.get("Machine-Redaction") != "off"
         found = _message_secrets(commit) if scan else []
         for path, old, new in treediff.changed_blobs(repo, parent, commit.tree):
-            if new is None or not path.startswith(f"{rows.ROWS_DIR}/"):
+            if new is None or not _checked(path):
                 continue
             try:
                 data = repo[new].peel(pygit2.Blob).data
             except (KeyError, ValueError, pygit2.GitError):
                 found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
                 continue
-            problems = check_blob(path, data)
+            problems = check_blob(path, data) or _reference(path, data, commit)
             if not problems and scan:
                 problems = check_secrets(path, data, _blob(repo, old))
             found.extend(problems)
         if found:
             bad.append((commit, found))
     return bad
+
+
+def _checked(path: str) -> bool:
+    return path.startswith(f"{rows.ROWS_DIR}/") or context.is_context_path(path)
+
+
+def _reference(path: str, data: bytes, commit: Commit) -> list[Finding]:
+    # A row must name a context its own commit's tree holds.
+    if rows.id_of_path(path) is None:
+        return []
+    problem = context.reference_problem(
+        jsonio.loads(data), lambda p: context.in_tree(commit.tree, p)
+    )
+    return [] if problem is None else [Finding(path, 1, "$.context", problem)]
 
 
 MESSAGE = "(commit message)"
@@ -246,7 +264,7 @@ def pre_commit(git_dir: Path) -> int:
     found: list[Finding] = []
     for meta, path in zip(parts[0::2], parts[1::2], strict=False):
         fields = meta.split()
-        if len(fields) < 4 or not path.startswith(f"{rows.ROWS_DIR}/"):
+        if len(fields) < 4 or not _checked(path):
             continue
         try:
             data = repo[fields[3]].peel(pygit2.Blob).data

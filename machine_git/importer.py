@@ -27,6 +27,7 @@ from typing import Any
 from typing import BinaryIO
 from typing import cast
 
+from machine_git import context
 from machine_git import inputs
 from machine_git import jsonio
 from machine_git import redaction
@@ -263,11 +264,18 @@ def commit(store: Store, loaded: Loaded) -> Imported:
         added: dict[str, int] = {}
         present = 0
         conflicts: list[str] = []
-        for row in loaded.rows:
+        for line_row in loaded.rows:
+            # A row written with --out carries its context inline: stored once.
+            stored, contexts = context.stored(
+                cast("dict[str, Any]", line_row),
+                lambda where: context.in_tree(snap.tree, where),
+            )
+            row = cast("Row", stored)
             path = rows.row_path(row["id"])
             existing_bytes = snap.read(path)
             if existing_bytes is None:
                 files[path] = jsonio.canonical(row)
+                files.update(contexts)
                 added[row["kind"]] = added.get(row["kind"], 0) + 1
                 continue
             existing = rows.parse(existing_bytes, path)
@@ -281,10 +289,11 @@ def commit(store: Store, loaded: Loaded) -> Imported:
         if not files:
             return None
         name = Path(loaded.file).name
+        count = sum(added.values())
         return Change(
-            summary=f"import {len(files)} rows from {name}",
+            summary=f"import {count} rows from {name}",
             files=files,
-            trailers={"Action": "import", "Rows": str(len(files)), "Source": name},
+            trailers={"Action": "import", "Rows": str(count), "Source": name},
             body=by_kind(added),
             redaction=Redaction.SCANNED if loaded.redact else Redaction.OFF,
         )

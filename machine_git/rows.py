@@ -128,6 +128,7 @@ def build(
     reasoning: bool = False,
     parent: str | None = None,
     created_at: str | None = None,
+    context: bool = True,
 ) -> Row:
     """The row for ``turn`` under ``label``: good, bad, or observed.
 
@@ -135,10 +136,13 @@ def build(
     as bad: its row holds what the agent said before it stopped (maybe
     nothing) and ``failure``, the stop reason and the error as recorded. Good
     refuses it, and so does observed (only finished runs are recorded).
-    ``parent``: the row an observed run (a fork) corrects.
+    ``parent``: the row an observed run (a fork) corrects. The row carries
+    the turn's context (system prompt and tools) inline, or ``None`` when the
+    host does not record it or ``context`` is False; the store keeps it once,
+    by hash (machine_git/context.py).
     """
     if label == "observed":
-        return _observed(turn, parent, reasoning, note)
+        return _observed(turn, parent, reasoning, note, context)
     failed = turn.stop_reason in FAILED
     if failed and label != "bad":
         why = f": {turn.error}" if turn.error else ""
@@ -163,6 +167,7 @@ def build(
         "created_at": created_at or now(),
         "note": note or None,
         "source": turn.source(),
+        "context": turn.context if context else None,
     }
     if trace:
         row["trajectory"] = _trajectory(turn.records, rewrite, reasoning)
@@ -180,7 +185,7 @@ def build(
 
 
 def _observed(
-    turn: Turn, parent: str | None, reasoning: bool, note: str | None
+    turn: Turn, parent: str | None, reasoning: bool, note: str | None, context: bool
 ) -> ObservedRow:
     """The observed row of ``turn``; a run that failed is not recorded."""
     if turn.stop_reason in FAILED:
@@ -196,6 +201,7 @@ def _observed(
         "created_at": now(),
         "note": note or None,
         "source": source,
+        "context": turn.context if context else None,
         "trajectory": [
             r for r in turn.records if reasoning or r["role"] != "reasoning"
         ],

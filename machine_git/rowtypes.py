@@ -8,7 +8,8 @@ the schemas still decide what is valid (patterns, lengths, "an answer that
 says something"), and the store checks every row against them before writing.
 
 Types only: modules import this under ``TYPE_CHECKING``, so it costs nothing
-at run time (``machine good`` starts without it). Every class is ``@final``,
+at run time (``machine good`` starts without it). A row's context is
+``context.Context``, kept with the code that stores it. Every class is ``@final``,
 so ``"trajectory" in row`` tells mypy which kinds a row can be.
 
 Which keys are required: read it with ``typing.get_type_hints(T,
@@ -22,6 +23,8 @@ from typing import Literal
 from typing import NotRequired
 from typing import TypedDict
 from typing import final
+
+from machine_git.context import Context
 
 Kind = Literal["train", "traces", "rejected", "observed"]
 Tag = Literal["good", "bad", "observed"]
@@ -178,6 +181,7 @@ class TrainRow(TypedDict):
     messages: list[Message]
     original_answer: NotRequired[str]
     redactions: NotRequired[Redactions]
+    context: NotRequired[str | Context | None]
 
 
 @final
@@ -193,6 +197,7 @@ class TracesRow(TypedDict):
     trajectory: list[Record]
     original_answer: NotRequired[str]
     redactions: NotRequired[Redactions]
+    context: NotRequired[str | Context | None]
 
 
 @final
@@ -210,6 +215,7 @@ class RejectedRow(TypedDict):
     failure: NotRequired[Failure]
     original_answer: NotRequired[str]
     redactions: NotRequired[Redactions]
+    context: NotRequired[str | Context | None]
 
 
 @final
@@ -225,7 +231,13 @@ class ObservedRow(TypedDict):
     trajectory: list[Record]
     original_answer: NotRequired[str]
     redactions: NotRequired[Redactions]
+    context: NotRequired[str | Context | None]
 
 
 Row = TrainRow | TracesRow | RejectedRow | ObservedRow
-"""A row of any kind; ``row["kind"]`` (or ``"trajectory" in row``) narrows it."""
+"""A row of any kind; ``row["kind"]`` (or ``"trajectory" in row``) narrows it.
+
+``context``: the system prompt and tools the turn ran with, by its sha256 in
+the store, inline in a JSONL file (``--out``), None when unknown or left out
+(machine_git/context.py holds the Context type and stores it once).
+"""

@@ -21,7 +21,7 @@ from machine_git.errors import SchemaError
 
 KINDS = ("train", "traces", "rejected", "observed")
 # Schemas others refer to by $id (a dpo pair's messages are OpenAI's).
-_SHARED = ("trajectory-v1", "common", "line-openai")
+_SHARED = ("trajectory-v1", "common", "context", "line-openai")
 
 
 class Problem(NamedTuple):
@@ -62,7 +62,7 @@ def _registry() -> jsonschema_rs.Registry:
 
 @functools.cache
 def validator(name: str) -> jsonschema_rs.Draft202012Validator:
-    """A validator for one schema (a row kind, or ``trajectory-v1``)."""
+    """A validator for one schema (a row kind, ``context`` or ``trajectory-v1``)."""
     try:
         return jsonschema_rs.Draft202012Validator(
             load_schema(name), registry=_registry(), validate_formats=False

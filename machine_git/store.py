@@ -31,6 +31,7 @@ from pygit2 import Tree
 from pygit2.enums import FileMode
 from pygit2.enums import ObjectType
 
+from machine_git import context
 from machine_git import env
 from machine_git import gc
 from machine_git import jsonio
@@ -361,6 +362,10 @@ class Store:
             _validate_rows(change.files)
             if change.redaction is Redaction.CHECK:
                 _refuse_secrets(change.files)
+            # Contexts (context/<sha>): valid, named by their hash, and every
+            # row's reference resolvable in the tree this commit makes.
+            scan = change.redaction is Redaction.CHECK
+            context.check_change(change.files, snap.tree, scan=scan)
             try:
                 with _private_umask():
                     oid = self._commit(snap, change, merged)

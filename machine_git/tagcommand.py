@@ -50,6 +50,7 @@ def options(label: Label, params: Mapping[str, Any]) -> TagOptions:
         session=params["session"],
         entry=params["entry"],
         redact=not params["no_redact"],
+        context=not params["no_context"],
     )
 
 

@@ -62,6 +62,8 @@ class TagOptions(NamedTuple):
     session: Path | None = None
     entry: str | None = None
     redact: bool = True
+    context: bool = True
+    """Keep the system prompt and tools the turn ran with (``--no-context``)."""
     parent: str | None = None
     """Observed: the row a forked run corrects (default: MACHINE_FORK_PARENT)."""
     if_auto: bool = False
@@ -199,6 +201,7 @@ def tag(
         rewrite=options.rewrite,
         reasoning=options.reasoning,
         parent=_parent(options),
+        context=options.context,
     )
     if options.redact:
         row, secrets = redaction.redact_row(row)

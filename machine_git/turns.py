@@ -19,9 +19,12 @@ The store validates every row this writes (the one schema check of a tag).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from typing import Any
 from typing import Literal
 from typing import NamedTuple
+from typing import cast
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.plain import Plain
@@ -123,12 +126,14 @@ def _tag(store: Store, row: Row, redaction: Redaction) -> Committed:
         ]
         also = [Moved(r["id"], r["kind"], rows.shape_kind(r, label)) for r in others]
         previous = None if before is None else str(before["kind"])
+        files: dict[str, bytes | None] = {}
+        if action != "duplicate":
+            after, contexts = _with_context(snap, after)
+            files[rows.row_path(after["id"])] = jsonio.canonical(after)
+            files.update(contexts)
         outcome[:] = [Committed(action, after, previous, None, also)]
         if action == "duplicate" and not also:
             return None
-        files: dict[str, bytes | None] = {}
-        if action != "duplicate":
-            files[rows.row_path(after["id"])] = jsonio.canonical(after)
         for other, moved in zip(others, also, strict=True):
             files[rows.row_path(moved.id)] = jsonio.canonical(
                 rows.with_kind(other, moved.new_kind)
@@ -224,6 +229,7 @@ def _observe(store: Store, row: Row, redaction: Redaction) -> Committed:
     """Commit an observed row, unless its turn is stored already (in any shape)."""
     path = rows.row_path(row["id"])
     seen: list[Row] = []
+    kept: list[Row] = []  # the row as stored (its context by hash)
 
     def plan(snap: Snapshot) -> Change | None:
         existing = snap.read(path)
@@ -247,9 +253,11 @@ def _observe(store: Store, row: Row, redaction: Redaction) -> Committed:
         }
         if parent:
             trailers["Parent"] = parent
+        stored, contexts = _with_context(snap, row)
+        kept[:] = [stored]
         return Change(
             summary=fit(f"observed {row['id']}: {rows.first_words(row)}"),
-            files={path: jsonio.canonical(row)},
+            files={path: jsonio.canonical(stored), **contexts},
             trailers=trailers,
             body=f"fork of {parent}" if parent else (row.get("note") or ""),
             redaction=redaction,
@@ -258,4 +266,14 @@ def _observe(store: Store, row: Row, redaction: Redaction) -> Committed:
     oid = store.write(plan)
     if seen:
         return Committed("duplicate", seen[0])
-    return Committed("observed", row, None, None if oid is None else str(oid))
+    stored = kept[0] if kept else row
+    return Committed("observed", stored, None, None if oid is None else str(oid))
+
+
+def _with_context(snap: Snapshot, row: Row) -> tuple[Row, dict[str, bytes | None]]:
+    """``row`` with its context as a hash, and the context file if the store
+    lacks it: each distinct system prompt and tool list is stored once."""
+    stored, files = context.stored(
+        cast("dict[str, Any]", row), lambda where: context.in_tree(snap.tree, where)
+    )
+    return cast("Row", stored), files

@@ -10,7 +10,9 @@ need strings); without one they are both, and checked as tinker's.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Generator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
@@ -21,6 +23,7 @@ from typing import BinaryIO
 
 import pygit2
 
+from machine_git import context
 from machine_git import inputs
 from machine_git import jsonio
 from machine_git import parallel
@@ -65,14 +68,22 @@ FORMATS = {
     "tinker": "tinker/openai chat line",
     "openai": "openai chat line",
     "dpo": "dpo pair",
+    "openai-dpo": "openai-dpo pair",
     "trajectory": "trajectory line",
 }
 # The shape of one line: which key makes it what it is.
-_SHAPES = {"row": ROWS, "messages": "tinker", "dpo": "dpo", "trajectory": "trajectory"}
+_SHAPES = {
+    "row": ROWS,
+    "messages": "tinker",
+    "dpo": "dpo",
+    "openai-dpo": "openai-dpo",
+    "trajectory": "trajectory",
+}
 _SHAPE_NAMES = {
     "row": "a machine row",
     "messages": "a chat (messages) line",
     "dpo": "a dpo pair",
+    "openai-dpo": "an openai-dpo pair",
     "trajectory": "a trajectory line",
 }
 _NULL_CONTENT = re.compile(rb'"content"\s*:\s*null')
@@ -171,14 +182,17 @@ def file_format(data: bytes, first: bytes) -> str:
 
 
 def shape_of(value: Any) -> str | None:
-    """``row``, ``messages``, ``dpo`` or ``trajectory``: what a line is, by
-    its keys (as ``machine import`` tells them apart); None if none."""
+    """``row``, ``messages``, ``dpo`` (a tinker-cookbook comparison),
+    ``openai-dpo`` or ``trajectory``: what a line is, by its keys (as
+    ``machine import`` tells them apart); None if none."""
     if not isinstance(value, dict):
         return None
     if "kind" in value and "id" in value:
         return "row"
-    if "preferred_output" in value or "non_preferred_output" in value:
+    if "comparison" in value:
         return "dpo"
+    if "preferred_output" in value or "non_preferred_output" in value:
+        return "openai-dpo"
     bodies = [b for b in ("messages", "trajectory") if b in value]
     return bodies[0] if len(bodies) == 1 else None
 
@@ -236,6 +250,7 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
         tally.damaged += 1
         yield Finding(BRANCH, 0, "$", f"corrupt root tree: {_why(e)}", damage=True)
         return
+    known = yield from _check_contexts(objects, root)
     if rows.ROWS_DIR not in root:
         return
     try:
@@ -247,22 +262,46 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     workers = parallel.jobs(objects, pieces)
-    for found, count in parallel.run(objects, pieces, _check_part, workers):
+    work = functools.partial(_check_part, known)
+    for found, count in parallel.run(objects, pieces, work, workers):
         tally.rows += count
         tally.damaged += sum(1 for f in found if f.damage)
         yield from found
 
 
+def _check_contexts(
+    objects: Objects, root: pygit2.Tree
+) -> Generator[Finding, None, frozenset[str]]:
+    """Findings for each ``context/`` file; the ids of the good ones."""
+    good: set[str] = set()
+    for sha in sorted(context.stored_ids(root)):
+        path = context.path_of(sha)
+        try:
+            data = objects.blob(root[path].id, verify=True)
+        except _READ_ERRORS as e:
+            yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
+            continue
+        problems = context.file_problems(path, data)
+        for problem in problems:
+            yield Finding(path, 1, "$", problem)
+        if not problems:
+            good.add(sha)
+    return frozenset(good)
+
+
 def _check_part(
-    objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool
+    known: frozenset[str], objects: Objects, path: str, oid: pygit2.Oid, is_tree: bool
 ) -> tuple[list[Finding], int]:
-    """The findings of one entry of ``rows/`` and all below it, and its rows."""
+    """The findings of one entry of ``rows/`` and all below it, and its rows.
+
+    ``known``: the stored contexts a row may name.
+    """
     # Runs in a worker process for a large store: module level, picklable.
     tally = Tally()
     if is_tree:
-        found = list(_walk(objects, oid, f"{path}/", tally))
+        found = list(_walk(objects, oid, f"{path}/", tally, known))
     else:
-        found = list(_check_row(objects, path, oid, tally))
+        found = list(_check_row(objects, path, oid, tally, known))
     return found, tally.rows
 
 
@@ -277,7 +316,11 @@ def _why(e: BaseException) -> str:
 
 
 def _walk(
-    objects: Objects, tree_id: pygit2.Oid, prefix: str, tally: Tally
+    objects: Objects,
+    tree_id: pygit2.Oid,
+    prefix: str,
+    tally: Tally,
+    known: frozenset[str],
 ) -> Iterator[Finding]:
     try:
         # type_str, not filemode (an enum built per entry): see store._walk_blobs.
@@ -291,13 +334,17 @@ def _walk(
     for name, oid, is_tree in entries:
         path = f"{prefix}{name}"
         if is_tree:
-            yield from _walk(objects, oid, f"{path}/", tally)
+            yield from _walk(objects, oid, f"{path}/", tally, known)
         else:
-            yield from _check_row(objects, path, oid, tally)
+            yield from _check_row(objects, path, oid, tally, known)
 
 
 def _check_row(
-    objects: Objects, path: str, oid: pygit2.Oid, tally: Tally
+    objects: Objects,
+    path: str,
+    oid: pygit2.Oid,
+    tally: Tally,
+    known: frozenset[str] = frozenset(),
 ) -> Iterator[Finding]:
     tally.rows += 1
     try:
@@ -319,3 +366,10 @@ def _check_row(
         )
     elif jsonio.canonical(value) != data:
         yield Finding(path, 1, "$", "not canonical JSON (sorted keys, indent 2)")
+    else:
+        # the context it names is in the store (context/<sha>.json, valid)
+        named = context.reference_problem(
+            value, lambda p: context.sha_of_path(p) in known
+        )
+        if named is not None:
+            yield Finding(path, 1, "$.context", named)

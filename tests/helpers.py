@@ -97,6 +97,9 @@ def valid_rows() -> list[Any]:
         redactions={"aws-access-key": 2},
         source=source(parent_row="a1b2c3d4e5f6", model=None, cwd="/p"),
     )
+    with_context_id = traces_row("1a2b3c4d5e6f", context="ab" * 32)
+    with_context = traces_row("2a2b3c4d5e6f", context=CONTEXT)
+    unknown_context = train_row("3a2b3c4d5e6f", context=None)
     return [
         train_row(),
         traces_row(),
@@ -105,8 +108,34 @@ def valid_rows() -> list[Any]:
         observed,
         tool_messages,
         rich,
+        with_context_id,
+        with_context,
+        unknown_context,
         *failed_rows(),
     ]
+
+
+# A context as a JSONL row carries it inline (the store keeps it by hash).
+CONTEXT: dict[str, Any] = {
+    "system": "You are a coding agent.",
+    "tools": [
+        {
+            "name": "bash",
+            "description": "Run a command.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        }
+    ],
+}
+
+
+def _tool(**changes: Any) -> dict[str, Any]:
+    """CONTEXT with its one tool changed (a key set to DELETE is removed)."""
+    tool = {**CONTEXT["tools"][0], **changes}
+    return {"system": CONTEXT["system"], "tools": [tool]}
 
 
 FAILURE = {"stop_reason": "aborted", "error": "Request was aborted"}
@@ -162,6 +191,15 @@ def invalid_rows() -> list[tuple[str, dict[str, Any]]]:
     f = failed_rows()[1]  # a failed turn that said nothing
     return [
         ("id too short", mutate(t, ["id"], "abc")),
+        ("context id short", mutate(t, ["context"], "abc")),
+        ("context id upper case", mutate(t, ["context"], "AB" * 32)),
+        ("context a number", mutate(t, ["context"], 7)),
+        ("context extra key", mutate(t, ["context"], {**CONTEXT, "x": 1})),
+        ("context no tools key", mutate(t, ["context"], {"system": "s"})),
+        ("context tool no name", mutate(t, ["context"], _tool(name=""))),
+        ("context tool extra", mutate(t, ["context"], _tool(x=1))),
+        ("context tool params list", mutate(t, ["context"], _tool(parameters=[]))),
+        ("context system number", mutate(t, ["context"], {**CONTEXT, "system": 1})),
         ("id upper case", mutate(t, ["id"], "A1B2C3D4E5F6")),
         ("unknown kind", mutate(t, ["kind"], "bogus")),
         ("kind/tag mismatch", mutate(t, ["tag"], "bad")),

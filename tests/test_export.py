@@ -106,19 +106,58 @@ def test_tinker_gives_tool_call_messages_string_content() -> None:
 def test_dpo_needs_an_original_answer_and_a_rewrite() -> None:
     rejected = helpers.train_row(kind="rejected", tag="bad")
     assert export.to_dpo(rejected) is None
-    rewritten = helpers.train_row(
-        kind="rejected", tag="bad", original_answer="hi there"
-    )
-    assert export.to_dpo(rewritten) == {
+    assert export.to_openai_dpo(rejected) is None
+    rewritten = {**rejected, "original_answer": "hi there"}
+    assert export.to_openai_dpo(rewritten) == {
         "input": {"messages": [{"role": "user", "content": "hi"}]},
         "preferred_output": [{"role": "assistant", "content": "hello"}],
         "non_preferred_output": [{"role": "assistant", "content": "hi there"}],
     }
-    same = helpers.train_row(kind="rejected", tag="bad", original_answer="hello")
-    assert export.to_dpo(same) is None
+    assert export.to_dpo(rewritten) == {
+        "comparison": {
+            "prompt_conversation": [{"role": "user", "content": "hi"}],
+            "completion_A": [{"role": "assistant", "content": "hello"}],
+            "completion_B": [{"role": "assistant", "content": "hi there"}],
+        },
+        "label": "A",
+    }
+    assert export.to_dpo({**rejected, "original_answer": "hello"}) is None
     ends_on_calls = helpers.traces_row(kind="rejected", tag="bad", original_answer="x")
     ends_on_calls["trajectory"] = ends_on_calls["trajectory"][:4]
     assert export.to_dpo(ends_on_calls) is None
+    assert export.to_openai_dpo(ends_on_calls) is None
+
+
+def test_the_context_leads_the_conversation_and_gives_the_tools() -> None:
+    row = helpers.traces_row(context=helpers.CONTEXT)
+    system = {"role": "system", "content": helpers.CONTEXT["system"]}
+    tinker = export.render(row, "tinker")
+    openai = export.render(row, "openai")
+    assert tinker is not None and openai is not None
+    assert tinker["messages"][0] == system
+    assert tinker["tools"] == helpers.CONTEXT["tools"]
+    assert openai["messages"][0] == system
+    assert openai["tools"] == [
+        {"type": "function", "function": helpers.CONTEXT["tools"][0]}
+    ]
+    plain = export.render(helpers.traces_row(), "tinker")
+    assert export.render(row, "tinker", with_context=False) == plain
+    assert plain is not None and "tools" not in plain
+    assert tinker["messages"][1:] == plain["messages"]
+    # a conversation with a system message of its own keeps it
+    own = helpers.train_row(context=helpers.CONTEXT)
+    own["messages"].insert(0, {"role": "system", "content": "be brief"})
+    mine = export.render(own, "openai")
+    assert mine is not None
+    assert [m["content"] for m in mine["messages"][:2]] == ["be brief", "hi"]
+    # the pair formats carry the tools as well
+    pair = {**row, "kind": "rejected", "tag": "bad", "original_answer": "nope"}
+    dpo = export.render(pair, "dpo")
+    openai_dpo = export.render(pair, "openai-dpo")
+    assert dpo is not None and openai_dpo is not None
+    assert dpo["tools"] == helpers.CONTEXT["tools"]
+    assert dpo["comparison"]["prompt_conversation"][0] == system
+    assert openai_dpo["input"]["tools"] == openai["tools"]
 
 
 def test_kinds_come_in_a_fixed_order() -> None:

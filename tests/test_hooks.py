@@ -14,6 +14,7 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
+from machine_git import context
 from machine_git import hooks
 from machine_git import jsonio
 from machine_git import rows
@@ -240,6 +241,41 @@ def test_a_push_of_a_non_canonical_or_misplaced_row_is_rejected(
         "match the file name"
     ) in done.stderr
     assert "2 invalid rows in 1 commit" in done.stderr
+
+
+def test_a_push_of_a_row_without_its_context_or_a_misnamed_context_is_rejected(
+    store: Store, clone: Path
+) -> None:
+    data = context.canonical(helpers.CONTEXT)
+    sha = context.digest(data)
+    (clone / ROW).write_bytes(jsonio.canonical(helpers.train_row(context=sha)))
+    wrong = clone / context.path_of("0" * 64)
+    wrong.parent.mkdir(parents=True)
+    wrong.write_bytes(data)
+    run(clone, "add", "-A")
+    run(clone, "commit", "-q", "--no-verify", "-m", "a row and a stray context")
+    done = run(clone, "push", "-q", "origin", "main")
+    assert done.returncode == 1
+    said = [
+        line.removeprefix("remote: ").rstrip()
+        for line in done.stderr.splitlines()
+        if line.startswith("remote: ")
+    ][1:]
+    assert said == [
+        f"{context.path_of('0' * 64)}:1: $: its content hashes to {sha[:12]}, "
+        "not its name",
+        f"{ROW}:1: $.context: its context {sha[:12]} is not in the store",
+        "machine: push rejected: 2 invalid rows in 1 commit; nothing was stored",
+    ]
+    # with the context at its name, the same row lands
+    right = clone / context.path_of(sha)
+    right.parent.mkdir(parents=True, exist_ok=True)
+    wrong.rename(right)
+    run(clone, "add", "-A")
+    run(clone, "commit", "-q", "--amend", "-m", "a row and its context")
+    done = run(clone, "push", "-q", "origin", "main")
+    assert done.returncode == 0, done.stderr
+    assert store.read_row("a1b2c3d4e5f6") == helpers.train_row(context=sha)
 
 
 def test_a_good_push_from_a_clone_lands_and_stays_private(

@@ -35,3 +35,14 @@ def test_the_license_the_metadata_names_ships() -> None:
     assert PYPROJECT["project"]["license"] == "MIT"
     assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License\n")
+
+
+def test_every_python_package_in_the_tree_is_listed() -> None:
+    # setuptools installs only the packages named in pyproject.toml: a new
+    # subpackage left out works in the editable checkout and is missing
+    # from every wheel, so `machine` fails with ModuleNotFoundError there.
+    found = {
+        init.parent.relative_to(ROOT).as_posix().replace("/", ".")
+        for init in (ROOT / "machine_git").rglob("__init__.py")
+    }
+    assert sorted(found - set(SETUPTOOLS["packages"])) == []

@@ -68,6 +68,7 @@ def test_a_good_answer_row_is_the_question_and_the_answer() -> None:
         "created_at": STAMP,
         "note": "clear",
         "source": t.source(),
+        "context": None,  # this Pi session predates the context it records
         "messages": [
             {"role": "user", "content": t.user_text},
             {"role": "assistant", "content": t.answer},
@@ -104,6 +105,14 @@ def test_an_observed_row_is_the_whole_run_pointing_at_its_parent() -> None:
     assert row["source"] == {**t.source(), "parent_row": "a1b2c3d4e5f6"}
     assert row["trajectory"] == [r for r in t.records if r["role"] != "reasoning"]
     assert schemas.row_problems(row) == []
+
+
+def test_a_row_carries_its_turn_s_context_inline_unless_left_out() -> None:
+    t = turn("context")
+    assert t.context is not None and t.context["system"]
+    for label in ("good", "observed"):
+        assert rows.build(t, label=label).get("context") == t.context
+        assert rows.build(t, label=label, context=False).get("context") is None
 
 
 def test_a_failed_turn_is_kept_by_bad_only() -> None:

@@ -16,12 +16,14 @@ from typing import NotRequired
 
 import pytest
 
+from machine_git import context
 from machine_git import rowtypes
 from machine_git import schemas
 
 
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, vars(rowtypes), include_extras=True)
+    names = {**vars(context), **vars(rowtypes)}
+    return typing.get_type_hints(cls, names, include_extras=True)
 
 
 def keys(cls: type) -> tuple[set[str], set[str]]:
@@ -57,6 +59,7 @@ def row_schema(kind: str) -> dict[str, Any]:
 
 COMMON = schemas.load_schema("common")["$defs"]
 RECORDS = schemas.load_schema("trajectory-v1")["$defs"]
+CONTEXT = schemas.load_schema("context")
 
 # (what, its TypedDict, its schema, the schema file that holds it)
 PAIRS: list[tuple[str, type, dict[str, Any], str]] = [
@@ -107,6 +110,8 @@ PAIRS: list[tuple[str, type, dict[str, Any], str]] = [
         "trajectory-v1",
     ),
     ("tool record", rowtypes.ToolRecord, RECORDS["tool"], "trajectory-v1"),
+    ("context", context.Context, CONTEXT, "context"),
+    ("context tool", context.Tool, CONTEXT["$defs"]["tool"], "context"),
 ]
 IDS = [p[0] for p in PAIRS]
 

@@ -10,13 +10,14 @@ from machine_git import bundled
 from machine_git import schemas
 from tests import helpers
 
-LINE_FORMATS = ("tinker", "openai", "dpo", "trajectory")
+LINE_FORMATS = ("tinker", "openai", "dpo", "openai-dpo", "trajectory")
 
 
 def reference_validator(kind: str) -> jsonschema.Draft202012Validator:
     """The same schemas through the reference implementation (a cross-check)."""
     shared = [
-        schemas.load_schema(n) for n in ("trajectory-v1", "common", "line-openai")
+        schemas.load_schema(n)
+        for n in ("trajectory-v1", "common", "context", "line-openai")
     ]
     registry: referencing.Registry[Any] = referencing.Registry().with_resources(
         (s["$id"], referencing.Resource.from_contents(s)) for s in shared
@@ -28,7 +29,9 @@ def test_every_schema_ships_as_package_data() -> None:
     names = sorted(p.name for p in bundled.folder("schemas").iterdir())
     assert [n for n in names if n.endswith(".json")] == [
         "common.schema.json",
+        "context.schema.json",
         "line-dpo.schema.json",
+        "line-openai-dpo.schema.json",
         "line-openai.schema.json",
         "line-tinker.schema.json",
         "line-trajectory.schema.json",

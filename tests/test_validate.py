@@ -16,13 +16,14 @@ from machine_git import schemas
 from machine_git import validate
 from tests import helpers
 
-FORMATS = ("tinker", "openai", "dpo")
+FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
 
 
 def reference(fmt: str) -> jsonschema.Draft202012Validator:
     """A line schema through the reference implementation (a cross-check)."""
     shared = [
-        schemas.load_schema(n) for n in ("trajectory-v1", "common", "line-openai")
+        schemas.load_schema(n)
+        for n in ("trajectory-v1", "common", "context", "line-openai")
     ]
     registry: referencing.Registry[Any] = referencing.Registry().with_resources(
         (s["$id"], referencing.Resource.from_contents(s)) for s in shared
@@ -54,9 +55,12 @@ def test_every_exported_line_is_valid_in_both_implementations(fmt: str) -> None:
 
 TINKER = export.to_tinker(helpers.valid_rows()[5])  # a system prompt, a tool call
 OPENAI = export.to_openai(helpers.valid_rows()[5])
-PAIR = export.to_dpo(helpers.valid_rows()[6])
+PAIR = export.to_openai_dpo(helpers.valid_rows()[6])
 assert PAIR is not None
-DPO: dict[str, Any] = PAIR
+DPO: dict[str, Any] = PAIR  # OpenAI's shape (openai-dpo)
+COMPARISON = export.to_dpo(helpers.valid_rows()[6])
+assert COMPARISON is not None
+WITH_TOOLS = export.to_tinker(helpers.traces_row(context=helpers.CONTEXT))
 SAID = [{"role": "assistant", "content": "a"}]
 INVALID = [
     (
@@ -70,19 +74,44 @@ INVALID = [
     ("tinker", "no messages", {"conversation": TINKER["messages"]}),
     ("openai", "null alone", helpers.mutate(OPENAI, ["messages", 4, "content"], None)),
     ("openai", "extra key", helpers.mutate(OPENAI, ["messages", 0, "x"], 1)),
-    ("dpo", "no preferred", helpers.mutate(DPO, ["preferred_output"], helpers.DELETE)),
-    ("dpo", "two outputs", helpers.mutate(DPO, ["preferred_output"], SAID * 2)),
     (
-        "dpo",
+        "openai-dpo",
+        "no preferred",
+        helpers.mutate(DPO, ["preferred_output"], helpers.DELETE),
+    ),
+    ("openai-dpo", "two outputs", helpers.mutate(DPO, ["preferred_output"], SAID * 2)),
+    (
+        "openai-dpo",
         "user output",
         helpers.mutate(DPO, ["non_preferred_output", 0, "role"], "user"),
     ),
     (
-        "dpo",
+        "openai-dpo",
         "empty output",
         helpers.mutate(DPO, ["non_preferred_output", 0, "content"], ""),
     ),
-    ("dpo", "extra key", helpers.mutate(DPO, ["chosen"], "x")),
+    ("openai-dpo", "extra key", helpers.mutate(DPO, ["chosen"], "x")),
+    ("dpo", "no label", helpers.mutate(COMPARISON, ["label"], helpers.DELETE)),
+    ("dpo", "tie", helpers.mutate(COMPARISON, ["label"], "Tie")),
+    (
+        "dpo",
+        "null content",
+        helpers.mutate(
+            COMPARISON, ["comparison", "prompt_conversation", 0, "content"], None
+        ),
+    ),
+    (
+        "dpo",
+        "two completions",
+        helpers.mutate(COMPARISON, ["comparison", "completion_A"], SAID * 2),
+    ),
+    ("dpo", "extra key", helpers.mutate(COMPARISON, ["input"], {})),
+    (
+        "tinker",
+        "tool without name",
+        helpers.mutate(WITH_TOOLS, ["tools", 0, "name"], ""),
+    ),
+    ("tinker", "tools not a list", helpers.mutate(WITH_TOOLS, ["tools"], {})),
     ("trajectory", "empty", {"trajectory": []}),
     ("trajectory", "no user", {"trajectory": helpers.trajectory()[:1]}),
 ]
@@ -105,7 +134,7 @@ def test_problems_name_the_field_as_for_rows() -> None:
     assert check("openai", INVALID[5][2])[0] == (
         '$.messages[4]: "tool_calls" is a required property'
     )
-    assert check("dpo", INVALID[9][2]) == [
+    assert check("openai-dpo", INVALID[9][2]) == [
         '$.non_preferred_output[0].role: "assistant" was expected'
     ]
 
@@ -117,7 +146,8 @@ def test_problems_name_the_field_as_for_rows() -> None:
         ([TINKER], "tinker"),
         ([OPENAI], "openai"),  # a null content: tinker's renderers need strings
         ([export.to_openai(helpers.train_row())], "tinker"),  # the same bytes
-        ([DPO], "dpo"),
+        ([DPO], "openai-dpo"),
+        ([COMPARISON], "dpo"),
         ([{"trajectory": helpers.trajectory()}], "trajectory"),
         ([{"kind": "train", "id": "a1b2c3d4e5f6", "messages": []}], "rows"),
         ([{"name": "package", "version": "1.0.0"}], "rows"),  # no known shape
@@ -143,7 +173,7 @@ def test_a_line_of_another_shape_is_named_as_such(tmp_path: Path) -> None:
     assert [str(f) for f in validate.check_file(path, tally)] == [
         f"{path}:2: $: a machine row in a file of tinker/openai chat lines "
         "(its first line decides)",
-        f"{path}:3: $: a dpo pair in a file of tinker/openai chat lines "
+        f"{path}:3: $: an openai-dpo pair in a file of tinker/openai chat lines "
         "(its first line decides)",
     ]
     assert (tally.rows, tally.lines) == (3, {"tinker": 3})
@@ -151,7 +181,7 @@ def test_a_line_of_another_shape_is_named_as_such(tmp_path: Path) -> None:
 
 def test_a_json_file_is_one_row_or_line(tmp_path: Path) -> None:
     path = tmp_path / "pair.json"
-    path.write_bytes(jsonio.canonical(DPO))  # indented: many lines, one value
+    path.write_bytes(jsonio.canonical(COMPARISON))  # indented: many lines, one value
     tally = validate.Tally()
     assert list(validate.check_file(path, tally)) == []
     assert (tally.rows, tally.lines) == (1, {"dpo": 1})

@@ -189,6 +189,7 @@ def render_pi_extension(scope: str) -> str:
             "TINKER_PROVIDER": json.dumps(TINKER_PROVIDER),
             "KEY_ENV": json.dumps(API_KEY_ENV),
             "INVALID_EXIT": str(INVALID),
+            "CONTEXT_ENTRY": json.dumps(pi_sessions.CONTEXT_ENTRY),
         },
     )
 

@@ -25,7 +25,7 @@ from machine_git.schemas import KINDS
 
 # Kept here rather than imported from machine_git.export: this module loads
 # on every command, ``machine good`` included, and the export code need not.
-FORMATS = ("tinker", "openai", "dpo")
+FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
 _PROGRESS_EVERY = 1000
 
 
@@ -36,7 +36,7 @@ _PROGRESS_EVERY = 1000
     "kinds",
     multiple=True,
     type=click.Choice(KINDS),
-    help="Rows of this kind (repeatable; default: train, or rejected for dpo).",
+    help="Rows of this kind (repeatable; default: train, or rejected for pairs).",
 )
 @click.option(
     "--format",
@@ -44,7 +44,8 @@ _PROGRESS_EVERY = 1000
     type=click.Choice(FORMATS),
     default="tinker",
     show_default=True,
-    help="tinker or openai chat JSONL, or dpo preference pairs.",
+    help="tinker or openai chat JSONL; dpo (tinker-cookbook) or openai-dpo "
+    "preference pairs.",
 )
 @click.option(
     "-o",
@@ -64,6 +65,12 @@ _PROGRESS_EVERY = 1000
     is_flag=True,
     help="Do not scan rows for secrets (recorded in the manifest).",
 )
+@click.option(
+    "--no-context",
+    "no_context",
+    is_flag=True,
+    help="Leave out each turn's system prompt and tools (recorded in the manifest).",
+)
 @project_option
 @json_option
 def export(
@@ -73,6 +80,7 @@ def export(
     output: str | None,
     manifest_to: str | None,
     no_redact: bool,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -115,7 +123,13 @@ def export(
     if target is None:
         try:
             tally = exporting.write_stream(
-                store, commit, fmt, chosen, sys.stdout.buffer, redact=not no_redact
+                store,
+                commit,
+                fmt,
+                chosen,
+                sys.stdout.buffer,
+                redact=not no_redact,
+                with_context=not no_context,
             )
         except BrokenPipeError:
             _reader_went_away()
@@ -131,6 +145,7 @@ def export(
                 chosen,
                 exporting.STDOUT_NAME,
                 not no_redact,
+                not no_context,
             )
             exporting.write_manifest(manifest, meta)
             _done(manifest, label, "stdout", meta)
@@ -146,6 +161,7 @@ def export(
             target,
             progress=progress,
             redact=not no_redact,
+            with_context=not no_context,
             manifest_target=meta,
         )
     finally:
@@ -180,7 +196,7 @@ def _reader_went_away() -> NoReturn:
 def _skipped(count: int, label: str, fmt: str) -> None:
     # dpo pairs need an --as rewrite; chat lines need an answer, which a turn
     # that failed before saying anything (kept by machine bad) does not have
-    without = "a rewrite" if fmt == "dpo" else "an answer"
+    without = "a rewrite" if fmt in ("dpo", "openai-dpo") else "an answer"
     if count:
         click.echo(f"skipped {_rows(count, label)} without {without}", err=True)
 

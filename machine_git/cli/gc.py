@@ -41,9 +41,12 @@ def gc_command(project: Path | None, as_json: bool) -> None:
                 "before": before.as_dict(),
                 "after": after.as_dict(),
                 "removed": done.removed,
+                "contexts_dropped": done.pruned,
             }
         )
         return
+    if done.pruned:
+        click.echo(f"dropped {_count(done.pruned, 'context')} no row names any more")
     if done.removed:
         click.echo(
             f"removed {_count(len(done.removed), 'leftover')} of killed writers "

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from machine_git import context
 from machine_git import diff as diffs
 from machine_git import history
 from machine_git import jsonio
@@ -99,7 +100,10 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
     if _HEX.match(what):
         found = lookup.matching_ids(store, what, commit)
         if len(found) == 1 or (found and len(what) == rows.ID_LENGTH):
-            row = store.read_row(found[0], commit)
+            stored = store.read_row(found[0], commit)
+            row = None
+            if stored is not None:  # the context it names, not only its hash
+                row = context.shown(dict(stored), store.snapshot(commit).read)
             if as_json:
                 emit_json(row)
             else:

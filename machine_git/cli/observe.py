@@ -99,6 +99,12 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
     is_flag=True,
     help="Keep secrets in the row (recorded in the commit).",
 )
+@click.option(
+    "--no-context",
+    "no_context",
+    is_flag=True,
+    help="Leave out the system prompt and tools the run had.",
+)
 @project_option
 @json_option
 def observe(
@@ -108,6 +114,7 @@ def observe(
     if_auto: bool,
     reasoning: bool,
     no_redact: bool,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -131,6 +138,7 @@ def observe(
         session=session,
         entry=entry,
         redact=not no_redact,
+        context=not no_context,
         if_auto=if_auto,
     )
     done = tagging.tag(project_for(project), options, notify=_say)

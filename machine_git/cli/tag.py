@@ -57,6 +57,12 @@ def _tag_options(f: Any) -> Any:
             is_flag=True,
             help="Keep secrets in the row (recorded in the commit).",
         ),
+        click.option(
+            "--no-context",
+            "no_context",
+            is_flag=True,
+            help="Leave out the system prompt and tools the turn ran with.",
+        ),
         project_option,
         json_option,
     ]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 from typing import Any
 
 import click
@@ -22,6 +24,7 @@ from machine_git.cli.common import project_option
 from machine_git.errors import TrainingError
 from machine_git.errors import UsageError
 from machine_git.train.config import DEFAULT_BASE_MODEL
+from machine_git.train.config import DPO_BETA
 from machine_git.train.config import Hyper
 
 TRAIN_KINDS = ("train", "traces")
@@ -29,6 +32,12 @@ _DEFAULTS = Hyper()
 
 _yes = click.option(
     "--yes", is_flag=True, help="Confirm: this calls the Tinker API (billed)."
+)
+_no_context = click.option(
+    "--no-context",
+    "no_context",
+    is_flag=True,
+    help="Leave the turns' system prompts and tools out of the training data.",
 )
 _base_model = click.option(
     "--base-model",
@@ -59,6 +68,7 @@ def train() -> None:
     Example usage:
         machine train validate --kind traces
         machine train sft --kind traces
+        machine train dpo
         machine train smoke --yes
         machine train run --yes
     """
@@ -112,33 +122,25 @@ def validate(
         machine train validate data.jsonl
     """
     _stack()
+    from machine_git.train import sources
     from machine_git.train import validate as checking
 
     if target is not None and Path(target).is_file():
-        items, chosen, conversations, held, label = _file_items(Path(target), kind)
+        src = sources.of_file(Path(target), kind)
     else:
-        items, chosen, conversations, held, label = _store_items(project, target, kind)
-    from machine_git import paths
+        from machine_git import revs
 
-    with contextlib.ExitStack() as stack:
-        out = None
-        if dump is not None:
-            target_path = paths.check_out_path(str(dump))
-            try:
-                out = stack.enter_context(open(target_path, "wb"))
-            except OSError as e:
-                raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
-        report = checking.check(
-            items,
-            source=label,
-            kind=chosen,
+        store = open_store(project)
+        commit = revs.resolve(store, target)
+        src = sources.of_store(store, commit, target, kind or "train")
+    with _dump_file(dump) as out:
+        report = checking.check_source(
+            src,
             base_model=base_model,
             max_length=max_length,
             batch_size=batch_size,
-            rows_are_conversations=conversations,
             dump=out,
         )
-    report.held_out = held
     if as_json:
         emit_json(report.to_json())
     else:
@@ -148,49 +150,20 @@ def validate(
         raise TrainingError(f"{n} blocking problem{'' if n == 1 else 's'}")
 
 
-def _store_items(
-    project: Path | None, revision: str | None, kind: str | None
-) -> tuple[list[tuple[str, dict[str, Any]]], str, bool, int, str]:
-    from machine_git import revs
-    from machine_git.train import selection
+@contextlib.contextmanager
+def _dump_file(dump: Path | None) -> Iterator[IO[bytes] | None]:
+    if dump is None:
+        yield None
+        return
+    from machine_git import paths
 
-    store = open_store(project)
-    commit = revs.resolve(store, revision)
-    chosen = kind or "train"
-    picked = selection.select(store, commit, chosen)
-    label = f"{revision or 'HEAD'} ({str(commit.id)[:12]})"
-    return picked.items, chosen, False, picked.held_out, label
-
-
-def _file_items(
-    path: Path, kind: str | None
-) -> tuple[list[tuple[str, dict[str, Any]]], str, bool, int, str]:
-    from machine_git import jsonio
-
-    items: list[tuple[str, dict[str, Any]]] = []
-    conversations = False
+    target = paths.check_out_path(str(dump))
     try:
-        lines = path.read_bytes().split(b"\n")
+        out = open(target, "wb")  # noqa: SIM115 - closed below
     except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            value = jsonio.loads(text)
-        except jsonio.JSONDecodeError as e:
-            raise UsageError(f"{path}:{number}: not valid JSON ({e})") from None
-        if not isinstance(value, dict):
-            raise UsageError(f"{path}:{number}: not a JSON object")
-        if "kind" not in value and "messages" in value:
-            conversations = True
-        items.append((f"{path.name}:{number}", value))
-    if conversations:
-        return items, kind or "train", True, 0, str(path)
-    kinds = [str(v.get("kind")) for _, v in items if v.get("kind") in TRAIN_KINDS]
-    chosen = kind or (kinds[0] if kinds else "train")
-    wanted = [(label, v) for label, v in items if v.get("kind") == chosen]
-    return wanted, chosen, False, 0, str(path)
+        raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
+    with out:
+        yield out
 
 
 def _print_report(report: Any) -> None:
@@ -264,6 +237,7 @@ def _print_report(report: Any) -> None:
     show_default=True,
     help="Steps between checkpoints (0: final only).",
 )
+@_no_context
 @project_option
 @json_option
 def sft(
@@ -277,6 +251,7 @@ def sft(
     lora_rank: int,
     max_length: int,
     save_every: int,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -290,92 +265,163 @@ def sft(
         machine train sft --kind traces
         machine train sft --rev v1 --epochs 3
     """
-    _stack()
-    from machine_git import revs
-    from machine_git.train import datasets
-    from machine_git.train import rendering
-    from machine_git.train import runs
-    from machine_git.train.config import Hyper
-
-    store = open_store(project)
-    commit = revs.resolve(store, rev)
-    seen = rendering.rendering(base_model)
-    _refuse_what_validate_blocks(
-        store, commit, kind, base_model, max_length, batch_size
-    )
-    hyper = Hyper(
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        num_epochs=epochs,
-        lora_rank=lora_rank,
-        max_length=max_length,
-        save_every=save_every,
-    )
-
-    def count(cfg: Any, where: Path) -> int:
-        return len(datasets.build(cfg, where).datums)
-
-    record = runs.prepare(
-        store,
-        commit=commit,
-        revision=rev or "HEAD",
+    _prepare(
+        project,
+        as_json,
+        revision=rev,
         kind=kind,
         base_model=base_model,
-        renderer=seen.renderer_name,
-        train_on_what=datasets.train_on_what(kind).value,
-        hyper=hyper,
         force=force,
-        count_sequences=count,
+        hyper=Hyper(
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            num_epochs=epochs,
+            lora_rank=lora_rank,
+            max_length=max_length,
+            save_every=save_every,
+        ),
+        context=not no_context,
     )
+
+
+@train.command()
+@click.option("--rev", help="Revision to train on (default: the newest).")
+@_base_model
+@click.option("--force", is_flag=True, help="Prepare the same run again.")
+@click.option(
+    "--learning-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1e-5,
+    show_default=True,
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Pairs per step.",
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS.num_epochs,
+    show_default=True,
+)
+@click.option(
+    "--lora-rank",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS.lora_rank,
+    show_default=True,
+)
+@click.option(
+    "--max-length",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS.max_length,
+    show_default=True,
+)
+@click.option(
+    "--save-every",
+    type=click.IntRange(min=0),
+    default=_DEFAULTS.save_every,
+    show_default=True,
+    help="Steps between checkpoints (0: final only).",
+)
+@click.option(
+    "--beta",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DPO_BETA,
+    show_default=True,
+    help="How strongly the policy stays near the base model (DPO's KL weight).",
+)
+@_no_context
+@project_option
+@json_option
+def dpo(
+    rev: str | None,
+    base_model: str,
+    force: bool,
+    learning_rate: float,
+    batch_size: int,
+    epochs: int,
+    lora_rank: int,
+    max_length: int,
+    save_every: int,
+    beta: float,
+    no_context: bool,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """Prepare a DPO run from bad rows rewritten with --as (offline; no API call).
+
+    Each such row is a preference pair: the rewrite is preferred over the
+    agent's original answer. The pairs (machine export --format dpo) are
+    pinned to a dataset commit like an SFT run's data; machine train smoke
+    and run train it with tinker-cookbook's DPO recipe.
+
+    \b
+    Example usage:
+        machine bad --as "The answer it should have given."
+        machine train dpo
+        machine train smoke --yes
+    """
+    _prepare(
+        project,
+        as_json,
+        revision=rev,
+        kind="rejected",
+        base_model=base_model,
+        force=force,
+        hyper=Hyper(
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            num_epochs=epochs,
+            lora_rank=lora_rank,
+            max_length=max_length,
+            save_every=save_every,
+        ),
+        method="dpo",
+        dpo_beta=beta,
+        context=not no_context,
+    )
+
+
+def _prepare(project: Path | None, as_json: bool, **options: Any) -> None:
+    _stack()
+    from machine_git.train import prepare
+    from machine_git.train import runs
+
+    store = open_store(project)
+    record = prepare.run(store, prepare.Options(**options))
     if as_json:
         emit_json(record)
         return
     data = record["dataset"]
+    hyper = record["hyperparameters"]
     held = (
         f", {data['held_out_rows']} held out for eval {data['held_out_eval']}"
         if data["held_out_eval"]
         else ""
     )
+    unit = "pairs" if record["method"] == "dpo" else "sequences"
+    epochs = hyper["num_epochs"]
     click.echo(f"prepared run {record['id']}")
     click.echo(
-        f"  data    {data['rows']} {kind} rows at {data['commit'][:12]} "
+        f"  data    {data['rows']} {data['kind']} "
+        f"{'pairs' if unit == 'pairs' else 'rows'} at {data['commit'][:12]} "
         f"({data['revision']}){held}"
     )
     click.echo(f"  export  {data['file']} sha256 {data['sha256']}")
     click.echo(
-        f"  model   {base_model}, renderer {record['renderer']}, "
+        f"  model   {record['base_model']}, renderer {record['renderer']}, "
         f"loss on {record['train_on_what']}"
+        + (f", DPO beta {hyper['dpo_beta']}" if unit == "pairs" else "")
     )
     click.echo(
-        f"  steps   {record['steps_planned']} ({data['sequences']} sequences, "
-        f"batch size {batch_size}, {epochs} epoch{'' if epochs == 1 else 's'})"
+        f"  steps   {record['steps_planned']} ({data['sequences']} {unit}, "
+        f"batch size {hyper['batch_size']}, {epochs} epoch{'' if epochs == 1 else 's'})"
     )
     click.echo(f"  folder  {runs.folder(store, record['id'])}")
     click.echo("next: machine train smoke --yes  (two steps on Tinker)")
-
-
-def _refuse_what_validate_blocks(
-    store: Any,
-    commit: Any,
-    kind: str,
-    base_model: str,
-    max_length: int,
-    batch_size: int,
-) -> None:
-    from machine_git.train import pins
-    from machine_git.train import selection
-    from machine_git.train import validate as checking
-
-    chosen = selection.select(store, pins.data_commit(commit), kind)
-    report = checking.check(
-        chosen.items,
-        source=str(commit.id),
-        kind=kind,
-        base_model=base_model,
-        max_length=max_length,
-        batch_size=batch_size,
-    )
-    checking.refuse_blocking(report)
 
 
 # -- smoke and run -------------------------------------------------------------
@@ -539,71 +585,29 @@ def eval_baseline(
     _confirm(yes, "machine train eval baseline")
     _stack()
     from machine_git.train import evals
-    from machine_git.train import preflight
-    from machine_git.train import rendering
-    from machine_git.train import runs
     from machine_git.train import sampling
 
     store = open_store(project)
-    eval_set = evals.active(store)
-    if eval_set is None:
-        raise TrainingError("no eval set yet (draw one with 'machine train eval init')")
-    name, base, path, renderer = _model_of(store, runs, model, base_model)
-    seen = rendering.rendering(base, renderer)
-    cases, skipped = evals.cases(store, eval_set)
-    if not cases:
-        raise TrainingError(f"eval set {eval_set['id']} has no case with a text answer")
-    info = preflight.check(base, "sample")
-    click.echo(f"tinker ok: {info.base_url} ({info.seconds:.1f} s)", err=True)
-    outputs = sampling.sample(
-        cases, seen, base_model=base, model_path=path, max_tokens=max_tokens
+
+    def ready(base_url: str, seconds: float) -> None:
+        click.echo(f"tinker ok: {base_url} ({seconds:.1f} s)", err=True)
+
+    done = sampling.baseline(
+        store, model, base_model, max_tokens=max_tokens, on_ready=ready
     )
-    details = {
-        "base_model": base,
-        "model_path": path,
-        "renderer": seen.renderer_name,
-        "sampling": {"temperature": 0.0, "max_tokens": max_tokens},
-    }
-    results, commit = evals.record_results(
-        store, eval_set, name, details, outputs, skipped
-    )
+    results = done.results
     if as_json:
-        emit_json({**results, "commit": commit})
+        emit_json({**results, "commit": done.commit})
         return
     scores = results["scores"]
+    skipped = results["skipped"]
+    eval_id, name = results["eval_id"], results["model"]
     click.echo(
-        f"{name} on {eval_set['id']}: exact {_pct(scores['exact'])}, normalized "
+        f"{name} on {eval_id}: exact {_pct(scores['exact'])}, normalized "
         f"{_pct(scores['normalized'])} of {scores['cases']} cases"
         + (f" ({len(skipped)} skipped: no text answer)" if skipped else "")
     )
-    click.echo(f"recorded {evals.results_path(eval_set['id'], name)} in {commit[:12]}")
-
-
-def _model_of(
-    store: Any, runs: Any, model: str | None, base_model: str
-) -> tuple[str, str, str | None, str | None]:
-    """(name recorded, base model, sampler path or None, renderer or None)."""
-    if model is None or model == base_model:
-        return base_model, base_model, None, None
-    if model.startswith("tinker://"):
-        return model, base_model, model, None
-    known = {r["id"]: r for r in runs.all_runs(store)}
-    if model in known:
-        record = known[model]
-        samplers = [
-            c["sampler_path"] for c in record["checkpoints"] if c.get("sampler_path")
-        ]
-        if not samplers:
-            raise TrainingError(
-                f"run {model} has no sampler checkpoint yet (status {record['status']})"
-            )
-        return (
-            samplers[-1],
-            str(record["base_model"]),
-            samplers[-1],
-            str(record["renderer"]),
-        )
-    return model, model, None, None
+    click.echo(f"recorded {evals.results_path(eval_id, name)} in {done.commit[:12]}")
 
 
 def _pct(value: Any) -> str:
@@ -640,7 +644,7 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
         return
     records = runs.all_runs(store)
     if as_json:
-        emit_json([_summary(r) for r in records])
+        emit_json([runs.summary(r) for r in records])
         return
     if not records:
         click.echo("no training runs yet (prepare one with 'machine train sft')")
@@ -649,7 +653,7 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
         ("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CHECKPOINTS", "SMOKE", "TRAINED")
     ]
     for r in records:
-        s = _summary(r)
+        s = runs.summary(r)
         table.append(
             (
                 s["id"],
@@ -666,28 +670,6 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
     for row in table:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
         click.echo("  ".join(cells).rstrip())
-
-
-def _summary(record: dict[str, Any]) -> dict[str, Any]:
-    from machine_git.train import runs
-
-    checkpoints = record.get("checkpoints") or []
-    finals = [c for c in checkpoints if c.get("final")]
-    return {
-        "id": record["id"],
-        "status": runs.shown_status(record),
-        "dataset_commit": record["dataset"]["commit"],
-        "export_sha256": record["dataset"]["sha256"],
-        "kind": record["dataset"]["kind"],
-        "base_model": record.get("base_model"),
-        "steps": len(record.get("steps") or []),
-        "steps_planned": record.get("steps_planned"),
-        "final_loss": record.get("final_loss"),
-        "checkpoints": len(checkpoints),
-        "final_sampler": finals[-1].get("sampler_path") if finals else None,
-        "smoke": (record.get("smoke") or {}).get("status"),
-        "epochs": (record.get("trained") or {}).get("epochs") or [],
-    }
 
 
 def _epochs(epochs: list[dict[str, Any]]) -> str:
@@ -713,7 +695,7 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         f"loss on {record['train_on_what']}"
     )
     click.echo("hyper    " + ", ".join(f"{k} {v}" for k, v in sorted(hyper.items())))
-    smoke_status = (record.get("smoke") or {}).get("status") or "not run"
+    smoke_status = runs.summary(record)["smoke"] or "not run"
     click.echo(f"smoke    {smoke_status}")
     steps = record.get("steps") or []
     click.echo(

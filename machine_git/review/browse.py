@@ -131,6 +131,7 @@ def row_context(site: Site, store: Store, prefix: str, at: str) -> dict[str, Any
         "page": "row",
         "id": row_id,
         "row": row,
+        "context": view.context_of(row, store.snapshot(commit).read),
         "items": view.items(row) if row is not None else [],
         "answer": view.answer(row) if row is not None else "",
         "at": at,

@@ -20,27 +20,10 @@ from machine_git.train import runs
 
 def runs_page(site: Site, request: Request) -> Response:
     store = site.store()
-    listed = [_summary(r) for r in reversed(runs.all_runs(store))]
+    listed = [runs.summary(r) for r in reversed(runs.all_runs(store))]
     return site.render(
         request, "runs.html", {"page": "runs", "runs": listed}, store=store
     )
-
-
-def _summary(record: dict[str, Any]) -> dict[str, Any]:
-    dataset = record.get("dataset") or {}
-    return {
-        "id": str(record["id"]),
-        "status": str(record.get("status")),
-        "created_at": str(record.get("created_at") or ""),
-        "commit": str(dataset.get("commit") or ""),
-        "kind": str(dataset.get("kind") or ""),
-        "rows": dataset.get("rows"),
-        "steps": len(record.get("steps") or []),
-        "steps_planned": record.get("steps_planned"),
-        "final_loss": record.get("final_loss"),
-        "checkpoints": len(record.get("checkpoints") or []),
-        "base_model": str(record.get("base_model") or ""),
-    }
 
 
 def run_page(site: Site, request: Request) -> Response:
@@ -59,7 +42,7 @@ def run_page(site: Site, request: Request) -> Response:
         {
             "page": "runs",
             "run": record,
-            "summary": _summary(record),
+            "summary": runs.summary(record),
             "hyper": sorted((record.get("hyperparameters") or {}).items()),
             "dataset": record.get("dataset") or {},
             "charts": charts.metric_charts(lines),

@@ -9,12 +9,14 @@ string here; the templates print them as text, autoescaped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import TypedDict
 from typing import cast
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.review.index import is_error
@@ -44,6 +46,47 @@ class Item(TypedDict):
     final: bool
     calls: list[Call]
     error: bool
+
+
+class ShownTool(TypedDict):
+    name: str
+    description: str
+    parameters: str  # JSON, indented
+
+
+class ShownContext(TypedDict):
+    id: str
+    system: str | None
+    tools: list[ShownTool] | None
+    missing: bool
+
+
+def context_of(
+    row: Row | None, read: Callable[[str], bytes | None]
+) -> ShownContext | None:
+    """The system prompt and tools a row's turn ran with, or None if unknown."""
+    value = row.get("context") if row is not None else None
+    if not isinstance(value, str):
+        return None
+    found = context.load(value, read)
+    if found is None:
+        return ShownContext(id=value, system=None, tools=None, missing=True)
+    tools, system = found.get("tools"), found.get("system")
+    return ShownContext(
+        id=value,
+        system=clip(system) if system else None,
+        tools=None
+        if tools is None
+        else [
+            ShownTool(
+                name=t["name"],
+                description=clip(t["description"]),
+                parameters=pretty(t["parameters"]),
+            )
+            for t in tools
+        ],
+        missing=False,
+    )
 
 
 def items(row: Row) -> list[Item]:

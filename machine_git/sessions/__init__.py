@@ -14,6 +14,7 @@ from typing import cast
 from machine_git.plain import Plain
 
 if TYPE_CHECKING:
+    from machine_git.context import Context
     from machine_git.rowtypes import Host
     from machine_git.rowtypes import Record
     from machine_git.rowtypes import Source
@@ -66,6 +67,7 @@ class Turn(Plain):
     """The last agent run of a session, normalized."""
 
     __slots__ = (
+        "context",
         "cwd",
         "dropped",
         "entry_ids",
@@ -96,6 +98,7 @@ class Turn(Plain):
         stop_reason: str | None = None,
         error: str | None = None,
         dropped: list[str] | None = None,
+        context: Context | None = None,
     ) -> None:
         self.host = host
         self.session_id = session_id
@@ -110,6 +113,9 @@ class Turn(Plain):
         self.stop_reason = stop_reason
         self.error = error
         self.dropped: list[str] = dropped if dropped else []
+        # The system prompt and tools the run had (machine_git.context.Context),
+        # or None when the host's files do not hold them.
+        self.context = context
 
     @property
     def user_text(self) -> str:

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git.errors import NoSessionError
 from machine_git.errors import TurnError
@@ -137,10 +138,11 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
             break
     if start is None:
         raise TurnError(f"{path}: no user message in this session")
-    cwd = branch = session = provider = model = None
+    cwd = branch = session = provider = model = instructions = None
     for _, kind, payload, _ in rows[: start + 1]:
         if kind == "session_meta" and session is None:
             session = string(payload.get("id"))
+            instructions = _instructions(payload)
             cwd = string(payload.get("cwd"))
             provider = string(payload.get("model_provider"))
             git = payload.get("git")
@@ -215,6 +217,8 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
     report.dropped.extend(builder.dropped)
     return (
         Turn(
+            # Rollouts keep the instructions (system prompt), not the tools.
+            context=context.make(instructions, None),
             host=HOST,
             session_id=session or path.stem,
             session_file=str(path),
@@ -306,3 +310,12 @@ def _exit_failed(text: str) -> bool | None:
         if found:
             return int(found.group(1)) != 0
     return None
+
+
+def _instructions(meta_payload: dict[str, Any]) -> str | None:
+    """The system prompt a rollout records: ``instructions`` (older Codex) or
+    ``base_instructions.text`` (newer); None when it records neither."""
+    base = meta_payload.get("base_instructions")
+    if isinstance(base, dict) and string(base.get("text")):
+        return string(base.get("text"))
+    return string(meta_payload.get("instructions"))

@@ -26,7 +26,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git import jsonio
+from machine_git.context import Context
+from machine_git.errors import MachineError
 from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
@@ -286,6 +289,24 @@ def _last_user(flags: list[bool], path: Path) -> int:
 # -- local backend (pi-ai messages.jsonl) ----------------------------------------------
 
 
+def _local_context(path: Path) -> Context | None:
+    """The compiled system prompt beside a local-backend ``messages.jsonl``.
+
+    Letta Code keeps it in ``system-prompt.json`` (``{"content": ...,
+    "compiledAt", "rawSystemHash", "memfsRevision"}``, as 0.25.9 writes it)
+    and recompiles it when memory changes, so it is the newest one, not
+    necessarily the one an older turn ran with. The tools are not stored.
+    """
+    try:
+        data = files.read_bytes(path.with_name("system-prompt.json"))
+        value = jsonio.loads(data)
+    except (MachineError, OSError, ValueError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    return context.make(value.get("content"), None)
+
+
 def read_local(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
     """The last turn of a Letta Code local-backend ``messages.jsonl``."""
     report = ReadReport(str(path))
@@ -341,6 +362,7 @@ def read_local(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
     session = session or path.resolve().parent.name or path.stem
     return (
         Turn(
+            context=_local_context(path),
             host=HOST,
             session_id=session,
             session_file=str(path),
@@ -580,9 +602,25 @@ def read_history(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport
             stop_reason=ending[0] if ending else None,
             error=ending[1] if ending else None,
             dropped=builder.dropped,
+            context=context.make(
+                _system_before(messages, start, "system_message"), None
+            ),
         ),
         report,
     )
+
+
+def _system_before(messages: list[dict[str, Any]], start: int, kind: str) -> Any:
+    """The text of the last system message before the turn, or None.
+
+    Letta keeps the compiled system prompt (memory blocks included) as the
+    first in-context message and recompiles it in place when memory changes,
+    so it is the newest one, as with the local backend's system-prompt.json.
+    """
+    for message in reversed(messages[:start]):
+        if message.get("message_type", message.get("role")) == kind:
+            return text_of(message.get("content"))
+    return None
 
 
 def _oldest_first(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -740,9 +778,31 @@ def read_agent_file(path: Path, entry: str | None = None) -> tuple[Turn, ReadRep
             leaf_id=ids[-1],
             model=model,
             dropped=builder.dropped,
+            context=context.make(
+                _system_before(messages, start, "system"), _af_tools(value, agent)
+            ),
         ),
         report,
     )
+
+
+def _af_tools(value: dict[str, Any], agent: dict[str, Any]) -> list[Any] | None:
+    """The agent's tools as its file declares them (``json_schema``), or None.
+
+    An Agent File lists every tool once (``tools``, each with the OpenAI
+    function schema the model is sent) and each agent names its own by
+    ``tool_ids``. If any of them has no schema the declaration is unknown: a
+    partial list would teach the model a different set of tools.
+    """
+    ids = agent.get("tool_ids")
+    listed = value.get("tools")
+    if not isinstance(ids, list) or not isinstance(listed, list):
+        return None
+    by_id = {t.get("id"): t for t in listed if isinstance(t, dict)}
+    schemas = [(by_id.get(i) or {}).get("json_schema") for i in ids]
+    if not all(isinstance(s, dict) and s.get("name") for s in schemas):
+        return None
+    return schemas
 
 
 def _agent_user(message: dict[str, Any]) -> str:

@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from machine_git import context
 from machine_git import jsonio
+from machine_git.context import Context
 from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
@@ -44,6 +46,9 @@ KNOWN_TYPES = frozenset(
     }
 )
 _MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
+# The custom entry machine's Pi extension writes at every agent start (when
+# it changed): the system prompt and the active tools of the run that follows.
+CONTEXT_ENTRY = "machine-context"
 
 
 def agent_dir() -> Path:
@@ -331,6 +336,7 @@ def _turn(
         entry_ids.append(e.id)
     builder.end_calls()
     return Turn(
+        context=_context(branch),
         host=HOST,
         session_id=session_id,
         session_file=str(path),
@@ -344,3 +350,19 @@ def _turn(
         error=error,
         dropped=builder.dropped,
     )
+
+
+def _context(branch: list[_Entry]) -> Context | None:
+    """The last ``machine-context`` entry on the branch: what the run had.
+
+    The extension appends one at each agent start whose system prompt or
+    tools differ from the last one on the branch, so the last one up to the
+    turn's leaf is the turn's. None when the session has none (the extension
+    was not installed, or it predates this).
+    """
+    for e in reversed(branch):
+        if e.type == "custom" and e.data.get("customType") == CONTEXT_ENTRY:
+            data = e.data.get("data")
+            if isinstance(data, dict):
+                return context.make(data.get("systemPrompt"), data.get("tools"))
+    return None

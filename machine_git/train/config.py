@@ -1,15 +1,15 @@
 """A run's configuration: what ``tinker.yaml`` holds and how it is checked.
 
-``machine train sft`` writes ``tinker.yaml`` into the run folder; the
-generated ``train_sft.py`` and ``machine train smoke/run`` both read it back
-here, so hyper-parameters edited in the file are the ones that train. The data
-it names is pinned: :func:`check_export` refuses a ``data.jsonl`` whose sha256
-is not the one recorded when the run was prepared.
+``machine train sft`` (and ``dpo``) writes ``tinker.yaml`` into the run
+folder; the generated ``train_sft.py`` and ``machine train smoke/run`` both
+read it back here, checked field by field (:class:`records.TinkerFile`), so
+hyper-parameters edited in the file are the ones that train. The data it names
+is pinned: :func:`check_export` refuses a ``data.jsonl`` whose sha256 is not
+the one recorded when the run was prepared.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import string
 from dataclasses import asdict
@@ -30,6 +30,7 @@ CONFIG_FILE = "tinker.yaml"
 SCRIPT_FILE = "train_sft.py"
 DATA_FILE = "data.jsonl"
 KINDS = ("train", "traces")
+DPO_BETA = 0.1  # the cookbook's default KL weight for DPO
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class RunConfig:
     held_out_eval: str | None = None
     data_file: str = DATA_FILE
     hyper: Hyper = field(default_factory=Hyper)
+    method: str = "sft"  # or "dpo": pairs from rows rewritten with --as
+    dpo_beta: float = DPO_BETA
+    context: bool = True  # system prompts and tools are in the export
 
 
 def sha256_file(path: Path) -> str:
@@ -111,6 +115,9 @@ def render(cfg: RunConfig) -> str:
         "sha256": cfg.export_sha256,
         "rows": cfg.rows,
         "held_out_eval": cfg.held_out_eval,
+        "context": cfg.context,
+        "method": cfg.method,
+        "dpo_beta": cfg.dpo_beta,
         "base_model": cfg.base_model,
         "renderer": cfg.renderer,
         "train_on_what": cfg.train_on_what,
@@ -149,75 +156,28 @@ def load(path: Path) -> RunConfig:
 
 
 def parse(data: Any, where: str) -> RunConfig:
-    """A RunConfig from the parsed YAML mapping."""
+    """A RunConfig from the parsed YAML mapping; one line names a bad field."""
+    from machine_git.train import records
+
     if not isinstance(data, dict):
         raise TrainingError(f"{where}: expected a mapping")
-    dataset = _section(data, "dataset", where)
-    model = _section(data, "model", where)
-    hyper_in = _section(data, "hyperparameters", where)
-    hyper_values: dict[str, Any] = {}
-    for f in fields(Hyper):
-        default = getattr(Hyper(), f.name)
-        value = hyper_in.get(f.name, default)
-        hyper_values[f.name] = _number(
-            value, type(default), f"hyperparameters.{f.name}", where
-        )
-    hyper = Hyper(**hyper_values)
-    for name in ("batch_size", "num_epochs", "lora_rank", "max_length"):
-        if getattr(hyper, name) < 1:
-            raise TrainingError(f"{where}: 'hyperparameters.{name}' must be at least 1")
-    if hyper.learning_rate <= 0:
-        raise TrainingError(
-            f"{where}: 'hyperparameters.learning_rate' must be positive"
-        )
-    kind = _text(dataset, "kind", "dataset", where)
-    if kind not in KINDS:
-        raise TrainingError(
-            f"{where}: 'dataset.kind' must be one of {', '.join(KINDS)}"
-        )
-    held_out = dataset.get("held_out_eval")
-    data_file = _text(dataset, "file", "dataset", where)
-    if "/" in data_file or "\\" in data_file or data_file.startswith("."):
-        raise TrainingError(
-            f"{where}: 'dataset.file' must be a file name in the run folder"
-        )
+    found = records.parse(records.TinkerFile, data, where)
+    dataset, hyper = found.dataset, found.hyperparameters
+    values = hyper.model_dump()
     return RunConfig(
-        run_id=_text(data, "run_id", "", where),
-        dataset_commit=_text(dataset, "commit", "dataset", where),
-        revision=_text(dataset, "revision", "dataset", where),
-        kind=kind,
-        export_sha256=_text(dataset, "sha256", "dataset", where),
-        rows=int(_number(dataset.get("rows"), int, "dataset.rows", where)),
-        base_model=_text(model, "base_model", "model", where),
-        renderer=_text(model, "renderer", "model", where),
-        train_on_what=_text(model, "train_on_what", "model", where),
-        held_out_eval=str(held_out) if held_out else None,
-        data_file=data_file,
-        hyper=hyper,
+        run_id=found.run_id,
+        dataset_commit=dataset.commit,
+        revision=dataset.revision,
+        kind=dataset.kind,
+        export_sha256=dataset.sha256,
+        rows=dataset.rows,
+        base_model=found.model.base_model,
+        renderer=found.model.renderer,
+        train_on_what=found.model.train_on_what,
+        held_out_eval=dataset.held_out_eval or None,
+        data_file=dataset.file,
+        hyper=Hyper(**{f.name: values[f.name] for f in fields(Hyper)}),
+        method=found.method,
+        dpo_beta=hyper.dpo_beta,
+        context=dataset.context,
     )
-
-
-def _section(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = data.get(key)
-    if not isinstance(value, dict):
-        raise TrainingError(f"{where}: '{key}' must be a mapping")
-    return value
-
-
-def _text(data: dict[str, Any], key: str, section: str, where: str) -> str:
-    value = data.get(key)
-    name = f"{section}.{key}" if section else key
-    if not isinstance(value, str) or not value:
-        raise TrainingError(f"{where}: '{name}' must be a non-empty string")
-    return value
-
-
-def _number(value: Any, kind: type, name: str, where: str) -> Any:
-    if isinstance(value, str):  # "1e-5" in a hand-edited file is a YAML string
-        with contextlib.suppress(ValueError):
-            value = float(value) if kind is float else int(value)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TrainingError(f"{where}: '{name}' must be a number")
-    if kind is int and not isinstance(value, int):
-        raise TrainingError(f"{where}: '{name}' must be a whole number")
-    return kind(value)

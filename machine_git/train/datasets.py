@@ -15,17 +15,21 @@ import random
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
+from typing import cast
 
 import chz
 import tinker
 import torch
 from tinker_cookbook import renderers
+from tinker_cookbook.renderers.base import ToolSpec
 from tinker_cookbook.supervised.common import datum_from_model_input_weights
 from tinker_cookbook.supervised.types import ChatDatasetBuilder
 from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 from tinker_cookbook.supervised.types import SupervisedDataset
 
 from machine_git import export
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git.errors import TrainingError
 from machine_git.train import config
@@ -49,22 +53,55 @@ def train_on_what(kind: str) -> renderers.TrainOnWhat:
     return TRAIN_ON[kind]
 
 
+class Conversation(NamedTuple):
+    """What one example renders: the messages, and the tools offered (or None)."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+
+
+def conversation_of(line: dict[str, Any]) -> Conversation:
+    """The conversation of an exported line, in either chat format.
+
+    ``tools`` are the cookbook's ``ToolSpec`` dicts (the tinker format) or
+    OpenAI functions (``{"type": "function", "function": ...}``, the openai
+    format); both give ToolSpecs here.
+    """
+    tools = line.get("tools")
+    specs = None
+    if isinstance(tools, list) and tools:
+        specs = [
+            dict(t["function"])
+            if isinstance(t, dict) and isinstance(t.get("function"), dict)
+            else dict(t)
+            for t in tools
+        ]
+    return Conversation(list(line["messages"]), specs)
+
+
+def row_conversation(row: dict[str, Any]) -> Conversation:
+    """A row's conversation as the tinker export writes it (context inline)."""
+    return conversation_of(export.to_tinker(row))
+
+
 def row_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
     """A row's conversation in the tinker export's message shape."""
-    messages: list[dict[str, Any]] = export.to_tinker(row)["messages"]
-    return messages
+    return row_conversation(row).messages
 
 
 def cookbook_messages(messages: Iterable[dict[str, Any]]) -> list[renderers.Message]:
     """Messages as the cookbook's renderers take them.
 
     JSON gives tool calls as dicts and may carry ``None`` fields; renderers
-    need ``ToolCall`` objects and absent keys. Empty arguments mean "no
-    arguments": the Qwen renderers parse them as JSON, so they become ``{}``.
+    need ``ToolCall`` objects, absent keys, and string content (the openai
+    format writes ``null`` for a message that only calls tools). Empty
+    arguments mean "no arguments": the Qwen renderers parse them as JSON,
+    so they become ``{}``.
     """
     out: list[renderers.Message] = []
     for message in messages:
         m = {k: v for k, v in message.items() if v is not None}
+        m.setdefault("content", "")
         calls = m.pop("tool_calls", None)
         if calls:
             m["tool_calls"] = [
@@ -85,14 +122,19 @@ def examples(
     messages: list[renderers.Message],
     renderer: renderers.Renderer,
     train_on: renderers.TrainOnWhat,
+    tools: list[dict[str, Any]] | None = None,
 ) -> list[Example]:
     """The supervised examples of one conversation (one or more sequences).
 
-    The plural ``build_supervised_examples`` splits a trace into one sequence
-    per assistant turn when the renderer cannot extend one (thinking
-    renderers), so no turn trains on a prefix it never saw.
+    ``tools`` lead the conversation as the model family's tool declaration
+    (a system message, weight 0). The plural ``build_supervised_examples``
+    splits a trace into one sequence per assistant turn when the renderer
+    cannot extend one (thinking renderers), so no turn trains on a prefix it
+    never saw.
     """
-    return list(renderer.build_supervised_examples(messages, train_on_what=train_on))
+    specs = cast(list[ToolSpec], tools) if tools else None
+    full = rendering.with_tools(renderer, messages, specs)
+    return list(renderer.build_supervised_examples(full, train_on_what=train_on))
 
 
 def datum(example: Example, max_length: int | None) -> tinker.Datum:
@@ -116,10 +158,11 @@ def trained_tokens(d: tinker.Datum) -> int:
 class ListDataset(SupervisedDataset):
     """Datums cut into batches, shuffled every epoch, the last batch partial.
 
-    Every sequence is in exactly one batch of every epoch: the order is a
-    permutation drawn from the epoch's seed (:func:`epoch_seed`, recorded in
-    the run), and a last batch smaller than ``batch_size`` is trained too.
-    ``rows[i]`` names the row datum ``i`` came from.
+    Every unit (a sequence; for DPO a pair, ``group=2`` consecutive datums,
+    chosen then rejected) is in exactly one batch of every epoch: the order
+    is a permutation drawn from the epoch's seed (:func:`epoch_seed`,
+    recorded in the run), and a last batch smaller than ``batch_size`` is
+    trained too. ``rows[i]`` names the row unit ``i`` came from.
     """
 
     def __init__(
@@ -128,19 +171,22 @@ class ListDataset(SupervisedDataset):
         batch_size: int,
         rows: list[str] | None = None,
         seed: int = 0,
+        group: int = 1,
     ) -> None:
         self.datums = datums
         self.batch_size = batch_size
-        self.rows = rows if rows is not None else [""] * len(datums)
+        self.group = group
+        self.units = len(datums) // group
+        self.rows = rows if rows is not None else [""] * self.units
         self.seed = seed
         self.epoch_seed = epoch_seed(seed, 0)
-        self.order = list(range(len(datums)))
+        self.order = list(range(self.units))
         self.set_epoch(0)
 
     def set_epoch(self, seed: int = 0) -> None:
         """Shuffle for epoch ``seed`` (0-based), from the run's seed."""
         self.epoch_seed = epoch_seed(self.seed, seed)
-        self.order = list(range(len(self.datums)))
+        self.order = list(range(self.units))
         random.Random(self.epoch_seed).shuffle(self.order)
 
     def _indices(self, index: int) -> list[int]:
@@ -148,14 +194,15 @@ class ListDataset(SupervisedDataset):
         return self.order[start : start + self.batch_size]
 
     def get_batch(self, index: int) -> list[tinker.Datum]:
-        return [self.datums[i] for i in self._indices(index)]
+        g = self.group
+        return [self.datums[u * g + k] for u in self._indices(index) for k in range(g)]
 
     def batch_rows(self, index: int) -> list[str]:
         """The row ids in batch ``index`` of the current epoch."""
         return [self.rows[i] for i in self._indices(index)]
 
     def __len__(self) -> int:
-        return -(-len(self.datums) // self.batch_size)  # the last batch may be short
+        return -(-self.units // self.batch_size)  # the last batch may be short
 
     @property
     def row_count(self) -> int:
@@ -179,24 +226,34 @@ class ExportBuilder(ChatDatasetBuilder):
         labels: list[str] = []
         rows = 0
         ids = runs.row_ids(Path(self.file_path))
-        with open(self.file_path, "rb") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                label = ids[rows] if ids and rows < len(ids) else f"line {number}"
-                rows += 1
-                try:
-                    conversation = cookbook_messages(jsonio.loads(line)["messages"])
-                    for example in examples(conversation, seen.renderer, train_on):
-                        datums.append(datum(example, cc.max_length))
-                        labels.append(label)
-                except (ValueError, KeyError, TypeError) as e:
-                    raise TrainingError(
-                        f"{self.file_path}:{number}: cannot render: {e}"
-                    ) from None
+        for number, line in read_lines(Path(self.file_path)):
+            label = ids[rows] if ids and rows < len(ids) else f"line {number}"
+            rows += 1
+            try:
+                found = conversation_of(jsonio.loads(line))
+                conversation = cookbook_messages(found.messages)
+                for example in examples(
+                    conversation, seen.renderer, train_on, found.tools
+                ):
+                    datums.append(datum(example, cc.max_length))
+                    labels.append(label)
+            except (ValueError, KeyError, TypeError) as e:
+                raise TrainingError(
+                    f"{self.file_path}:{number}: cannot render: {e}"
+                ) from None
         if rows < cc.batch_size:
             raise TrainingError(too_few(rows, cc.batch_size))
         return ListDataset(datums, cc.batch_size, labels, self.seed), None
+
+
+def read_lines(path: Path) -> list[tuple[int, bytes]]:
+    """The numbered lines of a run's export (inputs.numbered_lines), or one
+    line saying why it cannot be read."""
+    try:
+        data = inputs.read(path, inputs.JSONL_LIMIT)
+    except inputs.Unreadable as e:
+        raise TrainingError(f"cannot read {path}: {e}") from None
+    return list(inputs.numbered_lines(data))
 
 
 def too_few(rows: int, batch_size: int) -> str:
@@ -225,7 +282,15 @@ def builder(cfg: config.RunConfig, folder: Path) -> ExportBuilder:
 
 
 def build(cfg: config.RunConfig, folder: Path) -> ListDataset:
-    """A run's training data, rendered offline; refuses zero steps."""
+    """A run's training data, rendered offline; refuses zero steps.
+
+    SFT runs read their export with :class:`ExportBuilder`; DPO runs their
+    pairs with :class:`machine_git.train.preference.PairBuilder`.
+    """
+    if cfg.method == "dpo":
+        from machine_git.train import preference
+
+        return preference.build(cfg, folder)
     dataset, _ = builder(cfg, folder)()
     assert isinstance(dataset, ListDataset)
     return dataset

@@ -1,11 +1,17 @@
 """Frozen eval sets, held out of training by session, and their scores.
 
-``machine train eval init`` draws whole sessions, in the order of a salted
-hash of (host, session id), until it has ``--size`` rows, and commits the list
-as ``evals/<eval-id>.json``. From then on every training export leaves out
-those rows and any other row from those sessions (turns tagged later
-included), so one session's turns never sit on both sides. Baseline results
-are committed as ``evals/<eval-id>/results/<model-slug>.json``.
+``machine train eval init`` draws whole groups of rows, in the order of a
+salted hash of (host, session id), until it has ``--size`` rows, and commits
+the list as ``evals/<eval-id>.json``. A group is every row of a session, and
+every row of any session that shares a row's content with it: the same
+prompt and answer (after normalizing case, Unicode form and spacing), tagged
+twice from two sessions, is one example, and it sits on one side only. From
+then on every training export leaves out those rows, any other row from
+those sessions (turns tagged later included) and any row with the same
+content. ``train validate`` reports a training row that still shares a
+session or content with the eval set (one drawn by an older machine) as
+blocking. Baseline results are committed as
+``evals/<eval-id>/results/<model-slug>.json``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pygit2 import Commit
 from pygit2 import Tree
 from pygit2.enums import FileMode
 
+from machine_git import context
 from machine_git import export
 from machine_git import history
 from machine_git import jsonio
@@ -39,8 +46,10 @@ DEFAULT_SIZE = 20
 KINDS = ("train", "traces")
 RULE = (
     f"sessions ordered by sha256('{SALT}' NUL host NUL session_id), lowest first; "
-    "whole sessions are taken until the set has at least `size` rows of kinds "
-    "train and traces; training exports leave out every row of these sessions"
+    "sessions sharing a row's normalized (prompt, answer) are one group; whole "
+    "groups are taken until the set has at least `size` rows of kinds train and "
+    "traces; training exports leave out every row of these sessions and every "
+    "row with the content of one of them"
 )
 
 
@@ -48,6 +57,21 @@ def session_hash(row: dict[str, Any]) -> str:
     """The hash that decides which side a row's session is on."""
     source = row.get("source") or {}
     key = f"{SALT}\x00{source.get('host', '')}\x00{source.get('session_id', '')}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def content_key(row: dict[str, Any]) -> str:
+    """What makes two rows the same example: the normalized first user
+    message and final assistant answer (a trace that ends on a call: "")."""
+    messages = export.conversation(row, null_content=True)
+    prompt = next((m for m in messages if m.get("role") == "user"), {})
+    answers = [
+        m.get("content")
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+    ]
+    key = f"{normalize(str(prompt.get('content') or ''))}\x00"
+    key += normalize(str(answers[-1])) if answers else ""
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -109,11 +133,16 @@ class HeldOut:
     eval_id: str | None
     rows: frozenset[str]
     sessions: frozenset[str]
+    contents: frozenset[str] = frozenset()
 
     def excludes(self, row: dict[str, Any]) -> bool:
         if self.eval_id is None:
             return False
-        return row.get("id") in self.rows or session_hash(row) in self.sessions
+        return (
+            row.get("id") in self.rows
+            or session_hash(row) in self.sessions
+            or (bool(self.contents) and content_key(row) in self.contents)
+        )
 
 
 def held_out(store: Store) -> HeldOut:
@@ -125,6 +154,7 @@ def held_out(store: Store) -> HeldOut:
         str(current["id"]),
         frozenset(current.get("rows") or []),
         frozenset(current.get("sessions") or []),
+        frozenset(current.get("contents") or []),
     )
 
 
@@ -144,31 +174,9 @@ def init(store: Store, size: int, force: bool) -> tuple[dict[str, Any], bool]:
             f"eval set {current['id']} exists ({len(current.get('rows') or [])} rows); "
             "--force replaces it (its results stay in history)"
         )
-    sessions: dict[str, list[tuple[str, str]]] = {}
-    for path, data in store.iter_row_blobs(head):
-        if rows.id_of_path(path) is None:
-            continue
-        row = parse_row(data, path)
-        if row.get("kind") in KINDS:
-            sessions.setdefault(session_hash(row), []).append((row["id"], row["kind"]))
-    total = sum(len(v) for v in sessions.values())
-    if not sessions:
-        raise TrainingError("no train or traces rows to draw an eval set from")
-    taken: list[str] = []
-    chosen: list[tuple[str, str]] = []
-    for key in sorted(sessions):
-        if len(chosen) >= size:
-            break
-        taken.append(key)
-        chosen.extend(sessions[key])
-    if len(taken) == len(sessions):
-        raise TrainingError(
-            f"an eval set of {size} rows would take every session ({len(sessions)} "
-            f"sessions, {total} rows) and leave nothing to train on; lower --size "
-            "or tag turns from more sessions"
-        )
-    ids = sorted(i for i, _ in chosen)
-    counts = {k: sum(1 for _, kind in chosen if kind == k) for k in KINDS}
+    drawn = _draw(_groups(store, head), size)
+    ids = sorted(i for i, _, _ in drawn.rows)
+    counts = {k: sum(1 for _, kind, _ in drawn.rows if kind == k) for k in KINDS}
     digest = hashlib.sha256(("\n".join(ids)).encode()).hexdigest()
     record: dict[str, Any] = {
         "id": f"eval-{digest[:8]}",
@@ -178,7 +186,8 @@ def init(store: Store, size: int, force: bool) -> tuple[dict[str, Any], bool]:
         "kinds": list(KINDS),
         "counts": counts,
         "rule": RULE,
-        "sessions": sorted(taken),
+        "sessions": sorted(drawn.sessions),
+        "contents": sorted({key for _, _, key in drawn.rows}),
         "rows": ids,
     }
 
@@ -193,7 +202,8 @@ def init(store: Store, size: int, force: bool) -> tuple[dict[str, Any], bool]:
         files[path_of(str(record["id"]))] = jsonio.canonical(record)
         return Change(
             summary=(
-                f"eval init {record['id']}: {len(ids)} rows from {len(taken)} sessions"
+                f"eval init {record['id']}: {len(ids)} rows from "
+                f"{len(drawn.sessions)} sessions"
             ),
             files=files,
             trailers={
@@ -205,6 +215,104 @@ def init(store: Store, size: int, force: bool) -> tuple[dict[str, Any], bool]:
 
     made = store.write(plan) is not None
     return (record if made else (active(store) or record)), made
+
+
+Entry = tuple[str, str, str]  # (row id, kind, content key)
+
+
+@dataclass
+class Group:
+    """Rows that must sit on one side: linked by session or by content."""
+
+    sessions: set[str]
+    rows: list[Entry]
+
+
+def _groups(store: Store, head: Commit) -> list[Group]:
+    """Every train/traces row at ``head``, grouped; lowest session hash first."""
+    by_session: dict[str, list[Entry]] = {}
+    sessions_of: dict[str, set[str]] = {}  # content key -> sessions holding it
+    for path, data in store.iter_row_blobs(head):
+        if rows.id_of_path(path) is None:
+            continue
+        row = parse_row(data, path)
+        if row.get("kind") not in KINDS:
+            continue
+        session, key = session_hash(row), content_key(row)
+        by_session.setdefault(session, []).append((row["id"], row["kind"], key))
+        sessions_of.setdefault(key, set()).add(session)
+    parent = {s: s for s in by_session}
+
+    def root(s: str) -> str:
+        while parent[s] != s:
+            parent[s] = parent[parent[s]]
+            s = parent[s]
+        return s
+
+    for linked in sessions_of.values():
+        first, *others = sorted(linked)
+        for other in others:
+            a, b = root(first), root(other)
+            parent[max(a, b)] = min(a, b)  # the root is the group's lowest hash
+    groups: dict[str, Group] = {}
+    for session in sorted(by_session):
+        group = groups.setdefault(root(session), Group(set(), []))
+        group.sessions.add(session)
+        group.rows.extend(by_session[session])
+    return [groups[k] for k in sorted(groups)]
+
+
+@dataclass
+class Drawn:
+    sessions: set[str]
+    rows: list[Entry]
+
+
+def _draw(groups: list[Group], size: int) -> Drawn:
+    """Whole groups in order until ``size`` rows; never every group."""
+    if not groups:
+        raise TrainingError("no train or traces rows to draw an eval set from")
+    drawn = Drawn(set(), [])
+    taken = 0
+    for group in groups:
+        if len(drawn.rows) >= size:
+            break
+        drawn.sessions |= group.sessions
+        drawn.rows.extend(group.rows)
+        taken += 1
+    if taken == len(groups):
+        sessions = sum(len(g.sessions) for g in groups)
+        total = sum(len(g.rows) for g in groups)
+        raise TrainingError(
+            f"an eval set of {size} rows would take every session ({sessions} "
+            f"sessions, {total} rows) and leave nothing to train on; lower --size "
+            "or tag turns from more sessions"
+        )
+    return drawn
+
+
+def overlap(
+    store: Store, eval_set: dict[str, Any], items: list[tuple[str, dict[str, Any]]]
+) -> list[str]:
+    """The labels of ``items`` that share a session or content with the eval set.
+
+    Read from the eval rows themselves (at the commit the set was drawn
+    from), not from the set's record, so a set drawn by an older machine
+    (sessions only) is checked by content too.
+    """
+    commit = store.repo.revparse_single(str(eval_set["dataset_commit"])).peel(Commit)
+    sessions = set(eval_set.get("sessions") or [])
+    contents = set(eval_set.get("contents") or [])
+    for row_id in eval_set.get("rows") or []:
+        row = store.read_row(row_id, commit)
+        if row is not None:
+            sessions.add(session_hash(dict(row)))
+            contents.add(content_key(dict(row)))
+    return [
+        label
+        for label, row in items
+        if session_hash(row) in sessions or content_key(row) in contents
+    ]
 
 
 def commit_of(store: Store, eval_id: str) -> Commit:
@@ -229,20 +337,26 @@ class Case:
     kind: str
     prompt: list[dict[str, Any]]
     reference: str
+    tools: list[dict[str, Any]] | None = None  # what the turn was offered
 
 
 def cases(store: Store, eval_set: dict[str, Any]) -> tuple[list[Case], list[str]]:
     """The eval set's cases, read at the commit it was drawn from; and skipped ids.
 
     A case is a row whose conversation ends in an assistant text answer; the
-    prompt is everything before that answer (tool calls and results included).
+    prompt is everything before that answer (tool calls and results included),
+    led by the turn's system prompt, with the tools it was offered.
     """
     commit = store.repo.revparse_single(str(eval_set["dataset_commit"])).peel(Commit)
+    read = store.snapshot(commit).read
     out: list[Case] = []
     skipped: list[str] = []
     for row_id in eval_set.get("rows") or []:
         row = store.read_row(row_id, commit)
-        messages = export.to_tinker(row)["messages"] if row is not None else []
+        line = (
+            export.to_tinker(context.inline(dict(row), read)) if row is not None else {}
+        )
+        messages = line.get("messages") or []
         last = messages[-1] if messages else {}
         answer = last.get("content")
         if (
@@ -254,7 +368,9 @@ def cases(store: Store, eval_set: dict[str, Any]) -> tuple[list[Case], list[str]
         ):
             skipped.append(row_id)
             continue
-        out.append(Case(row_id, str(row.get("kind")), messages[:-1], answer))
+        out.append(
+            Case(row_id, str(row.get("kind")), messages[:-1], answer, line.get("tools"))
+        )
     return out, skipped
 
 

@@ -1,10 +1,13 @@
-"""The training loop: a flat LoRA SFT loop on Tinker, like the cookbook's sl_loop.
+"""The training loop: a flat LoRA loop on Tinker, like the cookbook's sl_loop.
 
-Per step: ``forward_backward`` (cross-entropy on the batch's datums) and
+Per step (SFT): ``forward_backward`` (cross-entropy on the batch's datums) and
 ``optim_step`` (Adam, linear learning-rate decay), both submitted before either
-is awaited. Checkpoints every ``save_every`` steps and a final one. Each step
-and checkpoint is appended to ``metrics.jsonl`` / ``checkpoints.jsonl`` (the
-cookbook's formats, plus the run id, dataset commit and export sha256) and
+is awaited. A DPO run's step is the cookbook's preference recipe
+(:class:`machine_git.train.preference.DPO`); the loop around it, its
+checkpoints and records are the same. Checkpoints every ``save_every`` steps
+and a final one. Each step and checkpoint is appended to ``metrics.jsonl`` /
+``checkpoints.jsonl`` (the cookbook's formats, plus the run id, dataset commit
+and export sha256) and
 handed to the caller's callbacks, which ``machine train`` turns into commits.
 The same ids go to Tinker as user metadata, so its own records name the data.
 Heavy: imports tinker and tinker-cookbook. Import after ``stack.require()``.
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import Any
+from typing import Protocol
 
 import tinker
 from tinker_cookbook.checkpoint_utils import CheckpointRecord
@@ -53,9 +57,11 @@ class Step:
     seconds: float
     rows: list[str] = field(default_factory=list)  # row ids in the batch
     seed: int = 0  # the shuffle seed of this step's epoch
+    metrics: dict[str, float] = field(default_factory=dict)  # DPO: accuracy...
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **self.metrics,
             "step": self.step,
             "epoch": self.epoch,
             "batch": self.batch,
@@ -101,6 +107,40 @@ class Outcome:
         return self.steps[-1].loss if self.steps else None
 
 
+class Method(Protocol):
+    """What one optimizer step does (SFT or DPO)."""
+
+    def start(self, training: Any, retries: service.Retries | None) -> None: ...
+
+    def step(
+        self, training: Any, batch: list[tinker.Datum], adam: tinker.AdamParams
+    ) -> tuple[float, dict[str, float]]: ...
+
+
+class SFT:
+    """Cross-entropy on the batch; the loss is the mean NLL per trained token."""
+
+    def start(self, training: Any, retries: service.Retries | None) -> None:
+        return None
+
+    def step(
+        self, training: Any, batch: list[tinker.Datum], adam: tinker.AdamParams
+    ) -> tuple[float, dict[str, float]]:
+        result = _step(training, batch, adam)
+        weights = [d.loss_fn_inputs["weights"] for d in batch]
+        logprobs = [out["logprobs"] for out in result.loss_fn_outputs]
+        return float(compute_mean_nll(logprobs, weights)), {}
+
+
+def method_of(cfg: RunConfig) -> Method:
+    """The step of a run's method."""
+    if cfg.method == "dpo":
+        from machine_git.train import preference
+
+        return preference.DPO(cfg.dpo_beta)
+    return SFT()
+
+
 def total_steps(cfg: RunConfig, dataset: ListDataset, max_steps: int | None) -> int:
     """Steps the loop will take: every batch of every epoch, or ``max_steps``."""
     planned = len(dataset) * cfg.hyper.num_epochs
@@ -127,6 +167,7 @@ def train(
     on_checkpoint: Callable[[Saved], None] | None = None,
     on_ready: Callable[[], None] | None = None,
     retries: service.Retries | None = None,
+    method: Method | None = None,
 ) -> Outcome:
     """Train ``cfg`` on ``dataset``; ``smoke`` takes two steps and saves one
     short-lived sampler checkpoint instead of the run's checkpoints."""
@@ -173,6 +214,8 @@ def train(
         tries=3,
         retries=retries,
     )
+    method = method if method is not None else method_of(cfg)
+    method.start(training, retries)
     if on_ready is not None:
         on_ready()
     batches = len(dataset)
@@ -184,18 +227,17 @@ def train(
         batch = dataset.get_batch(index)
         rate = hyper.learning_rate * max(0.0, 1.0 - step / total)
         adam = tinker.AdamParams(learning_rate=rate, beta1=0.9, beta2=0.95, eps=1e-8)
-        result = service.bounded(
+        loss, extra = service.bounded(
             f"step {step + 1}",
-            functools.partial(_step, training, batch, adam),
+            functools.partial(method.step, training, batch, adam),
         )
         weights = [d.loss_fn_inputs["weights"] for d in batch]
-        logprobs = [out["logprobs"] for out in result.loss_fn_outputs]
         done = Step(
             step=step,
             total=total,
             epoch=epoch,
             batch=index,
-            loss=float(compute_mean_nll(logprobs, weights)),
+            loss=loss,
             learning_rate=rate,
             sequences=len(batch),
             tokens=sum(d.model_input.length for d in batch),
@@ -203,6 +245,7 @@ def train(
             seconds=time.monotonic() - started,
             rows=dataset.batch_rows(index),
             seed=dataset.epoch_seed,
+            metrics=extra,
         )
         _append(metrics_path, {**done.as_dict(), **stamp})
         outcome.steps.append(done)

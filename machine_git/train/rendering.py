@@ -16,6 +16,7 @@ Heavy: imports tinker-cookbook (torch). Import after ``stack.require()``.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ from tinker_cookbook import tokenizer_utils
 from tinker_cookbook.exceptions import ConfigurationError
 from tinker_cookbook.renderers.base import RenderContext
 from tinker_cookbook.renderers.base import RenderedMessage
+from tinker_cookbook.renderers.base import ToolSpec
 from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
+from tinker_cookbook.renderers.qwen3_5 import Qwen3_5Renderer
 
 from machine_git.errors import TrainingError
 from machine_git.train.config import DEFAULT_BASE_MODEL
@@ -199,6 +202,89 @@ class GroupedQwen3Renderer(Qwen3Renderer):
             output = output[:-1]  # no <|im_end|>: the next result continues
         return RenderedMessage(header=header, output=output)
 
+    def create_conversation_prefix_with_tools(
+        self, tools: list[ToolSpec], system_prompt: str = ""
+    ) -> list[renderers.Message]:
+        """The template's tool declaration: each tool as ``tojson`` writes it.
+
+        Hugging Face's ``tojson`` keeps non-ASCII text as it is; the cookbook
+        (0.5.8) escapes it (``\u2014``), which tokenizes differently.
+        """
+        if not tools:
+            return super().create_conversation_prefix_with_tools(tools, system_prompt)
+        lines = "\n".join(
+            _tojson({"type": "function", "function": dict(tool)}) for tool in tools
+        )
+        text = (
+            "# Tools\n\nYou may call one or more functions to assist with the user "
+            "query.\n\nYou are provided with function signatures within "
+            f"<tools></tools> XML tags:\n<tools>\n{lines}\n</tools>\n\nFor each "
+            "function call, return a json object with function name and arguments "
+            "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+            '{"name": <function-name>, "arguments": <args-json-object>}\n'
+            "</tool_call>"
+        )
+        content = f"{system_prompt}\n\n{text}" if system_prompt else text
+        return [renderers.Message(role="system", content=content)]
+
+
+class Qwen35Renderer(Qwen3_5Renderer):
+    """The cookbook's Qwen3.5 renderer with the template's tool declaration.
+
+    The template writes each tool as the request gave it (OpenAI's
+    ``{"type": "function", "function": {...}}``, what agents send) with
+    ``tojson``, and the system prompt after the declaration, trimmed; the
+    cookbook (0.5.8) writes the bare function, ASCII-escaped, untrimmed.
+    """
+
+    def create_conversation_prefix_with_tools(
+        self, tools: list[ToolSpec], system_prompt: str = ""
+    ) -> list[renderers.Message]:
+        if not tools:
+            return super().create_conversation_prefix_with_tools(tools, system_prompt)
+        wrapped = [{"type": "function", "function": dict(tool)} for tool in tools]
+        bare = super().create_conversation_prefix_with_tools(
+            [cast(ToolSpec, {"name": "_"})], ""
+        )
+        upstream = str(bare[0]["content"])
+        head, found, tail = upstream.partition(
+            f"<tools>\n{json.dumps({'name': '_'})}\n"
+        )
+        if not found:  # the cookbook changed its declaration: say so, loudly
+            raise TrainingError("the Qwen3.5 tool declaration is not the expected one")
+        lines = "\n".join(_tojson(tool) for tool in wrapped)
+        content = f"{head}<tools>\n{lines}\n{tail}"
+        system = system_prompt.strip()
+        if system:
+            content = f"{content}\n\n{system}"
+        return [renderers.Message(role="system", content=content)]
+
+
+def _tojson(value: object) -> str:
+    # Jinja's tojson in transformers' chat templates: json.dumps, non-ASCII kept.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def with_tools(
+    renderer: renderers.Renderer,
+    messages: list[renderers.Message],
+    tools: list[ToolSpec] | None,
+) -> list[renderers.Message]:
+    """``messages`` led by the renderer's tool declaration, as the template does.
+
+    The declaration takes the place of a leading system message (whose text
+    it includes); without tools the messages are unchanged.
+    """
+    if not tools:
+        return messages
+    system = ""
+    rest = messages
+    if messages and messages[0]["role"] == "system":
+        system = str(messages[0].get("content") or "")
+        rest = messages[1:]
+    prefix = renderer.create_conversation_prefix_with_tools(tools, system)
+    return [*prefix, *rest]
+
 
 @dataclass
 class Rendering:
@@ -238,6 +324,8 @@ def rendering(base_model: str, name: str | None = None) -> Rendering:
         )
     if chosen == QWEN3.renderer:
         return Rendering(base_model, chosen, GroupedQwen3Renderer(cast(Any, tok)), tok)
+    if chosen == QWEN3_5.renderer:
+        return Rendering(base_model, chosen, Qwen35Renderer(cast(Any, tok)), tok)
     try:
         renderer = renderers.get_renderer(chosen, cast(Any, tok), model_name=base_model)
     except (ConfigurationError, KeyError, ValueError) as e:

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
+from typing import TypedDict
 
 import pygit2
 from pygit2 import Commit
@@ -64,13 +66,30 @@ def folder(store: Store, run_id: str) -> Path:
 
 
 def make_id(
-    kind: str, commit: str, base_model: str, hyper: Hyper, eval_id: str | None
+    kind: str,
+    commit: str,
+    base_model: str,
+    hyper: Hyper,
+    eval_id: str | None,
+    extra: dict[str, Any] | None = None,
 ) -> str:
-    """``<kind>-<commit8>-<config6>``: the same data and config, the same run."""
-    key = jsonio.compact(
-        {"model": base_model, "hyper": hyper.as_dict(), "eval": eval_id, "kind": kind}
-    )
-    return f"{kind}-{commit[:8]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}"
+    """``<kind>-<commit8>-<config6>``: the same data and config, the same run.
+
+    ``extra`` holds settings beyond the SFT defaults (a DPO run's method and
+    beta, an export without context); an SFT run with defaults keeps the id
+    it always had. A DPO run is named ``dpo-...``.
+    """
+    config: dict[str, Any] = {
+        "model": base_model,
+        "hyper": hyper.as_dict(),
+        "eval": eval_id,
+        "kind": kind,
+    }
+    if extra:
+        config["extra"] = extra
+    key = jsonio.compact(config)
+    prefix = "dpo" if (extra or {}).get("method") == "dpo" else kind
+    return f"{prefix}-{commit[:8]}-{hashlib.sha256(key.encode()).hexdigest()[:6]}"
 
 
 # -- reading -------------------------------------------------------------------
@@ -85,10 +104,10 @@ def read(
 
 
 def _parse(data: bytes, where: str) -> dict[str, Any]:
+    from machine_git.train import records
+
     value = jsonio.load_object(data, where, TrainingError, "a run record")
-    if not isinstance(value.get("id"), str):
-        raise TrainingError(f"{where}: not a run record")
-    return value
+    return records.run_record(value, where)
 
 
 def all_runs(store: Store) -> list[dict[str, Any]]:
@@ -169,8 +188,11 @@ def write_export(
     revision: str,
     kind: str,
     target: Path,
+    fmt: str = "tinker",
+    with_context: bool = True,
 ) -> Exported:
-    """The run's data: ``machine export --format tinker`` minus the eval set.
+    """The run's data: ``machine export --format tinker`` (``dpo`` for pairs)
+    minus the eval set; ``with_context=False`` is ``--no-context``.
 
     Same bytes as the plain export when no eval set is in force; the manifest
     beside it says what was left out and why, and which row each line is.
@@ -181,7 +203,7 @@ def write_export(
     chosen = selection.select(store, commit, kind)
     with open(target, "wb") as out:
         for row_id, row in chosen.items:
-            rendered = export.render(row, "tinker")
+            rendered = export.render(row, fmt, with_context=with_context)
             if rendered is None:
                 continue
             line = jsonio.line(rendered)
@@ -195,11 +217,12 @@ def write_export(
         file=target.name,
         revision=revision,
         commit=str(commit.id),
-        format="tinker",
+        format=fmt,
         kinds=(kind,),
         rows=count,
-        skipped=0,
+        skipped=len(chosen.items) - count,
         sha256=digest.hexdigest(),
+        context=with_context,
     ).as_dict()
     manifest["held_out"] = {"eval": chosen.eval_id, "rows": chosen.held_out}
     manifest["row_ids"] = ids  # line n of the export is row row_ids[n - 1]
@@ -208,15 +231,22 @@ def write_export(
 
 
 def row_ids(data_file: Path) -> list[str] | None:
-    """The row id of each line of a run's export, from its manifest (or None)."""
+    """The row id of each line of a run's export, from its manifest.
+
+    None when there is no manifest; a manifest that is there but damaged is
+    one line naming its bad field.
+    """
+    from machine_git.train import records
+
+    path = export.manifest_path(data_file)
     try:
-        manifest = jsonio.loads(export.manifest_path(data_file).read_bytes())
-    except (OSError, ValueError):
+        data = path.read_bytes()
+    except FileNotFoundError:
         return None
-    ids = manifest.get("row_ids") if isinstance(manifest, dict) else None
-    if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
-        return ids
-    return None
+    except OSError as e:
+        raise TrainingError(f"cannot read {path}: {e.strerror or e}") from None
+    value = jsonio.load_object(data, str(path), TrainingError, "an export manifest")
+    return records.parse(records.Manifest, value, str(path)).row_ids
 
 
 def prepare(
@@ -231,15 +261,26 @@ def prepare(
     hyper: Hyper,
     force: bool,
     count_sequences: Callable[[RunConfig, Path], int],
+    method: str = "sft",
+    dpo_beta: float = config.DPO_BETA,
+    context: bool = True,
 ) -> dict[str, Any]:
     """Export the pinned revision into a new run folder, write the files, commit.
 
-    ``count_sequences`` renders the export (heavy; the CLI passes it in) and
-    raises if it gives no whole batch, before anything is committed.
+    ``count_sequences`` renders the export (heavy; the caller passes it in)
+    and raises if it gives no whole batch, before anything is committed; it
+    counts what one batch holds ``batch_size`` of (sequences; pairs for DPO).
+    A DPO run (``method="dpo"``) exports the pairs of ``kind`` rows rewritten
+    with ``--as`` (``machine export --format dpo``).
     """
     commit = pins.data_commit(commit)
     keep_out = evals.held_out(store)
-    run_id = make_id(kind, str(commit.id), base_model, hyper, keep_out.eval_id)
+    extra: dict[str, Any] = {}
+    if method != "sft":
+        extra.update(method=method, dpo_beta=dpo_beta)
+    if not context:
+        extra["context"] = False
+    run_id = make_id(kind, str(commit.id), base_model, hyper, keep_out.eval_id, extra)
     existing = read(store, run_id)
     if existing is not None and not force:
         raise TrainingError(
@@ -249,13 +290,16 @@ def prepare(
     where = folder(store, run_id)
     with _private(), lock(where):
         _clear(where)
-        exported = write_export(store, commit, revision, kind, where / config.DATA_FILE)
+        fmt = "dpo" if method == "dpo" else "tinker"
+        target = where / config.DATA_FILE
+        exported = write_export(store, commit, revision, kind, target, fmt, context)
         if exported.rows == 0:
             shutil.rmtree(where, ignore_errors=True)
             held = (
                 f" ({exported.held_out} held out for eval)" if exported.held_out else ""
             )
-            raise TrainingError(f"no {kind} rows to train on at {revision}{held}")
+            what = "pairs (rows rewritten with --as)" if method == "dpo" else "rows"
+            raise TrainingError(f"no {kind} {what} to train on at {revision}{held}")
         cfg = RunConfig(
             run_id=run_id,
             dataset_commit=str(commit.id),
@@ -268,6 +312,9 @@ def prepare(
             train_on_what=train_on_what,
             held_out_eval=keep_out.eval_id,
             hyper=hyper,
+            method=method,
+            dpo_beta=dpo_beta,
+            context=context,
         )
         (where / config.CONFIG_FILE).write_text(config.render(cfg))
         script = where / config.SCRIPT_FILE
@@ -278,8 +325,9 @@ def prepare(
         except TrainingError:
             shutil.rmtree(where, ignore_errors=True)
             raise
-    record = {
+    record: dict[str, Any] = {
         "id": run_id,
+        "method": method,
         "status": "prepared",
         "created_at": rows.now(),
         "dataset": {
@@ -292,11 +340,15 @@ def prepare(
             "sequences": sequences,
             "held_out_eval": keep_out.eval_id,
             "held_out_rows": exported.held_out,
+            "context": context,
         },
         "base_model": base_model,
         "renderer": renderer,
         "train_on_what": train_on_what,
-        "hyperparameters": hyper.as_dict(),
+        "hyperparameters": {
+            **hyper.as_dict(),
+            **({"dpo_beta": dpo_beta} if method == "dpo" else {}),
+        },
         "steps_planned": -(-sequences // hyper.batch_size) * hyper.num_epochs,
         "folder": f"{WORK}/{RUNS_DIR}/{run_id}",
         "versions": {"machine-git": __version__, **_stack_versions()},
@@ -306,11 +358,13 @@ def prepare(
         "smoke": None,
         "error": None,
     }
+    what = "pairs" if method == "dpo" else "rows"
     _commit(
         store,
         record,
-        "sft",
-        f"train sft {run_id}: {exported.rows} {kind} rows at {str(commit.id)[:12]}",
+        method,
+        f"train {method} {run_id}: {exported.rows} {kind} {what} at "
+        f"{str(commit.id)[:12]}",
     )
     with private_objects(store):
         store.repo.references.create(f"{RUN_REFS}{run_id}", commit.id, force=True)
@@ -361,6 +415,7 @@ def shown_status(record: dict[str, Any]) -> str:
 
     A process killed without a chance to write (SIGKILL, power loss) leaves
     ``running`` behind; on the host that ran it we can tell it is gone.
+    ``record`` is a run's record, or its ``smoke`` part (stamped the same way).
     """
     status = str(record.get("status"))
     if status != "running":
@@ -375,6 +430,86 @@ def shown_status(record: dict[str, Any]) -> str:
     except PermissionError:
         return status  # alive, someone else's
     return status
+
+
+class Summary(TypedDict):
+    """One line of ``machine runs`` (and its ``--json``, and the Runs page)."""
+
+    id: str
+    method: str
+    status: str
+    created_at: str
+    dataset_commit: str
+    export_sha256: str
+    kind: str
+    rows: int
+    base_model: str
+    steps: int
+    steps_planned: int
+    final_loss: float | None
+    checkpoints: int
+    final_sampler: str | None
+    smoke: str | None
+    epochs: list[dict[str, Any]]
+
+
+def summary(record: dict[str, Any]) -> Summary:
+    """What a run is and how far it got, in one flat mapping."""
+    checkpoints = record.get("checkpoints") or []
+    finals = [c for c in checkpoints if c.get("final")]
+    dataset = record["dataset"]
+    return Summary(
+        id=str(record["id"]),
+        method=str(record.get("method") or "sft"),
+        status=shown_status(record),
+        created_at=str(record.get("created_at") or ""),
+        dataset_commit=str(dataset["commit"]),
+        export_sha256=str(dataset["sha256"]),
+        kind=str(dataset["kind"]),
+        rows=int(dataset["rows"]),
+        base_model=str(record.get("base_model")),
+        steps=len(record.get("steps") or []),
+        steps_planned=int(record.get("steps_planned") or 0),
+        final_loss=record.get("final_loss"),
+        checkpoints=len(checkpoints),
+        final_sampler=finals[-1].get("sampler_path") if finals else None,
+        smoke=shown_status(record["smoke"]) if record.get("smoke") else None,
+        epochs=list((record.get("trained") or {}).get("epochs") or []),
+    )
+
+
+class Model(NamedTuple):
+    """A model to sample: the name results record, and how Tinker finds it."""
+
+    name: str
+    base_model: str
+    sampler_path: str | None
+    renderer: str | None
+
+
+def model_of(store: Store, model: str | None, base_model: str) -> Model:
+    """What ``--model`` names: the base model, a tinker:// path or a run id.
+
+    A run gives its newest sampler checkpoint, base model and renderer.
+    """
+    if model is None or model == base_model:
+        return Model(base_model, base_model, None, None)
+    if model.startswith("tinker://"):
+        return Model(model, base_model, model, None)
+    known = {r["id"]: r for r in all_runs(store)}
+    if model not in known:
+        return Model(model, model, None, None)
+    record = known[model]
+    samplers = [
+        c["sampler_path"] for c in record["checkpoints"] if c.get("sampler_path")
+    ]
+    if not samplers:
+        raise TrainingError(
+            f"run {model} has no sampler checkpoint yet (status {record['status']})"
+        )
+    return Model(
+        samplers[-1], str(record["base_model"]), samplers[-1], str(record["renderer"])
+    )
 
 
 # -- updating a run ------------------------------------------------------------

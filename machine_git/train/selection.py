@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from pygit2 import Commit
 
+from machine_git import context
 from machine_git import rows
 from machine_git.store import Store
 from machine_git.store import parse_row
@@ -42,11 +43,13 @@ def training_rows(
 
     Held out means the eval set in force now keeps it out of training (its
     row, or any row of its sessions or of its content). ``keep_held_out``
-    yields those too (marked); otherwise they are skipped.
+    yields those too (marked); otherwise they are skipped. Each row carries
+    its context (system prompt and tools) inline, read at ``commit``.
     """
     from machine_git.train import evals
 
     keep_out = evals.held_out(store)
+    read = store.snapshot(commit).read
     for path, data in store.iter_row_blobs(commit):
         row_id = rows.id_of_path(path)
         if row_id is None:
@@ -54,6 +57,7 @@ def training_rows(
         row = parse_row(data, path)
         if row.get("kind") != kind:
             continue
+        row = context.inline(row, read)
         held = keep_out.excludes(row)
         if held and not keep_held_out:
             continue

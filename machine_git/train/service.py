@@ -3,7 +3,11 @@
 Everything that talks to Tinker (the preflight, the training loop, eval
 sampling) gets its client from :func:`service_client` and uses only the SDK's
 public surface on it. Tests replace that function with an in-process fake;
-the code around it stays the code that runs against the real service.
+the code around it stays the code that runs against the real service. A test
+that runs machine as its own process (to kill it) cannot patch it, so
+``MACHINE_TEST_TINKER=module:callable`` makes this function call that instead:
+the narrowest seam that crosses a process boundary, read only here and set
+only by tests.
 
 The SDK retries an unresponsive service for five minutes per request, and
 ``.result(timeout=...)`` does not bound that (tinker.md §2.6). So every call
@@ -24,6 +28,7 @@ from machine_git import env
 from machine_git.errors import TinkerServiceError
 
 TIMEOUT_ENV = "MACHINE_TINKER_TIMEOUT"
+TEST_ENV = "MACHINE_TEST_TINKER"
 DEFAULT_TIMEOUT = 20.0
 T = TypeVar("T")
 
@@ -47,9 +52,25 @@ def service_client(**kwargs: Any) -> Any:
     unless the user turned it on by setting ``TINKER_TELEMETRY`` themselves.
     """
     os.environ.setdefault("TINKER_TELEMETRY", "0")
+    stand_in = env.text(TEST_ENV)
+    if stand_in is not None:
+        return _stand_in(stand_in)(**kwargs)
     import tinker
 
     return tinker.ServiceClient(**kwargs)
+
+
+def _stand_in(spec: str) -> Callable[..., Any]:
+    import importlib
+
+    module, _, name = spec.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise TinkerServiceError(f"{TEST_ENV}={spec!r}: {e}") from None
+    if not callable(found):
+        raise TinkerServiceError(f"{TEST_ENV}={spec!r}: not callable")
+    return found  # type: ignore[no-any-return]
 
 
 def timeout_seconds() -> float:

@@ -24,7 +24,6 @@ from machine_git.errors import MachineError
 from machine_git.errors import TinkerServiceError
 from machine_git.errors import TrainingError
 from machine_git.store import Store
-from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import loop
 from machine_git.train import preflight
@@ -63,26 +62,9 @@ def plan(store: Store, run_id: str | None, smoke: bool) -> Plan:
 
 def _refuse_blocking(cfg: RunConfig, where: Any) -> None:
     # The same checks as `machine train validate`, on the exact export.
-    from machine_git import jsonio
     from machine_git.train import validate
 
-    path = config.check_export(cfg, where)
-    items = [
-        (f"{cfg.data_file}:{n}", jsonio.loads(line))
-        for n, line in enumerate(path.read_bytes().splitlines(), start=1)
-        if line.strip()
-    ]
-    report = validate.check(
-        items,
-        source=str(path),
-        kind=cfg.kind,
-        base_model=cfg.base_model,
-        max_length=cfg.hyper.max_length,
-        batch_size=cfg.hyper.batch_size,
-        rows_are_conversations=True,
-        renderer=cfg.renderer,
-    )
-    validate.refuse_blocking(report)
+    validate.refuse_blocking(validate.check_export(cfg, where))
 
 
 def check_service(p: Plan) -> preflight.ServiceInfo:

@@ -15,14 +15,17 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 from typing import IO
 from typing import Any
 
 from machine_git import jsonio
 from machine_git import schemas
 from machine_git.errors import TrainingError
+from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
+from machine_git.train import sources
 
 
 @dataclass
@@ -124,18 +127,11 @@ def check(
 
     for label, item in items:
         report.rows += 1
-        if rows_are_conversations:
-            shape = _conversation_problem(item)
-            if shape:
-                problem(f"not a conversation ({shape})", label)
-                continue
-            messages = list(item["messages"])
-        else:
-            errors = schemas.row_problems(item)
-            if errors:
-                problem(f"schema: {errors[0]}", label)
-                continue
-            messages = datasets.row_messages(item)
+        convo, why = _conversation(item, rows_are_conversations)
+        if convo is None:
+            problem(why, label)
+            continue
+        messages, tools = convo
         prompts.setdefault(_prompt_key(messages), []).append(label)
         if _empty_answer(messages):
             problem(
@@ -144,7 +140,7 @@ def check(
             continue
         try:
             conversation = datasets.cookbook_messages(messages)
-            sequences = datasets.examples(conversation, seen.renderer, train_on)
+            sequences = datasets.examples(conversation, seen.renderer, train_on, tools)
         except Exception as e:  # noqa: BLE001 - any renderer failure is this row's problem
             problem(f"does not render ({type(e).__name__}: {_first_line(e)})", label)
             continue
@@ -159,7 +155,7 @@ def check(
             problem(f"longer than --max-length {max_length} (truncated)", label)
         if not any(_trained_within(mi.length, w, max_length) for mi, w in sequences):
             problem("nothing to learn (no trained token within --max-length)", label)
-        if _drops_tool_calls(conversation, seen, train_on, lengths):
+        if _drops_tool_calls(conversation, seen, train_on, lengths, tools):
             problem(f"tool calls dropped by the {seen.renderer_name} renderer", label)
     for what, labels in found.items():
         report.problems.append(Problem(_is_blocking(what), what, labels))
@@ -211,6 +207,70 @@ def dumped(
     }
 
 
+def check_source(
+    src: sources.Source,
+    *,
+    base_model: str,
+    max_length: int,
+    batch_size: int,
+    renderer: str | None = None,
+    dump: IO[bytes] | None = None,
+) -> Report:
+    """Check what ``src`` holds; rows that share a session or a prompt and
+    answer with the eval set in force are blocking (they would train on it)."""
+    report = check(
+        src.items,
+        source=src.label,
+        kind=src.kind,
+        base_model=base_model,
+        max_length=max_length,
+        batch_size=batch_size,
+        rows_are_conversations=src.conversations,
+        renderer=renderer,
+        dump=dump,
+    )
+    report.held_out = src.held_out
+    if src.overlap:
+        what = (
+            "a session or the same prompt and answer as a row of eval set "
+            f"{src.eval_id} (drawn before content was held out: draw it again "
+            "with 'machine train eval init --force')"
+        )
+        report.problems.insert(0, Problem(True, f"shares {what}", list(src.overlap)))
+    return report
+
+
+def check_export(cfg: config.RunConfig, folder: Path) -> Report:
+    """The checks of ``train validate`` on a run's exact export.
+
+    A DPO run's pairs are checked as two conversations each (chosen and
+    rejected, their last answer trained); a batch is ``batch_size`` pairs.
+    """
+    path = config.check_export(cfg, folder)
+    options: dict[str, Any] = {
+        "source": str(path),
+        "base_model": cfg.base_model,
+        "max_length": cfg.hyper.max_length,
+        "rows_are_conversations": True,
+        "renderer": cfg.renderer,
+    }
+    if cfg.method != "dpo":
+        items = [
+            (f"{cfg.data_file}:{n}", jsonio.loads(line))
+            for n, line in datasets.read_lines(path)
+        ]
+        return check(items, kind=cfg.kind, batch_size=cfg.hyper.batch_size, **options)
+    from machine_git.train import preference
+
+    items = preference.validation_items(path)
+    report = check(items, kind="train", batch_size=1, **options)
+    pairs = len(items) // 2
+    if pairs < cfg.hyper.batch_size:
+        too_few = datasets.too_few(pairs, cfg.hyper.batch_size)
+        report.problems.insert(0, Problem(True, too_few.replace(" row", " pair")))
+    return report
+
+
 def refuse_blocking(report: Report) -> None:
     """Stop before anything is spent if validation found a blocking problem.
 
@@ -229,6 +289,21 @@ def refuse_blocking(report: Report) -> None:
 
 def _is_blocking(what: str) -> bool:
     return not what.startswith("longer than")
+
+
+def _conversation(
+    item: dict[str, Any], is_conversation: bool
+) -> tuple[datasets.Conversation | None, str]:
+    """What ``item`` (a row, or an exported line) renders; or why it cannot."""
+    if is_conversation:
+        shape = _conversation_problem(item)
+        if shape:
+            return None, f"not a conversation ({shape})"
+        return datasets.conversation_of(item), ""
+    errors = schemas.row_problems(item)
+    if errors:
+        return None, f"schema: {errors[0]}"
+    return datasets.row_conversation(item), ""
 
 
 def _conversation_problem(item: dict[str, Any]) -> str | None:
@@ -266,13 +341,14 @@ def _drops_tool_calls(
     seen: rendering.Rendering,
     train_on: Any,
     lengths: list[int],
+    tools: list[dict[str, Any]] | None,
 ) -> bool:
     # A renderer that ignores tool calls renders the conversation to the same
     # tokens with and without them (role_colon does, tinker.md §0.5).
     if not any(m.get("tool_calls") for m in conversation):
         return False
     bare = [{k: v for k, v in m.items() if k != "tool_calls"} for m in conversation]
-    plain = datasets.examples(bare, seen.renderer, train_on)  # type: ignore[arg-type]
+    plain = datasets.examples(bare, seen.renderer, train_on, tools)  # type: ignore[arg-type]
     return sum(mi.length for mi, _ in plain) == sum(lengths)
 
 

@@ -102,7 +102,7 @@ def test_validate_accepts_good_files(project: Path, run: Run, tmp_path: Path) ->
     path = tmp_path / "rows.jsonl"
     path.write_bytes(b"".join(jsonio.line(r) for r in helpers.valid_rows()))
     result = run("validate", str(path))
-    assert (result.exit_code, result.stdout) == (0, "checked 10 rows: all valid\n")
+    assert (result.exit_code, result.stdout) == (0, "checked 13 rows: all valid\n")
 
 
 def test_validate_store_checks_every_row(project: Path, run: Run) -> None:
@@ -162,10 +162,12 @@ def test_validate_recognizes_each_export_format(
         "tinker": "2 tinker/openai chat lines",
         "openai": "2 openai chat lines",
         "dpo": "1 dpo pair",
+        "openai-dpo": "1 openai-dpo pair",
     }
     for fmt, checked in expected.items():
         out = tmp_path / f"{fmt}.jsonl"
-        kinds = ["--kind", "traces", "--kind", "rejected"] if fmt != "dpo" else []
+        pairs = fmt in ("dpo", "openai-dpo")
+        kinds = [] if pairs else ["--kind", "traces", "--kind", "rejected"]
         assert run("export", "--format", fmt, *kinds, "-o", str(out)).exit_code == 0
         result = run("validate", str(out))
         assert (result.exit_code, result.stdout, result.stderr) == (

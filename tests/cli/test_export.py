@@ -189,7 +189,7 @@ def test_dpo_pairs_come_from_bad_rows_rewritten_with_as(
     tag(run, project, "multi-turn", "bad", "--trace", "--as", "Done: summary.txt.")
     tag(run, project, "mixed", "bad", "no rewrite here")
     tag(run, project, "image", "good", "--as", "A train row is not a pair.")
-    result = run("export", "--format", "dpo")
+    result = run("export", "--format", "openai-dpo")
     basic_pair = {
         "input": {"messages": [{"role": "user", "content": BASIC_USER}]},
         "preferred_output": [
@@ -233,6 +233,31 @@ def test_dpo_pairs_come_from_bad_rows_rewritten_with_as(
     assert result.exit_code == 0
     assert result.stdout_bytes == b"".join(line(by_id[k]) for k in sorted(by_id))
     assert result.stderr == "skipped 1 rejected row without a rewrite\n"
+
+    # the same pairs as tinker-cookbook's comparison loader reads them: the
+    # rewrite is completion A and preferred; a tool-only message has "" content
+    cookbook = run("export", "--format", "dpo")
+    assert cookbook.exit_code == 0
+    expected = []
+    for key in sorted(by_id):
+        openai: dict[str, Any] = by_id[key]
+        prompt = [
+            {**m, "content": m["content"] if m["content"] is not None else ""}
+            for m in openai["input"]["messages"]
+        ]
+        expected.append(
+            line(
+                {
+                    "comparison": {
+                        "prompt_conversation": prompt,
+                        "completion_A": openai["preferred_output"],
+                        "completion_B": openai["non_preferred_output"],
+                    },
+                    "label": "A",
+                }
+            )
+        )
+    assert cookbook.stdout_bytes == b"".join(expected)
 
 
 # -- revisions and byte identity ---------------------------------------------------
@@ -299,6 +324,7 @@ def test_a_file_export_writes_a_manifest_beside_it(
         "rows": 2,
         "skipped": 0,
         "redacted": True,
+        "context": True,
         "sha256": sha,
         "machine_version": "0.1.0",
     }
@@ -801,6 +827,7 @@ def test_a_manifest_goes_where_manifest_says(
         "rows": 1,
         "skipped": 0,
         "redacted": True,
+        "context": True,
         "sha256": sha,
         "machine_version": "0.1.0",
     }

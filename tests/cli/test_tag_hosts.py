@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from machine_git import context
 from machine_git import paths
 from machine_git import rows
 from machine_git.errors import INVALID
@@ -52,6 +53,8 @@ class Fixture:
     model: str | None
     user: str
     answer: str
+    # The session holds the system prompt the turn ran with (README: "Context").
+    system_prompt: bool = False
 
     def row_id(self, shape: str = "answer") -> str:
         return rows.make_id(self.host, self.session_id, [self.first, self.last], shape)
@@ -98,6 +101,7 @@ FIXTURES_BY_HOST = [
         None,
         RETRY_USER,
         RETRY_ANSWER,
+        system_prompt=True,
     ),
     Fixture(
         "letta-agent-file",
@@ -111,6 +115,7 @@ FIXTURES_BY_HOST = [
         "Save that decision to archival memory and tell me when done.",
         "Archival memory was unreachable, so I saved the retry policy to core "
         "memory instead.",
+        system_prompt=True,
     ),
     Fixture(
         "claude",
@@ -197,6 +202,22 @@ def test_a_trace_is_the_same_records_for_every_host(
     assert result.stdout == f"good {fx.row_id('trace')} -> traces: {words(fx.user)}\n"
     row = row_at_head(project, fx.row_id("trace"))
     assert row["trajectory"] == [r for r in records if r["role"] != "reasoning"]
+    # A Letta message list and Agent File keep the compiled system prompt (this
+    # hand-written .af has no tool schemas); the others hold neither prompt
+    # nor tools (Claude Code never writes them; this Letta conversation
+    # predates system-prompt.json; Codex 0.46 records "instructions": null),
+    # so the row says its context is unknown.
+    if fx.system_prompt:
+        stored = orjson.loads(
+            git(
+                paths.store_path(project),
+                "show",
+                f"HEAD:{context.path_of(row['context'])}",
+            )
+        )
+        assert stored["system"].startswith("You are ") and stored["tools"] is None
+    else:
+        assert row["context"] is None
     result = run("bad", "--trace", "--reasoning", "--session", str(fx.path))
     assert result.stdout == (
         f"moved {fx.row_id('trace')} traces -> rejected: {words(fx.user)}\n"

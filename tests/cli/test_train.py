@@ -297,6 +297,7 @@ def test_sft_pins_the_data_and_writes_a_run_folder(traces: Path, run: Run) -> No
         "sequences": 16,
         "held_out_eval": None,
         "held_out_rows": 0,
+        "context": True,
     }
     assert (record["status"], record["renderer"], record["train_on_what"]) == (
         "prepared",
@@ -314,6 +315,34 @@ def test_sft_pins_the_data_and_writes_a_run_folder(traces: Path, run: Run) -> No
     assert git(traces, "rev-parse", f"refs/runs/{run_id}").strip() == data_commit
     # No row changed.
     assert git(traces, "diff", "--stat", f"{data_commit}..HEAD", "--", "rows") == ""
+
+
+def test_sft_no_context_trains_without_the_system_prompt_and_tools(
+    project: Path, traces: Path, run: Run
+) -> None:
+    support.tag(run, project, ("context",), "--trace")
+    full = _sft(run)
+    bare = _sft(run, "--no-context")
+    assert bare["id"] != full["id"]  # another config, another run
+    assert (full["dataset"]["context"], bare["dataset"]["context"]) == (True, False)
+
+    def lines(record: dict[str, Any]) -> list[dict[str, Any]]:
+        data = traces / "machine" / "runs" / record["id"] / "data.jsonl"
+        return [_json(line) for line in data.read_bytes().splitlines()]
+
+    with_context = [x for x in lines(full) if "tools" in x]
+    assert len(with_context) == 1
+    assert with_context[0]["messages"][0]["role"] == "system"
+    # the same rows, less the system message and the tool declaration
+    assert lines(bare) == [
+        {"messages": [m for m in x["messages"] if m["role"] != "system"]}
+        for x in lines(full)
+    ]
+    assert (traces / "machine" / "runs" / bare["id"] / "data.jsonl").read_bytes() == (
+        run("export", "--kind", "traces", "--no-context").stdout_bytes
+    )
+    yaml_text = (traces / "machine" / "runs" / bare["id"] / "tinker.yaml").read_text()
+    assert "context: false" in yaml_text
 
 
 def test_sft_refuses_to_overwrite_without_force(traces: Path, run: Run) -> None:
@@ -362,8 +391,9 @@ def test_sft_refuses_examples_with_nothing_to_learn(traces: Path, run: Run) -> N
     assert git(traces, "rev-parse", "HEAD").strip() == head
 
 
-def test_smoke_refuses_a_run_whose_export_validate_blocks(
-    traces: Path, run: Run, fake: FakeTinker
+@pytest.mark.parametrize("command", ["smoke", "run"])
+def test_smoke_and_run_refuse_a_run_whose_export_validate_blocks(
+    traces: Path, run: Run, fake: FakeTinker, command: str
 ) -> None:
     record = _sft(run)
     folder = traces / "machine" / "runs" / record["id"]
@@ -371,13 +401,34 @@ def test_smoke_refuses_a_run_whose_export_validate_blocks(
     (folder / "tinker.yaml").write_text(
         yaml.replace("max_length: 32768", "max_length: 8")
     )
-    result = run("train", "smoke", "--yes")
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run("train", command, "--yes")
     assert result.exit_code == 1
     assert result.stderr.startswith(
         "Error: refused, nothing was spent: nothing to learn (no trained token "
         "within --max-length): data.jsonl:1"
     )
+    assert len(result.stderr.splitlines()) == 1
     assert fake.calls == []
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+
+
+def test_sft_refuses_a_base_model_whose_renderer_drops_tool_calls(
+    traces: Path, run: Run
+) -> None:
+    head = git(traces, "rev-parse", "HEAD").strip()
+    result = run(
+        "train", "sft", "--kind", "traces", "--base-model", "Qwen/Qwen3-8B-Base"
+    )
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: Qwen/Qwen3-8B-Base is not accepted: a base model's renderer "
+        "(role_colon) follows no chat template and drops tool calls (machine "
+        "renders Qwen3 and Qwen3.5 chat models, checked against their published "
+        f"chat templates; default {MODEL})\n"
+    )
+    assert git(traces, "rev-parse", "HEAD").strip() == head
+    assert not (traces / "machine" / "runs").exists()
 
 
 @pytest.mark.slow

@@ -602,3 +602,51 @@ def test_a_fork_with_auto_off_is_linked_and_a_fork_of_it_quotes_the_task(
         "Previous answer:\nThe command printed: original-task\n\n"
         "Correction:\nsay more\n"
     )
+
+
+def test_each_run_s_context_is_recorded_once_and_a_shell_tag_finds_it(
+    agent: Pi, run: Run
+) -> None:
+    agent("-p", "Run `echo ctx-one`.")
+    agent("-c", "-p", "Run `echo ctx-two`.")  # the same prompt and tools
+    agent("-c", "--tools", "read,bash", "-p", "Run `echo ctx-three`.")
+    entries = agent.entries()
+    marks = [
+        i
+        for i, e in enumerate(entries)
+        if e["type"] == "custom" and e["customType"] == "machine-context"
+    ]
+    users = [
+        i
+        for i, e in enumerate(entries)
+        if e["type"] == "message" and e["message"]["role"] == "user"
+    ]
+    # one record before the first run, none for the unchanged second run, a
+    # new one before the third (other tools): each right before its run
+    assert marks == [users[0] - 1, users[2] - 1]
+    first, third = (entries[i]["data"] for i in marks)
+    assert [t["name"] for t in first["tools"]] == ["read", "bash", "edit", "write"]
+    assert [t["name"] for t in third["tools"]] == ["read", "bash"]
+    bash = third["tools"][1]
+    assert bash["parameters"]["required"] == ["command"]
+    assert "command" in bash["parameters"]["properties"]
+    assert "bash" in third["systemPrompt"]
+
+    # `machine good` from a shell, with no pi running: the row has the run's
+    # context, stored once by its hash
+    tagged = run("good", "--trace", "--json")
+    assert tagged.exit_code == 0, tagged.stderr
+    row = row_at_head(agent.cwd, orjson.loads(tagged.stdout)["id"])
+    stored = git(store_of(agent.cwd), "show", f"HEAD:{context_path(row['context'])}")
+    assert orjson.loads(stored) == {
+        "system": third["systemPrompt"],
+        "tools": third["tools"],
+    }
+    files = git(store_of(agent.cwd), "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert [f for f in files if f.startswith("context/")] == [
+        context_path(row["context"])
+    ]
+
+
+def context_path(sha: str) -> str:
+    return f"context/{sha[:2]}/{sha}.json"

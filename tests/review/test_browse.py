@@ -13,6 +13,7 @@ from tests.helpers import loose
 from tests.review.conftest import CSRF
 from tests.review.conftest import machine
 from tests.review.conftest import same_run_elsewhere
+from tests.review.conftest import session
 
 
 def listed(client: TestClient, query: str = "") -> list[str]:
@@ -201,3 +202,22 @@ def test_rewrite_and_label_from_the_row_page(
     nothing = client.post(f"/rows/{observed}/fly", data={"csrf": CSRF, "blob": ""})
     assert nothing.status_code == 400
     assert "no action &#39;fly&#39; on a row" in nothing.text
+
+
+def test_the_row_page_shows_the_context_its_turn_ran_with(
+    project: Path, client: TestClient
+) -> None:
+    machine(project, "good", "--trace", "--session", session("context"))
+    row_id = ids_of(project, "traces")[0]
+    page = client.get(f"/rows/{row_id}").text
+    summary = re.search(
+        r"<summary>Context <code>([0-9a-f]{12})</code>:(.*?)</summary>", page, re.S
+    )
+    assert summary is not None
+    assert " ".join(summary.group(2).split()).startswith("system prompt (")
+    assert "2 tools (read, bash)" in summary.group(2)
+    assert "<h3>Tool <code>bash</code></h3>" in page
+    assert "Current working directory: /tmp/machine-fixture/proj" in page
+    # a turn whose agent kept no context says so
+    plain = ids_of(project, "train")[0]
+    assert "Context: not recorded" in client.get(f"/rows/{plain}").text

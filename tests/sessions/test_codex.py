@@ -293,3 +293,17 @@ def test_no_session_says_where_it_looked(project: Path) -> None:
         f"no Codex session for {project} in {codex.home() / 'sessions'} (run codex "
         "in the project first, set CODEX_HOME, or pass --session PATH)"
     )
+
+
+def test_the_rollout_s_instructions_are_the_context(tmp_path: Path) -> None:
+    # The fixture's rollout (cli 0.46) records "instructions": null: unknown.
+    assert codex.read_turn(ROLLOUT)[0].context is None
+    older = lines()
+    older[0]["payload"]["instructions"] = "You are Codex, a coding agent."
+    turn, _ = codex.read_turn(write(tmp_path / "older.jsonl", older))
+    assert turn.context == {"system": "You are Codex, a coding agent.", "tools": None}
+    # newer Codex writes base_instructions.text, which wins
+    newer = lines()
+    newer[0]["payload"]["base_instructions"] = {"text": "Base instructions."}
+    turn, _ = codex.read_turn(write(tmp_path / "newer.jsonl", newer))
+    assert turn.context == {"system": "Base instructions.", "tools": None}

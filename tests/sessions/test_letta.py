@@ -463,3 +463,63 @@ def test_read_turn_recognizes_every_letta_form() -> None:
         assert turn.host == "letta"
     with pytest.raises(SessionError, match=r"a Codex rollout, not a Letta session$"):
         letta.read_turn(next(FIXTURES.glob("codex/sessions/*/*/*/rollout-*.jsonl")))
+
+
+def test_the_local_backend_s_compiled_system_prompt_is_the_context() -> None:
+    folder = LOCAL / "system-prompt"
+    turn, _ = letta.read_local(folder / "messages.jsonl")
+    compiled = json.loads((folder / "system-prompt.json").read_text())
+    assert turn.context == {"system": compiled["content"], "tools": None}
+    assert compiled["content"].startswith("You are Letta Code")
+    # the other scenarios were copied without it: unknown
+    other, _ = letta.read_local(LOCAL / "bash-tool" / "messages.jsonl")
+    assert other.context is None
+
+
+def test_a_message_list_s_system_message_is_the_context(tmp_path: Path) -> None:
+    listed = json.loads(HISTORY.read_text())
+    assert listed[0]["message_type"] == "system_message"
+    turn, _ = letta.read_history(HISTORY)
+    assert turn.context == {"system": listed[0]["content"], "tools": None}
+    # no system message before the turn: unknown
+    bare, _ = letta.read_history(history(tmp_path, listed[1:]))
+    assert bare.context is None
+
+
+def test_an_agent_file_s_system_message_and_tool_schemas_are_the_context(
+    tmp_path: Path,
+) -> None:
+    value = json.loads(AGENT_FILE.read_text())
+    agent = value["agents"][0]
+    system = agent["messages"][0]
+    assert system["role"] == "system"
+    turn, _ = letta.read_agent_file(AGENT_FILE)
+    # this file's tools carry no json_schema: the declaration is unknown
+    assert turn.context == {"system": system["content"][0]["text"], "tools": None}
+    schemas = [
+        {
+            "name": tool["name"],
+            "description": f"The {tool['name']} tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {"message": {"type": "string"}},
+                "required": ["message"],
+            },
+        }
+        for tool in value["tools"]
+    ]
+    for tool, schema in zip(value["tools"], schemas, strict=True):
+        tool["json_schema"] = schema
+    value["tools"].append({"id": "tool-9", "name": "unused", "json_schema": {}})
+    path = tmp_path / "agent.af"
+    path.write_text(json.dumps(value))
+    turn, _ = letta.read_agent_file(path)
+    # the agent's own tools (tool_ids), in its order
+    by_id = {t["id"]: t["json_schema"] for t in value["tools"]}
+    assert turn.context is not None
+    assert turn.context["tools"] == [by_id[i] for i in agent["tool_ids"]]
+    # one of its tools without a schema: unknown, never a partial list
+    del value["tools"][1]["json_schema"]
+    path.write_text(json.dumps(value))
+    turn, _ = letta.read_agent_file(path)
+    assert turn.context is not None and turn.context["tools"] is None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -270,3 +271,26 @@ def test_no_session_says_where_it_looked(project: Path) -> None:
 
 def test_encode_cwd_matches_pi() -> None:
     assert pi.encode_cwd(Path("/home/user/proj")) == "--home-user-proj--"
+
+
+def _contexts(name: str) -> list[dict[str, Any]]:
+    # The raw machine-context entries, read without machine's reader.
+    return [
+        line["data"]
+        for line in fixture_lines(name)
+        if line.get("type") == "custom" and line.get("customType") == pi.CONTEXT_ENTRY
+    ]
+
+
+def test_a_turn_has_the_context_recorded_last_before_it() -> None:
+    first, third = _contexts("context")
+    turn = read("context")
+    assert turn.context == {"system": third["systemPrompt"], "tools": third["tools"]}
+    assert [t["name"] for t in turn.context["tools"] or []] == ["read", "bash"]
+    # run 2 (no entry of its own: nothing changed) has run 1's
+    earlier = read(
+        "context", entry_with_text("context", "The command printed: context-two")
+    )
+    assert earlier.context == {"system": first["systemPrompt"], "tools": first["tools"]}
+    # a session written without machine's extension says nothing: unknown
+    assert read("basic").context is None

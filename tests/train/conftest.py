@@ -172,6 +172,7 @@ class FakeTinker:
     stall: set[str] = field(default_factory=set)  # calls that never answer
     on_call: dict[str, Any] = field(default_factory=dict)  # call -> f(nth call)
     released: threading.Event = field(default_factory=threading.Event)
+    dpo_metrics: list[dict[str, float]] = field(default_factory=list)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -262,6 +263,37 @@ class FakeTrainingClient:
             )
         )
 
+    def forward_backward_custom(self, data: list[tinker.Datum], loss_fn: Any) -> Done:
+        """As the real client does it: a forward pass (here: fixed log-probs,
+        falling step by step), then the caller's loss computed locally with
+        torch, its metrics returned. The chosen sequences (even indices) get
+        higher log-probs than the rejected ones, as after some learning."""
+        import torch
+
+        self.steps += 1
+        self.fake.record("forward_backward_custom", {"n": len(data)})
+        self.fake.batches.append(list(data))
+        logprobs = [
+            torch.full(
+                (d.model_input.length,),
+                -0.5 / self.steps if i % 2 == 0 else -1.0,
+                requires_grad=True,
+            )
+            for i, d in enumerate(data)
+        ]
+        loss, metrics = loss_fn(data, logprobs)
+        loss.backward()  # the gradients the real client sends back
+        self.fake.dpo_metrics.append(dict(metrics))
+        return Done(
+            types.ForwardBackwardOutput(
+                loss_fn_output_type="ArrayRecord", loss_fn_outputs=[], metrics=metrics
+            )
+        )
+
+    def save_weights_and_get_sampling_client(self, **kw: Any) -> Done:
+        self.fake.record("save_weights_and_get_sampling_client", kw)
+        return Done(FakeSamplingClient(self.fake))
+
     def optim_step(self, adam_params: types.AdamParams) -> Done:
         self.fake.record("optim_step", {"learning_rate": adam_params.learning_rate})
         return Done(types.OptimStepResponse(metrics={}))
@@ -290,6 +322,11 @@ class FakeTrainingClient:
 class FakeSamplingClient:
     def __init__(self, fake: FakeTinker) -> None:
         self.fake = fake
+
+    def compute_logprobs(self, prompt: types.ModelInput) -> Done:
+        """The reference model's log-probs: -0.75 per token, the first None."""
+        self.fake.calls.append(("compute_logprobs", {"length": prompt.length}))
+        return Done([None, *([-0.75] * (prompt.length - 1))])
 
     def sample(
         self,
@@ -334,3 +371,29 @@ def fake(monkeypatch: pytest.MonkeyPatch, listener: str) -> Iterator[FakeTinker]
 def listener() -> Iterator[str]:
     with listening() as url:
         yield url
+
+
+# -- the fake for machine running as its own process ---------------------------------
+#
+# A test that kills `machine train` runs it as a subprocess, where the fake
+# above cannot be patched in; it sets MACHINE_TEST_TINKER to
+# "tests.train.conftest:process_service_client" (machine's one seam for this,
+# machine_git/train/service.py) and PYTHONPATH to the repository.
+# FAKE_TINKER_STALL_AT=N makes the N-th forward_backward never answer, so the
+# process is caught mid-run.
+
+STALL_ENV = "FAKE_TINKER_STALL_AT"
+_PROCESS_FAKE = FakeTinker()
+
+
+def _stall_from(n: int) -> None:
+    if n >= int(os.environ.get(STALL_ENV) or 0) > 0:
+        _PROCESS_FAKE.stall.add("forward_backward")
+
+
+_PROCESS_FAKE.on_call["forward_backward"] = _stall_from
+
+
+def process_service_client(**kwargs: Any) -> FakeServiceClient:
+    """``tinker.ServiceClient`` in a subprocess: the fake, one per process."""
+    return _PROCESS_FAKE.service_client(**kwargs)

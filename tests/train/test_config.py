@@ -50,22 +50,24 @@ def test_edited_hyperparameters_are_the_ones_that_train(tmp_path: Path) -> None:
         (
             "batch_size: 4",
             "batch_size: 0",
-            "'hyperparameters.batch_size' must be at least 1",
+            "'hyperparameters.batch_size' should be greater than or equal to 1",
         ),
         (
             "batch_size: 4",
             "batch_size: four",
-            "'hyperparameters.batch_size' must be a number",
+            "'hyperparameters.batch_size' should be a valid integer, unable to parse "
+            "string as an integer",
         ),
         (
             "num_epochs: 2",
             "num_epochs: 1.5",
-            "'hyperparameters.num_epochs' must be a whole number",
+            "'hyperparameters.num_epochs' should be a valid integer, got a number with "
+            "a fractional part",
         ),
         (
             'kind: "traces"',
             'kind: "rejected"',
-            "'dataset.kind' must be one of train, traces",
+            "'dataset.kind' must be one of train, traces for a sft run",
         ),
         (
             'file: "data.jsonl"',
@@ -75,7 +77,7 @@ def test_edited_hyperparameters_are_the_ones_that_train(tmp_path: Path) -> None:
         (
             'base_model: "Qwen',
             "base_model: 3 #",
-            "'model.base_model' must be a non-empty string",
+            "'model.base_model' should be a valid string",
         ),
     ],
 )

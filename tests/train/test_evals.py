@@ -227,3 +227,89 @@ def test_scores_ignore_case_spacing_and_edge_punctuation() -> None:
         "exact": False,
         "normalized": False,
     }
+
+
+# -- disjoint by content -----------------------------------------------------------
+
+
+def _again(project: Path, name: str, session: str) -> Path:
+    """Fixture session ``name`` under another session id: the same prompt and
+    answer tagged from a second session (a re-run, a fork)."""
+    from machine_git import jsonio
+    from machine_git.sessions import pi
+
+    source = install_session(project, name)
+    header, _, rest = source.read_bytes().partition(b"\n")
+    value = jsonio.loads(header)
+    value["id"] = session
+    target = source.with_name(f"{name}-again.jsonl")
+    target.write_bytes(jsonio.line(value) + rest)
+    assert pi.read_turn(target)[0].session_id == session
+    return target
+
+
+def _mixed_twice(project: Path, run: Run) -> list[str]:
+    # mixed from its own session and from another whose hash sorts last: the
+    # same example twice; and basic, another example
+    support.tag(run, project, ("mixed", "basic"))
+    other = next(
+        f"mixed-rerun-{n}"
+        for n in range(1000)
+        if evals.session_hash(
+            {"source": {"host": "pi", "session_id": f"mixed-rerun-{n}"}}
+        )
+        > _hash("basic")
+    )
+    again = _again(project, "mixed", other)
+    assert run("good", "--session", str(again)).exit_code == 0
+    rows = _rows(support.store_path(project))
+    return sorted(i for i, r in rows.items() if "mixed-answer" in str(r["messages"]))
+
+
+def test_eval_init_keeps_identical_content_on_one_side(project: Path, run: Run) -> None:
+    both = _mixed_twice(project, run)
+    assert len(both) == 2
+    assert _hash("mixed") < _hash("basic")
+    result = run("train", "eval", "init", "--size", "1")
+    assert result.exit_code == 0, result.stderr
+    store = support.store_path(project)
+    record = evals.active(Store.open(store))
+    assert record is not None
+    # the first session's row pulls in the other session with the same content
+    assert record["rows"] == both
+    assert len(record["sessions"]) == 2 and len(record["contents"]) == 1
+    exported = run("train", "sft", "--batch-size", "1", "--json")
+    assert exported.exit_code == 0, exported.stderr
+    data = orjson.loads(exported.stdout)["dataset"]
+    assert (data["rows"], data["held_out_rows"]) == (1, 2)
+
+
+def test_validate_blocks_rows_that_share_content_with_an_older_eval_set(
+    project: Path, run: Run
+) -> None:
+    from machine_git import jsonio
+    from machine_git.store import Change
+
+    both = _mixed_twice(project, run)
+    assert run("train", "eval", "init", "--size", "1").exit_code == 0
+    store = Store.open(support.store_path(project))
+    record = evals.active(store)
+    assert record is not None
+    # an eval set drawn before content was held out: one session, no contents
+    older = {**record, "rows": both[:1], "contents": None}
+    older["sessions"] = [
+        evals.session_hash(r) for i, r in _rows(store.path).items() if i == both[0]
+    ]
+    del older["contents"]
+    path = evals.path_of(str(record["id"]))
+    store.write(lambda snap: Change("older eval set", {path: jsonio.canonical(older)}))
+    result = run("train", "validate", "--batch-size", "1")
+    assert result.exit_code == 1
+    assert (
+        "blocking  shares a session or the same prompt and answer as a row of "
+        f"eval set {record['id']}" in result.stdout
+    )
+    assert both[1] in result.stdout
+    refused = run("train", "sft", "--batch-size", "1")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("Error: refused, nothing was spent: shares ")

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from transformers.utils.chat_template_utils import render_jinja_template
 
+from machine_git import context
 from machine_git import jsonio
 from machine_git.store import Store
 from machine_git.train import datasets
@@ -132,16 +133,26 @@ def _trace_row(project: Path, run: Run, name: str, *flags: str) -> dict[str, Any
 
 
 def check_examples(
-    model: str, template: str, messages: list[dict[str, Any]], kind: str
+    model: str,
+    template: str,
+    messages: list[dict[str, Any]],
+    kind: str,
+    tools: list[dict[str, Any]] | None = None,
 ) -> int:
-    """Assert token equality and exact weights; the number of examples checked."""
+    """Assert token equality and exact weights; the number of examples checked.
+
+    ``tools`` (cookbook ToolSpecs, as exports carry them) reach the template
+    as agents send them: OpenAI functions.
+    """
     seen = rendering.rendering(model)
     tok = seen.tokenizer
     examples = datasets.examples(
         datasets.cookbook_messages(messages),
         seen.renderer,
         datasets.train_on_what(kind),
+        tools,
     )
+    offered = [{"type": "function", "function": t} for t in tools] if tools else None
     ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     if kind == "train":
         ends = ends[-1:]
@@ -149,16 +160,25 @@ def check_examples(
     prefill = PREFILL[seen.renderer_name]
     for (model_input, weights), end in zip(examples, ends, strict=True):
         ids = model_input.to_ints()
-        prompt, turn = served(template, messages[: end + 1], tok, prefill)
+        prompt, turn = served(template, messages[: end + 1], tok, prefill, offered)
         assert ids == prompt + turn, (tok.decode(ids), tok.decode(prompt + turn))
         if not prefill:
             # With no prefill the whole conversation tokenizes in one piece.
-            text = template_text(template, messages[: end + 1])
+            text = template_text(template, messages[: end + 1], offered)
             assert ids == hf_encode(tok, text)[:-1]
         mask = [float(w) for w in weights]
         assert mask == [0.0] * len(prompt) + [1.0] * len(turn)
         assert ids[-1] == tok.eos_token_id
     return len(examples)
+
+
+def test_every_family_machine_accepts_is_checked_here() -> None:
+    accepted = {v for v in vars(rendering).values() if isinstance(v, rendering.Family)}
+    assert {rendering.family(model) for model, _ in FAMILIES} == accepted
+    # each checked against the template its family names
+    by_folder = {"qwen3": QWEN3["chat_template"], "qwen3_5": QWEN3_5}
+    for model, template in FAMILIES:
+        assert template == by_folder[rendering.family(model).template]
 
 
 @pytest.mark.parametrize(("model", "template"), FAMILIES)
@@ -225,3 +245,68 @@ def test_the_qwen3_fixture_names_the_special_tokens_machine_uses() -> None:
         # split_special_tokens splits exactly the tokens HF marks special
         whole = tok.encode(spec["content"], split_special_tokens=True)
         assert (whole == [int(token_id)]) is (not spec["special"]), spec
+
+
+@pytest.mark.parametrize(("model", "template"), FAMILIES)
+def test_a_trace_with_its_context_renders_as_the_template(
+    project: Path, run: Run, model: str, template: str
+) -> None:
+    # the real Pi session whose runs machine's extension recorded: the system
+    # prompt and the tools lead the conversation as the template declares them
+    row = _trace_row(project, run, "context")
+    store = Store.open(support.store_path(project))
+    row = context.inline(row, store.snapshot().read)
+    messages, tools = datasets.row_conversation(row)
+    assert messages[0]["role"] == "system"
+    assert tools is not None and [t["name"] for t in tools] == ["read", "bash"]
+    assert check_examples(model, template, messages, "traces", tools) == 2
+    seen = rendering.rendering(model)
+    first, _ = datasets.examples(
+        datasets.cookbook_messages(messages),
+        seen.renderer,
+        datasets.train_on_what("traces"),
+        tools,
+    )
+    text = seen.tokenizer.decode(first[0].to_ints())
+    assert '"name": "bash"' in text and "Current working directory" in text
+
+
+@pytest.mark.parametrize(("model", "template"), FAMILIES)
+def test_non_ascii_tools_and_a_padded_system_prompt_render_as_the_template(
+    model: str, template: str
+) -> None:
+    # The cookbook escapes non-ASCII in tool JSON and (Qwen3.5) neither wraps
+    # the tool as the request gave it nor trims the system prompt; the
+    # templates do. machine's renderers follow the templates.
+    tools = [
+        {
+            "name": "grep",
+            "description": "Search files — fast, with café-grade regexes",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "≥ 1 char"}
+                },
+                "required": ["pattern"],
+            },
+        },
+        {"name": "noop", "description": "", "parameters": {"type": "object"}},
+    ]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "  You are terse.\n\n"},
+        {"role": "user", "content": "find TODO"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "grep", "arguments": '{"pattern":"TODO"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py:1: TODO"},
+        {"role": "assistant", "content": "One TODO, in a.py."},
+    ]
+    assert check_examples(model, template, messages, "traces", tools) == 2

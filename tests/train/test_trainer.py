@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,38 @@ def test_a_stalled_service_ends_the_smoke_run_within_its_time_limit(
     assert smoke["error"].startswith(
         "Tinker did not answer creating the training client within 2 s"
     )
+
+
+def test_a_service_that_stalls_mid_run_ends_it_within_one_time_limit(
+    project: Path, run: Run, prepared: dict[str, Any], fake: FakeTinker
+) -> None:
+    # The service answers the start and the first step, then stops answering.
+    # A training step may have been applied, so it is not repeated: the run
+    # ends after one MACHINE_TINKER_TIMEOUT (2 s here) and the record says why.
+    fake.on_call["forward_backward"] = lambda n: (
+        fake.stall.add("forward_backward") if n == 2 else None
+    )
+    started = time.monotonic()
+    result = run("train", "run", "--yes")
+    elapsed = time.monotonic() - started
+    assert result.exit_code == SERVICE
+    why = (
+        "Tinker did not answer step 2 within 2 s (set MACHINE_TINKER_TIMEOUT to "
+        "wait longer)"
+    )
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: run of {prepared['id']} failed at step 2: {why}"
+    )
+    assert 2 <= elapsed < 8
+    record = _record(project, prepared["id"])
+    assert (record["status"], record["error"], record["retries"]) == (
+        "failed",
+        f"step 2: {why}",
+        0,
+    )
+    assert [s["step"] for s in record["steps"]] == [0]
+    assert record["trained"]["epochs"][0]["steps"] == 1
+    assert fake.names().count("forward_backward") == 2
 
 
 def test_a_refused_key_is_named_as_http_401(
@@ -373,3 +406,49 @@ def test_a_failed_run_names_exactly_the_rows_of_its_completed_steps(
             "tokens": sum(datasets.trained_tokens(d) for d in dataset.get_batch(0)),
         }
     ]
+
+
+def test_a_smoke_run_killed_mid_run_shows_stale_not_running(
+    project: Path, run: Run, prepared: dict[str, Any], listener: str
+) -> None:
+    # A real `machine train smoke --yes` process, its Tinker faked through the
+    # test seam (MACHINE_TEST_TINKER), stalled at its second step, SIGKILLed:
+    # nothing runs in it to mark the record, so the record says running and
+    # machine must show it stale.
+    store = support.store_path(project)
+    env = {
+        **os.environ,
+        "MACHINE_TEST_TINKER": "tests.train.conftest:process_service_client",
+        "FAKE_TINKER_STALL_AT": "2",
+        "TINKER_API_KEY": "tml-test-key",
+        "TINKER_BASE_URL": listener,
+        "MACHINE_TINKER_TIMEOUT": "600",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-m", "machine_git", "train", "smoke", "--yes"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "step 1/2" not in git(store, "log", "-1", "--format=%s"):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the smoke run never took a step"
+            time.sleep(0.1)
+        time.sleep(0.5)  # it is now waiting on step 2, which never answers
+        assert child.poll() is None
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    record = _record(project, prepared["id"])
+    assert (record["smoke"]["status"], record["smoke"]["pid"]) == ("running", child.pid)
+    assert [s["step"] for s in record["smoke"]["steps"]] == [0]
+    listed = orjson.loads(run("runs", "--json").stdout)
+    assert [(r["id"], r["smoke"]) for r in listed] == [(prepared["id"], "stale")]
+    shown = run("runs", prepared["id"]).stdout.splitlines()
+    assert "smoke    stale" in shown

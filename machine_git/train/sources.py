@@ -1,0 +1,83 @@
+"""What ``machine train validate`` checks: a revision's rows, or a JSONL file.
+
+A revision gives the rows a run of that kind would train on (the one
+selection, :mod:`machine_git.train.selection`), with their context inline,
+and names the rows that still share a session or a prompt and answer with
+the eval set in force. A file gives its lines: machine rows (``kind`` and
+``id``) or exported conversations (``messages``, any chat format).
+Light: no training stack.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from typing import NamedTuple
+
+from pygit2 import Commit
+
+from machine_git import inputs
+from machine_git import jsonio
+from machine_git.errors import UsageError
+from machine_git.store import Store
+
+TRAIN_KINDS = ("train", "traces")
+Item = tuple[str, dict[str, Any]]  # (label, row or {"messages": [...]})
+
+
+class Source(NamedTuple):
+    """Rows (or conversations) to check, and where they came from."""
+
+    items: list[Item]
+    kind: str
+    conversations: bool  # items are exported lines, not rows
+    label: str
+    held_out: int = 0
+    eval_id: str | None = None
+    overlap: tuple[str, ...] = ()  # labels sharing a session or content with evals
+
+
+def of_store(store: Store, commit: Commit, revision: str | None, kind: str) -> Source:
+    """The rows a run of ``kind`` would train on at ``commit``."""
+    from machine_git.train import evals
+    from machine_git.train import pins
+    from machine_git.train import selection
+
+    picked = selection.select(store, pins.data_commit(commit), kind)
+    eval_set = evals.active(store)
+    overlap = evals.overlap(store, eval_set, picked.items) if eval_set else []
+    return Source(
+        items=picked.items,
+        kind=kind,
+        conversations=False,
+        label=f"{revision or 'HEAD'} ({str(commit.id)[:12]})",
+        held_out=picked.held_out,
+        eval_id=picked.eval_id,
+        overlap=tuple(overlap),
+    )
+
+
+def of_file(path: Path, kind: str | None) -> Source:
+    """The lines of a JSONL file: rows of one kind, or exported conversations."""
+    try:
+        data = inputs.read(path, inputs.JSONL_LIMIT)
+    except inputs.Unreadable as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+    items: list[Item] = []
+    conversations = False
+    for number, text in inputs.numbered_lines(data):
+        try:
+            value = jsonio.loads(text)
+        except jsonio.JSONDecodeError as e:
+            raise UsageError(f"{path}:{number}: not valid JSON ({e})") from None
+        if not isinstance(value, dict):
+            raise UsageError(f"{path}:{number}: not a JSON object")
+        if "kind" not in value and "messages" in value:
+            conversations = True
+        items.append((f"{path.name}:{number}", value))
+    if conversations:
+        return Source(items, kind or "train", True, str(path))
+    kinds = [str(v.get("kind")) for _, v in items if v.get("kind") in TRAIN_KINDS]
+    chosen = kind or (kinds[0] if kinds else "train")
+    wanted = [(label, v) for label, v in items if v.get("kind") == chosen]
+    return Source(wanted, chosen, False, str(path))
