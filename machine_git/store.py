@@ -1,24 +1,21 @@
 """The store: one private bare git repository per project, written through pygit2.
 
 Every change is one commit built without an index or a work tree: new blobs,
-then only the trees on the path from each changed file to the root (a
-TreeBuilder per level), then a commit whose ref update is a compare-and-swap
+then only the trees on the path from each changed file to the root
+(change.py, trees.py), then a commit whose ref update is a compare-and-swap
 on the parent. Writers serialize on an ``flock`` that the kernel drops when
-the process dies, so a killed writer never leaves a lock behind.
+the process dies (locking.py), so a killed writer never leaves a lock behind.
+A store that cannot be read is damage, never an empty store (damage.py);
+its folders are 0700 and its files 0600 (disk.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
-import errno
-import fcntl
 import os
-import re
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -28,38 +25,61 @@ from pygit2 import Commit
 from pygit2 import Oid
 from pygit2 import Signature
 from pygit2 import Tree
-from pygit2.enums import FileMode
-from pygit2.enums import ObjectType
 
-from machine_git import context
-from machine_git import env
+from machine_git import change as change_mod
 from machine_git import gc
 from machine_git import jsonio
 from machine_git import rows
-from machine_git import schemas
-from machine_git.errors import RECOVER_HINT
+from machine_git.change import Change
+from machine_git.change import Redaction
+from machine_git.change import fit
+from machine_git.change import parse_row
+from machine_git.damage import check_refs
+from machine_git.damage import damaged
+from machine_git.damage import has_history
+from machine_git.damage import open_store_repository
+from machine_git.damage import read_commit
+from machine_git.damage import refuse_headless
+from machine_git.damage import unborn
+from machine_git.damage import unborn_branch
+from machine_git.disk import chmod_objects
+from machine_git.disk import git_error
+from machine_git.disk import os_error
+from machine_git.disk import private_objects
+from machine_git.disk import private_umask
 from machine_git.errors import ConcurrentUpdateError
-from machine_git.errors import DamagedStoreError
-from machine_git.errors import DiskFullError
-from machine_git.errors import ReadOnlyStoreError
-from machine_git.errors import RowValidationError
-from machine_git.errors import SecretFoundError
 from machine_git.errors import StoreError
-from machine_git.objects import CorruptObjectError
+from machine_git.layout import BRANCH
+from machine_git.layout import IDENTITY
+from machine_git.layout import LAYOUT
+from machine_git.layout import MARKER
+from machine_git.layout import WORK
+from machine_git.locking import clear_stale_ref_lock
+from machine_git.locking import writer_lock
 from machine_git.objects import Objects
 from machine_git.objects import guard
-from machine_git.objects import open_repository
-from machine_git.plain import Plain
+from machine_git.trees import blobs_under
+from machine_git.trees import read_path
+from machine_git.trees import walk_blobs
 
-BRANCH = "refs/heads/main"
-REFLOG = "logs/refs/heads/main"  # the branch's reflog, inside the store
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-LAYOUT = 1
-MARKER = "machine.json"
-WORK = "machine"  # our own files inside the bare repository (git ignores them)
-LOCK_TIMEOUT_ENV = "MACHINE_LOCK_TIMEOUT"
-_IDENTITY = ("machine", "machine@localhost")
-_BULK = 32  # files in one change above which objects are flushed once, not each
+# The store's vocabulary, as callers have always imported it from here (some
+# of them in modules other work is changing now): several are re-exported.
+__all__ = [
+    "BRANCH",
+    "WORK",
+    "Change",
+    "Redaction",
+    "Snapshot",
+    "Store",
+    "blobs_under",
+    "check_refs",
+    "configure",
+    "exists",
+    "fit",
+    "parse_row",
+    "private_objects",
+    "read_path",
+]
 
 # Durability: a tag reported as done must survive a crash, not only a kill.
 # Costs ~2 ms a commit (perf.md §2), small next to process start-up.
@@ -68,67 +88,6 @@ pygit2.settings.enable_fsync_gitdir(True)
 if TYPE_CHECKING:
     from machine_git.rowtypes import Row
 
-
-class Redaction(enum.Enum):
-    """How the rows of a change were cleared of secrets before they reached it."""
-
-    SCANNED = "on"
-    """The producer ran the scanner on them (redaction.redact_row)."""
-    OFF = "off"
-    """The user asked to keep secrets (--no-redact): a Machine-Redaction trailer."""
-    KEPT = "kept"
-    """Content carried over unchanged from rows the store holds (a move, undo)."""
-    CHECK = "check"
-    """Nobody scanned: the store scans every row and refuses any secret."""
-
-
-class Change(Plain):
-    """One commit's worth of change: files to write (bytes) or delete (None)."""
-
-    __slots__ = ("body", "files", "redaction", "summary", "trailers")
-
-    def __init__(
-        self,
-        summary: str,
-        files: dict[str, bytes | None],
-        trailers: dict[str, str] | None = None,
-        body: str = "",
-        redaction: Redaction = Redaction.CHECK,
-    ) -> None:
-        self.summary = summary
-        self.files = files
-        self.trailers: dict[str, str] = trailers if trailers is not None else {}
-        self.body = body
-        self.redaction = redaction
-
-    def message(self) -> str:
-        """The commit message: summary, body, then the machine trailers."""
-        summary, body = self.summary, self.body
-        if self.redaction is not Redaction.OFF:  # notes, --why, first words: user text
-            from machine_git.redaction import redact_message
-
-            summary, body = redact_message(summary), redact_message(body)
-        text = summary.strip().replace("\n", " ") + "\n"
-        if body.strip():
-            text += "\n" + body.strip() + "\n"
-        trailers = dict(self.trailers)
-        if self.redaction is Redaction.OFF:
-            trailers["Redaction"] = "off"
-        if trailers:
-            text += "\n" + "".join(
-                f"Machine-{k}: {_one_line(v)}\n" for k, v in trailers.items()
-            )
-        return text
-
-
-def _one_line(value: str) -> str:
-    return " ".join(str(value).split())
-
-
-def fit(summary: str, limit: int = 72) -> str:
-    """A commit summary on one line of at most ``limit`` characters."""
-    summary = " ".join(summary.split())
-    return summary if len(summary) <= limit else summary[: limit - 1] + "…"
 
 
 class Snapshot:
@@ -152,30 +111,8 @@ class Snapshot:
         return None if data is None else rows.parse(data, path)
 
 
-def read_path(repo: pygit2.Repository, tree: Tree | None, path: str) -> bytes | None:
-    """The blob at ``path`` in ``tree``, or None if there is none.
-
-    Each tree on the path is read through :class:`Objects`, one at a time, so
-    a damaged one is named as such (libgit2's own path lookup asks whether
-    it exists first, and a damaged object does not).
-    """
-    if tree is None:
-        return None
-    objects = Objects(repo)
-    *folders, name = path.split("/")
-    for folder in folders:
-        if folder not in tree:
-            return None
-        entry = tree[folder]
-        if entry.type_str != "tree":
-            return None
-        tree = objects.tree(entry.id)
-    if name not in tree:
-        return None
-    entry = tree[name]
-    if entry.filemode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
-        return None
-    return objects.blob(entry.id)
+Plan = Callable[[Snapshot], Change | None]
+"""Decides a change on the store as it is once the writer lock is held."""
 
 
 class Store:
@@ -193,16 +130,16 @@ class Store:
     def open(cls, path: Path) -> Store:
         """Open an existing store; one line if there is none, or it is damaged."""
         if not (path / "HEAD").exists():
-            _refuse_headless(path)
+            refuse_headless(path)
             raise StoreError(f"no store at {path} yet (tag a turn with 'machine good')")
-        repo = _open_repository(path)
+        repo = open_store_repository(path)
         store = cls(path, repo)
-        if _unborn_branch(repo):
+        if unborn_branch(repo):
             # Another process may be creating the store right now (it holds
             # the lock between init and the first commit), so decide under
             # the lock, where no writer is half-way through a commit.
-            with store.locked(), _private_umask():
-                if _unborn_branch(repo):
+            with store.locked(), private_umask():
+                if unborn_branch(repo):
                     if has_history(path):
                         # The branch is gone but its reflog says it had
                         # commits: that is damage, never a new empty store.
@@ -217,23 +154,23 @@ class Store:
         """Open the store at ``path``, creating it (0700, bare, one commit) if new."""
         if (path / "HEAD").exists():
             return cls.open(path)
-        _refuse_headless(path)
-        with _private_umask():
+        refuse_headless(path)
+        with private_umask():
             try:
                 path.mkdir(parents=True, exist_ok=True, mode=0o700)
                 (path / WORK).mkdir(exist_ok=True, mode=0o700)
             except OSError as e:
-                raise _os_error(path, e) from None
+                raise os_error(path, e) from None
         store = cls(path, None)  # type: ignore[arg-type]  # repo set below, under the lock
-        with store.locked(), _private_umask():
-            if not (path / "HEAD").exists() or _unborn(path):
+        with store.locked(), private_umask():
+            if not (path / "HEAD").exists() or unborn(path):
                 repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
                 configure(repo, project)
                 store.created = True
                 # libgit2's template sample is an executable nobody runs.
                 with contextlib.suppress(FileNotFoundError):
                     (path / "hooks" / "README.sample").unlink()
-            store.repo = _open_repository(path)
+            store.repo = open_store_repository(path)
             store._initial_commit()
         return store
 
@@ -313,7 +250,7 @@ class Store:
         """Every (path, bytes) under ``rows/``, in tree order."""
         top = self.rows_tree(commit)
         if top is not None:
-            yield from _walk_blobs(Objects(self.repo), top, f"{rows.ROWS_DIR}/")
+            yield from walk_blobs(Objects(self.repo), top, f"{rows.ROWS_DIR}/")
 
     def rows_tree(self, commit: Commit | None = None) -> Tree | None:
         """The ``rows/`` tree at ``commit`` (default: the newest), or None."""
@@ -324,15 +261,18 @@ class Store:
 
     # -- writing ---------------------------------------------------------------
 
-    def write(self, plan: Callable[[Snapshot], Change | None]) -> Oid | None:
+    def write(self, plan: Plan) -> Oid | None:
         """Plan a change against the newest tree and commit it, under the lock.
 
         ``plan`` sees the store as it is once the lock is held, so a decision
         like "already tagged" or "move from train" is made on the latest state.
         Returns the new commit id, or None if ``plan`` changed nothing.
         """
+        return self._write(plan, None)
+
+    def _write(self, plan: Plan, merged: Oid | None) -> Oid | None:
         with self.locked():
-            oid = self._write_locked(plan)
+            oid = self._write_locked(plan, merged)
             if oid is not None:
                 self._after_commit()
             return oid
@@ -351,30 +291,22 @@ class Store:
         stats.follow(self)
         gc.auto(self)
 
-    def _write_locked(
-        self, plan: Callable[[Snapshot], Change | None], merged: Oid | None = None
-    ) -> Oid | None:
+    def _write_locked(self, plan: Plan, merged: Oid | None = None) -> Oid | None:
         for _ in range(5):
             snap = self.snapshot()
             change = plan(snap)
             if change is None:
                 return None
-            _validate_rows(change.files)
-            if change.redaction is Redaction.CHECK:
-                _refuse_secrets(change.files)
-            # Contexts (context/<sha>): valid, named by their hash, and every
-            # row's reference resolvable in the tree this commit makes.
-            scan = change.redaction is Redaction.CHECK
-            context.check_change(change.files, snap.tree, scan=scan)
+            change_mod.check(change, snap.tree)
             try:
-                with _private_umask():
+                with private_umask():
                     oid = self._commit(snap, change, merged)
             except _Moved:
                 continue  # someone outside machine (a push) moved the branch
             except pygit2.GitError as e:
-                raise _git_error(self.path, e) from None
+                raise git_error(self.path, e) from None
             except OSError as e:
-                raise _os_error(self.path, e) from None
+                raise os_error(self.path, e) from None
             return oid
         raise ConcurrentUpdateError(f"{self.path}: the branch kept moving; try again")
 
@@ -383,35 +315,15 @@ class Store:
     ) -> Oid | None:
         repo = self.repo
         created: list[Oid] = []
-        blobs: dict[str, Oid | None] = {}
-        bulk = len(change.files) > _BULK
-        if bulk:
-            # fsync per object costs ~2 ms: for an import of thousands of rows,
-            # write them unsynced and flush the filesystem once before the ref
-            # moves, which keeps the order that matters (objects, then ref).
-            pygit2.settings.enable_fsync_gitdir(False)
-        try:
-            for path, data in change.files.items():
-                if data is None:
-                    blobs[path] = None
-                else:
-                    blobs[path] = repo.create_blob(data)
-                    created.append(blobs[path])  # type: ignore[arg-type]
-            tree_id = _write_tree(repo, snap.tree, blobs, created) or _empty_tree(
-                repo, created
-            )
-        finally:
-            if bulk:
-                pygit2.settings.enable_fsync_gitdir(True)
-                os.sync()
+        tree_id = change_mod.new_tree(repo, snap.tree, change, created)
         if merged is None and snap.tree is not None and tree_id == snap.tree.id:
             return None  # nothing changed: no empty commits
         author = _author()
-        committer = Signature(*_IDENTITY)
+        committer = Signature(*IDENTITY)
         parents = [snap.commit.id] if snap.commit is not None else []
         if merged is not None:
             parents.append(merged)  # a merge commit, even with our tree unchanged
-        self._clear_stale_ref_lock()
+        clear_stale_ref_lock(self.path)
         try:
             oid = repo.create_commit(
                 BRANCH, author, committer, change.message(), tree_id, parents
@@ -421,39 +333,33 @@ class Store:
                 raise _Moved from None
             raise
         created.append(oid)
-        _chmod_objects(self.path, created)
+        chmod_objects(self.path, created)
         return oid
 
     # -- merging (machine pull) ---------------------------------------------------
 
-    def merge(
-        self, other: Oid, plan: Callable[[Snapshot], Change | None]
-    ) -> Oid | None:
+    def merge(self, other: Oid, plan: Plan) -> Oid | None:
         """Like :meth:`write`, but the commit gets ``other`` as its second parent.
 
         The commit is made even when the tree stays ours, so that ``other``
         becomes part of the history and the next push is a fast-forward.
         """
-        with self.locked():
-            oid = self._write_locked(plan, merged=other)
-            if oid is not None:
-                self._after_commit()
-            return oid
+        return self._write(plan, other)
 
     def fast_forward(self, expected: Oid, target: Oid, message: str) -> bool:
         """Move the branch from ``expected`` to ``target``; False if it had moved."""
-        with self.locked(), _private_umask():
+        with self.locked(), private_umask():
             ref = self.repo.references[BRANCH]
             if ref.target != expected:
                 return False
-            self._clear_stale_ref_lock()
+            clear_stale_ref_lock(self.path)
             try:
                 # set_target is a compare-and-swap on the value read above.
                 ref.set_target(target, message)
             except pygit2.GitError as e:
                 if "does not match" in str(e):
                     return False
-                raise _git_error(self.path, e) from None
+                raise git_error(self.path, e) from None
             self._after_commit()
         return True
 
@@ -463,276 +369,13 @@ class Store:
         with writer_lock(self.path):
             yield
 
-    def _clear_stale_ref_lock(self) -> None:
-        clear_stale_ref_lock(self.path)
-
-
-@contextlib.contextmanager
-def writer_lock(path: Path) -> Iterator[None]:
-    """Hold the writer lock of the store at ``path``, even one git cannot open."""
-    lock_path = path / WORK / "lock"
-    try:
-        with _private_umask():
-            (path / WORK).mkdir(exist_ok=True, mode=0o700)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as e:
-        raise _os_error(path, e) from None
-    try:
-        _acquire(fd, lock_path)
-        yield
-    finally:
-        os.close(fd)  # closing drops the flock
-
-
-class _Moved(Exception):
-    """The branch moved between planning and committing."""
-
-
-def clear_stale_ref_lock(path: Path) -> None:
-    """Remove the branch's ``.lock`` left by a writer that died (lock held)."""
-    # libgit2 writes refs/heads/main.lock for the instant of a ref update.
-    # We hold the flock, so no machine process is updating the ref; a lock
-    # that outlives a short grace period belongs to a writer that died.
-    lock = path / "refs" / "heads" / "main.lock"
-    deadline = time.monotonic() + 1.0
-    while lock.exists():
-        if time.monotonic() > deadline:
-            with contextlib.suppress(FileNotFoundError):
-                lock.unlink()
-            break
-        time.sleep(0.02)
-
-
-def damaged(path: Path, what: str) -> DamagedStoreError:
-    """The one line for damage: where, what, and the way out."""
-    return DamagedStoreError(f"damaged store {path}: {what} ({RECOVER_HINT})")
-
-
-def read_commit(repo: pygit2.Repository, path: Path, oid: Oid, what: str) -> Commit:
-    """Commit ``oid`` (``what`` names it in errors), or a DamagedStoreError."""
-    short = str(oid)[:12]
-    try:
-        obj = repo[oid]
-    except KeyError:
-        raise damaged(path, f"{what} {short} is missing") from None
-    except CorruptObjectError as e:
-        raise damaged(path, f"{what} {short} is damaged ({reason(e)})") from None
-    except (pygit2.GitError, OSError) as e:
-        raise damaged(path, f"{what} {short} cannot be read ({e})") from None
-    if obj.type != ObjectType.COMMIT:
-        raise damaged(path, f"{what} {short} is a {obj.type_str}, not a commit")
-    return obj.peel(Commit)
-
-
-def reason(e: BaseException) -> str:
-    """Why a read failed, without the object id the message starts with."""
-    text = str(e).strip("'\"")
-    if isinstance(e, KeyError):
-        return "missing"
-    head, sep, rest = text.partition(": ")
-    return rest if sep and len(head) == 40 else text
-
-
-def has_history(path: Path) -> bool:
-    """True if the branch's reflog records a commit (machine never expires it)."""
-    try:
-        return (path / REFLOG).stat().st_size > 0
-    except OSError:
-        return False
-
-
-def packed_refs(data: bytes) -> tuple[list[tuple[str, str]], list[str]]:
-    """(the ``(id, ref)`` lines of a packed-refs file, the unreadable lines)."""
-    good: list[tuple[str, str]] = []
-    bad: list[str] = []
-    for line in data.decode("utf-8", "replace").splitlines():
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("^") and _HEX40.match(line[1:]):
-            continue  # the peeled id of the tag above: git writes it again
-        oid, _, name = line.partition(" ")
-        if _HEX40.match(oid) and _valid_ref(name):
-            good.append((oid, name))
-        else:
-            bad.append(line)
-    return good, bad
-
-
-def check_refs(path: Path, prefix: str) -> None:
-    """DamagedStoreError for a ref under ``prefix`` that names no object id.
-
-    libgit2 skips such a ref when it lists refs, and would list the rest as
-    if it were all there is (``versions`` saying there are none).
-    """
-    folder = path / prefix
-    files = sorted(folder.rglob("*")) if folder.is_dir() else []
-    for file in files:
-        if file.is_file() and not file.name.endswith(".lock"):
-            try:
-                text = file.read_bytes().decode("ascii", "replace").strip()
-            except OSError as e:
-                raise damaged(path, f"{file.relative_to(path)}: {e.strerror}") from None
-            if not _HEX40.match(text):
-                raise damaged(path, f"the ref {file.relative_to(path)} holds no id")
-    try:
-        data = (path / "packed-refs").read_bytes()
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise damaged(path, f"packed-refs cannot be read ({e.strerror})") from None
-    bad = packed_refs(data)[1]
-    if bad:
-        raise damaged(path, f"packed-refs has unreadable lines ({bad[0][:40]!r})")
-
-
-def _valid_ref(name: str) -> bool:
-    return name.startswith("refs/") and bool(pygit2.reference_is_valid_name(name))
-
 
 def exists(path: Path) -> bool:
     """True if there is a store at ``path``; damage if only part of one is there."""
     if (path / "HEAD").exists():
         return True
-    _refuse_headless(path)
+    refuse_headless(path)
     return False
-
-
-def _refuse_headless(path: Path) -> None:
-    # No HEAD, but the branch has a history: a damaged store, not a new one
-    # (creating one here would hide the rows it holds). Without a history it
-    # is a store being created (git's folders come before HEAD), by another
-    # process or by one that was killed: Store.create finishes it.
-    if has_history(path):
-        raise damaged(path, "its HEAD file is missing")
-
-
-def _open_repository(path: Path) -> pygit2.Repository:
-    try:
-        return open_repository(path)
-    except (pygit2.GitError, OSError) as e:
-        text = str(e)
-        if "ermission denied" in text:
-            raise ReadOnlyStoreError(
-                f"{path}: cannot read the store ({text})"
-            ) from None
-        raise damaged(path, f"git cannot open it ({text})") from None
-
-
-def _unborn_branch(repo: pygit2.Repository) -> bool:
-    try:
-        return repo.references.get(BRANCH) is None
-    except (pygit2.GitError, ValueError, OSError):
-        return False  # there is a branch, damaged: Store.head says how
-
-
-def parse_row(data: bytes, where: str) -> dict[str, Any]:
-    """A stored row's JSON, or a StoreError naming the file (rows.parse: typed)."""
-    return jsonio.load_object(data, where, StoreError, "a JSON object (a row)")
-
-
-def _refuse_secrets(files: Mapping[str, bytes | None]) -> None:
-    # The fail-closed default for writers that did not redact: any secret left
-    # in a row's content stops the commit before an object is written.
-    from machine_git import redaction
-
-    for path, data in files.items():
-        if data is None or rows.id_of_path(path) is None:
-            continue
-        kinds = redaction.leaks(parse_row(data, path))
-        if kinds:
-            raise SecretFoundError(
-                f"{path}: holds an unredacted secret ({', '.join(kinds)}); "
-                "nothing was written"
-            )
-
-
-def _validate_rows(files: Mapping[str, bytes | None]) -> None:
-    # The last gate before git: nothing under rows/ is written unless it is a
-    # valid row, canonical, and stored at the path its id names.
-    for path, data in files.items():
-        if data is None or not path.startswith(f"{rows.ROWS_DIR}/"):
-            continue
-        row_id = rows.id_of_path(path)
-        if row_id is None:
-            raise RowValidationError(
-                f"{path}: not a row path (rows/ab/cd/<12 hex>.json)"
-            )
-        row = parse_row(data, path)
-        schemas.check_row(row, path)
-        if row.get("id") != row_id:
-            raise RowValidationError(
-                f"{path}: row id {row.get('id')!r} does not match its path"
-            )
-        if jsonio.canonical(row) != data:
-            raise RowValidationError(f"{path}: not canonical JSON")
-
-
-def _write_tree(
-    repo: pygit2.Repository,
-    base: Tree | None,
-    changes: Mapping[str, Oid | None],
-    created: list[Oid],
-) -> Oid | None:
-    """Rewrite only the trees on the paths in ``changes``; None if empty."""
-    builder = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
-    groups: dict[str, dict[str, Oid | None]] = {}
-    for path, oid in changes.items():
-        head, sep, rest = path.partition("/")
-        if sep:
-            groups.setdefault(head, {})[rest] = oid
-        elif oid is None:
-            if builder.get(head) is not None:
-                builder.remove(head)
-        else:
-            builder.insert(head, oid, FileMode.BLOB)
-    for name, sub in groups.items():
-        existing = builder.get(name)
-        sub_base = None
-        if existing is not None and existing.filemode == FileMode.TREE:
-            sub_base = repo[existing.id].peel(Tree)
-        new = _write_tree(repo, sub_base, sub, created)
-        if new is None:
-            if existing is not None:
-                builder.remove(name)
-        else:
-            builder.insert(name, new, FileMode.TREE)
-    if len(builder) == 0:
-        return None
-    oid = builder.write()
-    created.append(oid)
-    return oid
-
-
-def _empty_tree(repo: pygit2.Repository, created: list[Oid]) -> Oid:
-    oid = repo.TreeBuilder().write()
-    created.append(oid)
-    return oid
-
-
-def blobs_under(
-    objects: Objects, path: str, oid: Oid, is_tree: bool
-) -> Iterator[tuple[str, bytes]]:
-    """Every (path, bytes) at or below one tree entry, in tree order."""
-    if is_tree:
-        yield from _walk_blobs(objects, objects.tree(oid), f"{path}/")
-    else:
-        yield path, objects.blob(oid)
-
-
-def _walk_blobs(
-    objects: Objects, tree: Tree, prefix: str
-) -> Iterator[tuple[str, bytes]]:
-    for entry in tree:
-        path = f"{prefix}{entry.name}"
-        # type_str, not filemode: building a FileMode enum per entry costs
-        # 1.4 µs, a tenth of reading a small row.
-        if entry.type_str == "tree":
-            yield from _walk_blobs(objects, objects.tree(entry.id), f"{path}/")
-        else:
-            # Objects.blob reads raw bytes (no Blob object: twice as fast for
-            # a whole store), and a damaged loose object is an error, not a
-            # hang (machine_git/objects.py).
-            yield path, objects.blob(entry.id)
 
 
 def configure(repo: pygit2.Repository, project: Path | None) -> None:
@@ -740,20 +383,13 @@ def configure(repo: pygit2.Repository, project: Path | None) -> None:
     config = repo.config
     config["core.logAllRefUpdates"] = "always"  # bare repos keep no reflog otherwise
     config["core.sharedRepository"] = "0600"  # git CLI writes (push, gc) stay private
-    config["user.name"] = _IDENTITY[0]
-    config["user.email"] = _IDENTITY[1]
+    config["user.name"] = IDENTITY[0]
+    config["user.email"] = IDENTITY[1]
     config["gc.autoDetach"] = "false"
     config["receive.denyDeletes"] = "true"
     config["machine.layout"] = str(LAYOUT)
     if project is not None:
         config["machine.project"] = str(project)
-
-
-def _unborn(path: Path) -> bool:
-    try:
-        return pygit2.Repository(str(path)).head_is_unborn
-    except pygit2.GitError:
-        return True
 
 
 def _author() -> Signature:
@@ -766,81 +402,8 @@ def _author() -> Signature:
             email = email or config["user.email"]
         except (KeyError, OSError, pygit2.GitError):
             pass
-    return Signature(name or _IDENTITY[0], email or _IDENTITY[1])
+    return Signature(name or IDENTITY[0], email or IDENTITY[1])
 
 
-def _acquire(fd: int, lock_path: Path) -> None:
-    timeout = env.seconds(LOCK_TIMEOUT_ENV, 60.0)
-    deadline = time.monotonic() + timeout
-    delay = 0.002
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise ConcurrentUpdateError(
-                    f"another machine process has held {lock_path} for {timeout:.0f}s"
-                ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-
-def _chmod_objects(path: Path, oids: list[Oid]) -> None:
-    # libgit2 writes loose objects read-only (0444 less the umask); the store's
-    # promise is 0600 files, so set it on what we just wrote (a few syscalls).
-    for oid in oids:
-        hexid = str(oid)
-        obj = path / "objects" / hexid[:2] / hexid[2:]
-        with contextlib.suppress(FileNotFoundError):
-            if obj.stat().st_mode & 0o777 != 0o600:
-                obj.chmod(0o600)
-
-
-@contextlib.contextmanager
-def private_objects(store: Store) -> Iterator[list[Oid]]:
-    """Write objects with a private umask, then give each mode 0600."""
-    created: list[Oid] = []
-    with _private_umask():
-        yield created
-    _chmod_objects(store.path, created)
-
-
-@contextlib.contextmanager
-def _private_umask() -> Iterator[None]:
-    """New folders 0700 and files 0600, whoever creates them (us or libgit2)."""
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def _os_error(path: Path, e: OSError) -> StoreError:
-    if e.errno is None:
-        # pygit2 raises libgit2's OS errors as OSError with only a message.
-        return _git_error(path, e)
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFullError(
-            f"{path}: no space left on the device; nothing was written"
-        )
-    if e.errno == errno.EFBIG:  # a file size limit (ulimit -f) is a full disk too
-        return DiskFullError(f"{path}: file size limit reached; nothing was written")
-    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return ReadOnlyStoreError(f"{path}: the store is read-only ({e.strerror})")
-    return StoreError(f"{path}: {e.strerror or e}")
-
-
-def _git_error(path: Path, e: Exception) -> StoreError:
-    text = str(e)
-    if "corrupt" in text:  # libgit2: "corrupted loose reference file: HEAD"
-        return damaged(path, f"git refused the write: {text}")
-    if "No space left" in text or "Disk quota exceeded" in text:
-        return DiskFullError(
-            f"{path}: no space left on the device; nothing was written"
-        )
-    if "File too large" in text:
-        return DiskFullError(f"{path}: file size limit reached; nothing was written")
-    if "Read-only file system" in text or "Permission denied" in text:
-        return ReadOnlyStoreError(f"{path}: the store is read-only ({text})")
-    return StoreError(f"{path}: git refused the write: {text}")
+class _Moved(Exception):
+    """The branch moved between planning and committing."""

@@ -323,7 +323,7 @@ def _walk(
     known: frozenset[str],
 ) -> Iterator[Finding]:
     try:
-        # type_str, not filemode (an enum built per entry): see store._walk_blobs.
+        # type_str, not filemode (an enum built per entry): see trees.walk_blobs.
         entries = [
             (e.name or "", e.id, e.type_str == "tree") for e in objects.tree(tree_id)
         ]

@@ -4,11 +4,19 @@ A Turn is the last agent run of a session (from the last real user message to
 the end of the active branch) as trajectory-v1 records, plus where it came
 from. Every reader produces the same records, so tagging, traces and diffs do
 not care which agent wrote the session.
+
+Each host's module (pi, letta, claude, codex) is a :class:`SessionReader`;
+``detect.py`` reaches the hosts only through that interface, and loads a
+host's module only when a session of that host is looked for or read.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
+from typing import Any
+from typing import Protocol
+from typing import runtime_checkable
 from typing import cast
 
 from machine_git.plain import Plain
@@ -43,7 +51,7 @@ class ReadReport(Plain):
         """One line describing what was skipped, or None if nothing was."""
         parts: list[str] = []
         if self.corrupt_lines:
-            parts.append(_count(self.corrupt_lines, "corrupt line"))
+            parts.append(_count(sorted(self.corrupt_lines), "corrupt line"))
         if self.unknown_types:
             names = sorted({name for _, name in self.unknown_types})
             lines = [n for n, _ in self.unknown_types]
@@ -146,3 +154,34 @@ class Turn(Plain):
             "cwd": self.cwd,
             "git_branch": self.git_branch,
         }
+
+
+@runtime_checkable
+class SessionReader(Protocol):
+    """What a host's module provides: the interface detect.py reads sessions by.
+
+    A host writes one format (Pi, Claude Code, Codex) or several (Letta: four);
+    a format's name is one of ``detect.FORMATS``.
+    """
+
+    def find_session(self, project: Path) -> Path:
+        """The newest session of ``project`` (NoSessionError if there is none)."""
+        ...
+
+    def recognize(self, value: Any) -> str | None:
+        """The name of this host's format that ``value`` shows, or None.
+
+        ``value`` is one parsed line of a JSONL file, or a whole JSON document
+        (asked only of hosts with a document format, ``Format.document``).
+        """
+        ...
+
+    def read_turn(
+        self, path: Path, entry: str | None = None, form: str | None = None
+    ) -> tuple[Turn, ReadReport]:
+        """The last turn of the session at ``path``, or the turn ending at ``entry``.
+
+        ``form`` is the file's format when the caller has recognized it (a
+        host with several formats then need not look again).
+        """
+        ...

@@ -9,7 +9,6 @@ across every host that has one.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from machine_git import jsonio
 from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.sessions import ReadReport
+from machine_git.sessions import SessionReader
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 
@@ -28,46 +28,73 @@ AUTO = "auto"
 NAMES = {"pi": "Pi", "letta": "Letta Code", "claude": "Claude Code", "codex": "Codex"}
 _SNIFF_LINES = 50  # lines read to find one that names the format
 
-Reader = Callable[[Path, str | None], tuple[Turn, ReadReport]]
+
+# Each host's reader loads when a session of that host is read or looked for:
+# `/good` in Pi passes its own session file, and needs none of the others'
+# modules on the start-up path of `machine good`. Typed with the Protocol, so
+# mypy checks that every host's module is a SessionReader.
+def _pi() -> SessionReader:
+    from machine_git.sessions import pi
+
+    return pi
 
 
-def _reader_module(host: str) -> Any:
-    # Each host's reader loads when a session of that host is read or looked
-    # for: `/good` in Pi passes its own session file, and needs none of the
-    # others' modules on the start-up path of `machine good`.
-    return importlib.import_module(f"machine_git.sessions.{host}")
+def _letta() -> SessionReader:
+    from machine_git.sessions import letta
+
+    return letta
+
+
+def _claude() -> SessionReader:
+    from machine_git.sessions import claude
+
+    return claude
+
+
+def _codex() -> SessionReader:
+    from machine_git.sessions import codex
+
+    return codex
+
+
+READERS: dict[str, Callable[[], SessionReader]] = {
+    "pi": _pi,
+    "letta": _letta,
+    "claude": _claude,
+    "codex": _codex,
+}
+
+
+def reader(host: str) -> SessionReader:
+    """The module that reads ``host``'s sessions (imported on first use)."""
+    return READERS[host]()
 
 
 class Format(NamedTuple):
-    """One session file format: who writes it, what it is called, its reader."""
+    """One session file format: who writes it and what it is called."""
 
     name: str
     host: str
     label: str
-    reader: str
-    """The function of the host's module that reads it."""
+    document: bool = False
+    """A whole JSON document (else JSON lines)."""
 
     def read(self, path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
         """The last turn (or the turn ending at ``entry``) of the file at ``path``."""
-        read: Reader = getattr(_reader_module(self.host), self.reader)
-        return read(path, entry)
+        return reader(self.host).read_turn(path, entry, self.name)
 
 
-PI = Format("pi", "pi", "Pi session", "read_turn")
-LETTA_LOCAL = Format(
-    "letta-local", "letta", "Letta Code local-backend conversation", "read_local"
-)
-LETTA_TRANSCRIPT = Format(
-    "letta-transcript", "letta", "Letta Code transcript", "read_transcript"
-)
+PI = Format("pi", "pi", "Pi session")
+LETTA_LOCAL = Format("letta-local", "letta", "Letta Code local-backend conversation")
+LETTA_TRANSCRIPT = Format("letta-transcript", "letta", "Letta Code transcript")
 LETTA_HISTORY = Format(
-    "letta-history", "letta", "Letta API message history", "read_history"
+    "letta-history", "letta", "Letta API message history", document=True
 )
 LETTA_AGENT_FILE = Format(
-    "letta-agent-file", "letta", "Letta Agent File", "read_agent_file"
+    "letta-agent-file", "letta", "Letta Agent File", document=True
 )
-CLAUDE = Format("claude", "claude", "Claude Code session", "read_turn")
-CODEX = Format("codex", "codex", "Codex rollout", "read_turn")
+CLAUDE = Format("claude", "claude", "Claude Code session")
+CODEX = Format("codex", "codex", "Codex rollout")
 FORMATS = (
     PI,
     LETTA_LOCAL,
@@ -77,15 +104,12 @@ FORMATS = (
     CLAUDE,
     CODEX,
 )
-
-# Per JSONL line, in order: the first test a line passes names the format.
-# (the host's module, its test); modules load as the tests get to them.
-_LINE_TESTS: tuple[tuple[str, str, Format], ...] = (
-    ("pi", "looks_like", PI),
-    ("codex", "looks_like", CODEX),
-    ("claude", "looks_like", CLAUDE),
-    ("letta", "looks_like_local", LETTA_LOCAL),
-    ("letta", "looks_like_transcript", LETTA_TRANSCRIPT),
+BY_NAME = {f.name: f for f in FORMATS}
+# The hosts asked about a line, in order (the first to recognize it names the
+# format): Pi first, so a Pi session loads no other host's module.
+_LINE_HOSTS = ("pi", "codex", "claude", "letta")
+_DOCUMENT_HOSTS = tuple(
+    h for h in HOSTS if any(f.document for f in FORMATS if f.host == h)
 )
 
 
@@ -94,11 +118,10 @@ def sniff(path: Path) -> Format:
     data = files.read_bytes(path)
     whole = _whole(data)
     if whole is not None:
-        letta = _reader_module("letta")
-        if letta.looks_like_agent_file(whole):
-            return LETTA_AGENT_FILE
-        if letta.looks_like_history(whole):
-            return LETTA_HISTORY
+        for host in _DOCUMENT_HOSTS:
+            form = _recognized(host, whole)
+            if form is not None and form.document:
+                return form
     seen = 0
     for text in data.split(b"\n"):
         if not text.strip():
@@ -110,11 +133,17 @@ def sniff(path: Path) -> Format:
             row = jsonio.loads(text)
         except ValueError:
             continue
-        for host, test, form in _LINE_TESTS:
-            if getattr(_reader_module(host), test)(row):
+        for host in _LINE_HOSTS:
+            form = _recognized(host, row)
+            if form is not None and not form.document:
                 return form
     tried = ", ".join(f.label for f in FORMATS)
     raise SessionError(f"{path}: not a session file of a known format (tried: {tried})")
+
+
+def _recognized(host: str, value: Any) -> Format | None:
+    name = reader(host).recognize(value)
+    return BY_NAME[name] if name is not None else None
 
 
 def _whole(data: bytes) -> Any:
@@ -149,11 +178,7 @@ class Found(NamedTuple):
 
 def _find(host: str, project: Path) -> Path:
     """The newest session of ``host`` for ``project`` (NoSessionError if none)."""
-    finder: Callable[[Path], Path] = _reader_module(host).find_session
-    return finder(project)
-
-
-_FIXED: dict[str, Format] = {"pi": PI, "claude": CLAUDE, "codex": CODEX}
+    return reader(host).find_session(project)
 
 
 def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Found:
@@ -205,5 +230,6 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
 
 
 def _format(host: str, path: Path) -> Format:
-    fixed = _FIXED.get(host)
-    return fixed if fixed is not None else sniff(path)
+    # A host with one format needs no look inside the file.
+    forms = [f for f in FORMATS if f.host == host]
+    return forms[0] if len(forms) == 1 else sniff(path)

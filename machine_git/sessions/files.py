@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,33 @@ def json_lines(data: bytes, report: ReadReport) -> list[tuple[int, dict[str, Any
     return rows
 
 
-def load_jsonl(path: Path, report: ReadReport) -> list[tuple[int, dict[str, Any]]]:
-    """:func:`json_lines` of the file at ``path``; no object at all is an error."""
+def load_jsonl(
+    path: Path,
+    report: ReadReport,
+    key: str | None = None,
+    known: frozenset[str] = frozenset(),
+) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`json_lines` of the file at ``path``; no object at all is an error.
+
+    With ``key`` (the field that names a line's kind), only the lines of a
+    ``known`` kind are kept: a line without a string there is corrupt, one of
+    another kind is counted as of unknown type.
+    """
     rows = json_lines(read_bytes(path), report)
     if not rows:
         raise SessionError(f"{path}: no readable line in the session file")
-    return rows
+    if key is None:
+        return rows
+    kept: list[tuple[int, dict[str, Any]]] = []
+    for number, row in rows:
+        kind = row.get(key)
+        if not isinstance(kind, str):
+            report.corrupt_lines.append(number)
+        elif kind not in known:
+            report.unknown_types.append((number, kind))
+        else:
+            kept.append((number, row))
+    return kept
 
 
 def load_json(path: Path) -> Any:
@@ -89,6 +111,25 @@ def first_object(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, inputs.Unreadable):
         return None
     return value if isinstance(value, dict) else None
+
+
+def head_objects(path: Path, lines: int = 20) -> Iterator[dict[str, Any]]:
+    """The objects among the first ``lines`` lines of a JSONL file (none if
+    it cannot be read): where a session writes down its working directory."""
+    try:
+        with path.open("rb") as f:
+            for _ in range(lines):
+                line = f.readline(MAX_LINE)
+                if not line:
+                    return
+                try:
+                    value = jsonio.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    yield value
+    except OSError:
+        return
 
 
 def inside(cwd: Any, project: Path) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import text_of
+from machine_git.sessions.values import text_of
 
 
 def user_text(message: dict[str, Any]) -> str:

@@ -11,18 +11,29 @@ so the rules below hold whatever agent wrote the session:
 - a failed result gets ``ok: false`` and its content prefixed ``Error: ``
   (unless it already starts with "error", as agent-trajectory does); ``ok`` is
   present only when the source states a status;
-- images become the placeholder ``[image]``; empty text is never a record.
+- images become the placeholder ``[image]``; empty text is never a record;
+- a turn that stopped on an error or was aborted ended that way unless an
+  answer in words came after (:meth:`Records.stopped`).
 """
 
 from __future__ import annotations
 
-import re
-from datetime import UTC
-from datetime import datetime
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import Generic
+from typing import NamedTuple
+from typing import TypeVar
 
-from machine_git import jsonio
+from machine_git.errors import TurnError
+from machine_git.sessions import ReadReport
+from machine_git.sessions import Turn
+from machine_git.sessions import files
+from machine_git.sessions.values import EPOCH
+from machine_git.sessions.values import args_text
+from machine_git.sessions.values import error_text
+from machine_git.sessions.values import iso
 
 if TYPE_CHECKING:
     from machine_git.rowtypes import MetaRecord
@@ -30,12 +41,10 @@ if TYPE_CHECKING:
     from machine_git.rowtypes import RecordToolCall
     from machine_git.rowtypes import ToolRecord
 
-IMAGE = "[image]"
-EPOCH = "1970-01-01T00:00:00Z"
-_TIMESTAMP = re.compile(
-    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
-)
-_ALREADY_AN_ERROR = re.compile(r"^error", re.IGNORECASE)
+if TYPE_CHECKING:
+    from machine_git.context import Context
+
+T = TypeVar("T")
 
 
 class Records:
@@ -48,6 +57,8 @@ class Records:
         self.open_calls: list[tuple[str, str]] = []  # (id, name), unanswered
         self._calls: list[RecordToolCall] = []
         self._calls_stamp = fallback
+        # ("error" or "aborted", why): how the turn ended, if not by an answer.
+        self.ending: tuple[str, str | None] | None = None
 
     def stamp(self, *values: Any) -> str:
         """The first value that is a valid timestamp, else the fallback."""
@@ -55,6 +66,11 @@ class Records:
             found = iso(value)
             if found is not None:
                 return found
+        return self.fallback
+
+    def moment(self, *values: Any) -> str:
+        """:meth:`stamp`, which also becomes the fallback of the entries after it."""
+        self.fallback = self.stamp(*values)
         return self.fallback
 
     def user(self, text: str, stamp: str) -> None:
@@ -75,6 +91,11 @@ class Records:
             self.records.append(
                 {"role": "assistant", "content": text, "timestamp": stamp}
             )
+            self.ending = None  # an answer after an error: the turn went on
+
+    def stopped(self, how: str, why: str | None) -> None:
+        """The turn stopped (``error`` or ``aborted``), unless an answer follows."""
+        self.ending = (how, why)
 
     def call(
         self, call_id: Any, name: Any, args: Any, stamp: str, where: str
@@ -134,6 +155,52 @@ class Records:
         self.records.append(record)
         return True
 
+    def finish(
+        self,
+        report: ReadReport,
+        *,
+        host: str,
+        source: str,
+        path: Path,
+        session_id: str,
+        entry_ids: list[str],
+        leaf_id: str | None,
+        cwd: str | None = None,
+        model: str | None = None,
+        branch: str | None = None,
+        provider: str | None = None,
+        stop_reason: str | None = None,
+        error: str | None = None,
+        context: Context | None = None,
+    ) -> tuple[Turn, ReadReport]:
+        """The Turn of these records, led by its ``meta`` record.
+
+        The last group of calls is closed and what was dropped is reported. A
+        turn that :meth:`stopped` reports how, in place of ``stop_reason`` and
+        ``error``.
+        """
+        self.end_calls()
+        report.dropped.extend(self.dropped)
+        if self.ending is not None:
+            stop_reason, error = self.ending
+        turn = Turn(
+            host=host,
+            session_id=session_id,
+            session_file=str(path),
+            records=[meta(source, cwd, model, branch), *self.records],
+            entry_ids=entry_ids,
+            leaf_id=leaf_id,
+            model=model,
+            provider=provider,
+            cwd=cwd,
+            git_branch=branch,
+            stop_reason=stop_reason,
+            error=error,
+            dropped=self.dropped,
+            context=context,
+        )
+        return turn, report
+
     def _match(self, call_id: Any, name: Any) -> int | None:
         # Nearest unanswered call first: ids are not promised unique per session.
         for field, wanted in ((0, call_id), (1, name)):
@@ -147,61 +214,33 @@ class Records:
         return None
 
 
-def error_text(text: str) -> str:
-    """A failed tool result's content: ``Error: `` first, said once."""
-    return text if _ALREADY_AN_ERROR.match(text) else f"Error: {text}"
+class Window(NamedTuple, Generic[T]):
+    """A session's entries up to the turn's end, and where the turn starts."""
+
+    items: list[T]
+    ids: list[str]
+    texts: list[str]
+    """What the user typed in each entry ("" where it is not the user speaking)."""
+    start: int
+    """The turn's first entry: the last one the user typed in."""
 
 
-def args_text(args: Any) -> str:
-    """A tool call's arguments as a JSON string (a source's string kept as is)."""
-    if isinstance(args, str):
-        return args
-    return jsonio.compact(args if args is not None else {})
-
-
-def text_of(content: Any, *, joiner: str = "\n") -> str:
-    """The text of a string or a list of content blocks; images as ``[image]``.
-
-    Text blocks are ``text``, ``input_text`` and ``output_text`` (Codex), or a
-    bare string; image blocks are ``image`` and ``input_image``.
-    """
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict):
-            kind = block.get("type")
-            if kind in ("text", "input_text", "output_text"):
-                text = block.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-            elif kind in ("image", "input_image"):
-                parts.append(IMAGE)
-    return joiner.join(parts)
-
-
-def string(value: Any) -> str | None:
-    """``value`` if it is a non-empty string."""
-    return value if isinstance(value, str) and value else None
-
-
-def iso(value: Any) -> str | None:
-    """An ISO 8601 timestamp as is, or Unix milliseconds converted; else None."""
-    if isinstance(value, str) and _TIMESTAMP.match(value):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            moment = datetime.fromtimestamp(value / 1000, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-        return (
-            moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-        )
-    return None
+def window(
+    items: list[T],
+    ids: list[str],
+    entry: str | None,
+    path: Path,
+    user: Callable[[T], str],
+) -> Window[T]:
+    """The entries of a session in order up to ``entry`` (all if None), ``ids``
+    naming each, with the turn that ends there: from the last user message."""
+    end = files.entries_until(ids, entry, path)
+    items, ids = items[:end], ids[:end]
+    texts = [user(item) for item in items]
+    for start in range(len(texts) - 1, -1, -1):
+        if texts[start]:
+            return Window(items, ids, texts, start)
+    raise TurnError(f"{path}: no user message in this session")
 
 
 def meta(

@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
+from machine_git.sessions import SessionReader
 from machine_git.sessions import claude
 from machine_git.sessions import codex
 from machine_git.sessions import detect
@@ -58,6 +61,62 @@ def test_the_format_is_recognized_from_the_content(
     assert detect.sniff(renamed).name == name
     turn, _ = detect.read(renamed)
     assert turn.host == detect.sniff(path).host
+
+
+@pytest.mark.parametrize(("path", "name"), FILES, ids=lambda v: getattr(v, "name", v))
+def test_each_host_reads_its_formats_through_the_reader_interface(
+    path: Path, name: str
+) -> None:
+    form = detect.BY_NAME[name]
+    host = detect.reader(form.host)
+    assert isinstance(host, SessionReader)
+    # The host names the format from a line (or the whole document) ...
+    text = path.read_bytes()
+    value = json.loads(text) if form.document else json.loads(text.split(b"\n")[0])
+    assert host.recognize(value) == name
+    # ... and reads it with or without being told which format it is.
+    told, _ = host.read_turn(path, None, name)
+    untold, _ = host.read_turn(path)
+    assert told == untold == detect.read(path)[0]
+    assert told.host == form.host
+
+
+def test_no_host_claims_another_hosts_format() -> None:
+    for path, name in FILES:
+        text = path.read_bytes()
+        form = detect.BY_NAME[name]
+        value = json.loads(text) if form.document else json.loads(text.split(b"\n")[0])
+        claims = {h: detect.reader(h).recognize(value) for h in detect.HOSTS}
+        assert {h: n for h, n in claims.items() if n is not None} == {form.host: name}
+
+
+@pytest.mark.parametrize(("path", "name"), [FILES[0], FILES[6], FILES[7]])
+def test_reading_a_session_loads_only_the_hosts_before_it_in_the_sniff_order(
+    path: Path, name: str
+) -> None:
+    # Pi is asked first: `machine good` in Pi loads no other host's reader.
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from machine_git.sessions import detect\n"
+        "detect.read(Path(sys.argv[1]))\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith("
+        "'machine_git.sessions.'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = {m.split(".")[2] for m in done.stdout.split()}
+    hosts = {"pi", "codex", "claude", "letta"} & loaded
+    wanted = {
+        "pi": {"pi"},
+        "codex": {"pi", "codex"},
+        "claude": {"pi", "codex", "claude"},
+    }
+    assert hosts == wanted[name]
 
 
 def test_a_history_on_one_line_is_still_json(tmp_path: Path) -> None:

@@ -1,34 +1,24 @@
-"""Claude Code sessions: ``~/.claude/projects/<encoded cwd>/<sessionId>.jsonl``.
+"""Reading a Claude Code session: the chain of rows from the last one, as one turn.
 
-``$CLAUDE_CONFIG_DIR`` replaces ``~/.claude``. Each line is a row; ``user`` and
-``assistant`` rows carry an Anthropic API ``message``, the rest (summaries,
-snapshots, system notices, progress) are the harness's own bookkeeping. Rows
-form a tree through ``uuid``/``parentUuid`` (a rewind writes a new branch in the
-same file), so the turn is read on the chain of parents from the last row, the
-way Pi's active branch is. One API response is written as several assistant
+Rows form a tree through ``uuid``/``parentUuid`` (a rewind writes a new
+branch in the same file). One API response is written as several assistant
 rows sharing ``message.id``, one content block each: they are grouped back.
-Subagent rows (``isSidechain: true``) and harness noise (local command echoes,
-caveats, meta rows) are not the user's conversation and are dropped.
+Subagent rows and harness noise are dropped.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import Any
 
-from machine_git import jsonio
-from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import meta
-from machine_git.sessions.records import string
-from machine_git.sessions.records import text_of
+from machine_git.sessions.values import string
+from machine_git.sessions.values import text_of
 
 HOST = "claude"
 SOURCE = "claude-code"  # meta.source (agent-trajectory's name)
@@ -63,75 +53,12 @@ _INTERRUPTED = "[Request interrupted by user"
 _SYNTHETIC = "<synthetic>"  # the model name of rows the harness made up
 
 
-def config_dir() -> Path:
-    """``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".claude"
+def recognize(value: Any) -> str | None:
+    """``claude`` for a parsed Claude Code session row (SessionReader)."""
+    return HOST if _looks_like(value) else None
 
 
-def encode_cwd(cwd: Path) -> str:
-    """Claude Code's folder name for a working directory (lossy)."""
-    return re.sub(r"[^a-zA-Z0-9]", "-", str(cwd))
-
-
-def find_session(project: Path) -> Path:
-    """The newest Claude Code session of ``project`` or of a folder inside it."""
-    root = config_dir() / "projects"
-    exact = encode_cwd(project)
-    where = root / exact
-    candidates = _sessions(where)
-    try:
-        others = [p for p in root.iterdir() if p.name.startswith(exact + "-")]
-    except OSError:
-        others = []
-    for folder in others:
-        # The name is lossy: a sibling "proj-x" looks like a subfolder "proj/x".
-        candidates += [p for p in _sessions(folder) if files.inside(_cwd(p), project)]
-    found = files.newest(candidates)
-    if found is None:
-        raise NoSessionError(
-            f"no Claude Code session for {project} in {where} (run claude in the "
-            "project first, set CLAUDE_CONFIG_DIR, or pass --session PATH)"
-        )
-    return found
-
-
-def _sessions(folder: Path) -> list[Path]:
-    try:
-        return [
-            p
-            for p in folder.iterdir()
-            if p.suffix == ".jsonl" and not p.name.startswith("agent-") and p.is_file()
-        ]
-    except OSError:
-        return []
-
-
-def _cwd(path: Path, lines: int = 20) -> str | None:
-    try:
-        with path.open("rb") as f:
-            for _ in range(lines):
-                row = _parse(f.readline(files.MAX_LINE))
-                if row is None:
-                    continue
-                cwd = string(row.get("cwd"))
-                if cwd:
-                    return cwd
-    except OSError:
-        return None
-    return None
-
-
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        value = jsonio.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def looks_like(row: Any) -> bool:
-    """True if a parsed line is a Claude Code session row."""
+def _looks_like(row: Any) -> bool:
     if not isinstance(row, dict):
         return False
     kind = row.get("type")
@@ -171,8 +98,13 @@ class _Row:
         return self.data.get("type") == "user"
 
 
-def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
-    """The last turn on the active branch of the Claude Code session at ``path``."""
+def read_turn(
+    path: Path, entry: str | None = None, form: str | None = None
+) -> tuple[Turn, ReadReport]:
+    """The last turn on the active branch of the Claude Code session at ``path``.
+
+    (Claude Code has one format: ``form`` is not needed.)
+    """
     report = ReadReport(str(path))
     rows = files.load_jsonl(path, report)
     conversational = [
@@ -216,9 +148,7 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
             break
     if start is None:
         raise TurnError(f"{path}: no user message on the active branch")
-    turn = _turn(path, turn_rows[start:], chain[-1])
-    report.dropped.extend(turn.dropped)
-    return turn, report
+    return _turn(path, turn_rows[start:], chain[-1], report)
 
 
 def _chain(
@@ -302,18 +232,18 @@ def _user_text(row: _Row) -> str:
     return text if text.strip() else ""
 
 
-def _turn(path: Path, rows: list[_Row], leaf: tuple[int, dict[str, Any]]) -> Turn:
+def _turn(
+    path: Path, rows: list[_Row], leaf: tuple[int, dict[str, Any]], report: ReadReport
+) -> tuple[Turn, ReadReport]:
     first = rows[0]
     builder = Records()
     entry_ids: list[str] = []
     model: str | None = None
     stop_reason: str | None = None
-    ending: tuple[str, str | None] | None = None
     response: object = None
     seen_calls: set[str] = set()
     for index, row in enumerate(rows):
-        stamp = builder.stamp(row.data.get("timestamp"))
-        builder.fallback = stamp
+        stamp = builder.moment(row.data.get("timestamp"))
         where = f"line {row.line}"
         if index == 0:
             builder.user(_user_text(row), stamp)
@@ -323,7 +253,7 @@ def _turn(path: Path, rows: list[_Row], leaf: tuple[int, dict[str, Any]]) -> Tur
             else:
                 head = _raw_text(row).lstrip()
                 if head.startswith(_INTERRUPTED):
-                    ending = ("aborted", "Request interrupted by user")
+                    builder.stopped("aborted", "Request interrupted by user")
                 else:
                     continue  # noise, meta rows
         else:
@@ -331,45 +261,37 @@ def _turn(path: Path, rows: list[_Row], leaf: tuple[int, dict[str, Any]]) -> Tur
             if not isinstance(message_id, str) or message_id != response:
                 builder.end_calls()  # a new response: its calls are a new record
             response = message_id if isinstance(message_id, str) else None
-            said = _assistant(builder, row, stamp, where, seen_calls)
+            _assistant(builder, row, stamp, where, seen_calls)
             name = string(row.message.get("model"))
             if name and name != _SYNTHETIC:
                 model = name
             stop_reason = string(row.message.get("stop_reason")) or stop_reason
             if row.data.get("isApiErrorMessage") is True:
-                ending = ("error", _raw_text(row) or None)
-            elif said:
-                ending = None
+                builder.stopped("error", _raw_text(row) or None)
         entry_ids.append(row.uuid)
-    builder.end_calls()
-    cwd = string(first.data.get("cwd"))
-    branch = string(first.data.get("gitBranch"))
-    session = string(first.data.get("sessionId")) or path.stem
-    return Turn(
+    return builder.finish(
+        report,
         host=HOST,
-        session_id=session,
-        session_file=str(path),
-        records=[meta(SOURCE, cwd, model, branch), *builder.records],
+        source=SOURCE,
+        path=path,
+        session_id=string(first.data.get("sessionId")) or path.stem,
         entry_ids=entry_ids,
         leaf_id=string(leaf[1].get("uuid")) or f"L{leaf[0]}",
+        cwd=string(first.data.get("cwd")),
         model=model,
-        cwd=cwd,
-        git_branch=branch,
-        stop_reason=ending[0] if ending else stop_reason,
-        error=ending[1] if ending else None,
-        dropped=builder.dropped,
+        branch=string(first.data.get("gitBranch")),
+        stop_reason=stop_reason,
     )
 
 
 def _assistant(
     builder: Records, row: _Row, stamp: str, where: str, seen_calls: set[str]
-) -> bool:
-    """Add one assistant row's blocks; True if it said something in words."""
-    said = False
+) -> None:
+    """Add one assistant row's blocks."""
     content = row.message.get("content")
     if isinstance(content, str):
         builder.say(content, stamp)
-        return bool(content.strip())
+        return
     for block in _blocks(row):
         if not isinstance(block, dict):
             continue
@@ -378,7 +300,6 @@ def _assistant(
             builder.reasoning(block["thinking"], stamp)
         elif kind == "text" and isinstance(block.get("text"), str):
             builder.say(block["text"], stamp)
-            said = said or bool(block["text"].strip())
         elif kind == "tool_use":
             call_id = block.get("id")
             if isinstance(call_id, str) and call_id in seen_calls:
@@ -387,7 +308,6 @@ def _assistant(
                 call_id, block.get("name"), block.get("input"), stamp, where
             ):
                 seen_calls.add(str(call_id))
-    return said
 
 
 def _results(builder: Records, row: _Row, stamp: str, where: str) -> None:

@@ -1,35 +1,27 @@
-"""Pi coding agent sessions (npm @mariozechner/pi-coding-agent).
+"""Reading a Pi session: the active branch of its entry tree, as one turn.
 
-A session is JSONL: a header line, then entries that form a tree through
-``id``/``parentId``. Branching writes new children under an older entry in the
-same file, so file order is not conversation order: the active branch is the
-chain of parents from the leaf (the last entry, or ``--entry``). Versions 1 and
-2 are migrated in memory the way pi migrates them (hosts.md §2.2).
+Branching writes new children under an older entry in the same file, so the
+active branch is the chain of parents from the leaf (the last entry, or
+``--entry``); versions 1 and 2 are migrated in memory as pi migrates them.
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from machine_git import context
-from machine_git import jsonio
 from machine_git.context import Context
-from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions import piai
-from machine_git.sessions.records import EPOCH
 from machine_git.sessions.records import Records
-from machine_git.sessions.records import iso as _iso
-from machine_git.sessions.records import meta as _meta
-from machine_git.sessions.records import string as _str
+from machine_git.sessions.values import EPOCH
+from machine_git.sessions.values import iso as _iso
+from machine_git.sessions.values import string as _str
 
 HOST = "pi"
 KNOWN_TYPES = frozenset(
@@ -45,102 +37,15 @@ KNOWN_TYPES = frozenset(
         "session_info",
     }
 )
-_MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
 # The custom entry machine's Pi extension writes at every agent start (when
 # it changed): the system prompt and the active tools of the run that follows.
 CONTEXT_ENTRY = "machine-context"
 
 
-def agent_dir() -> Path:
-    """``$PI_CODING_AGENT_DIR`` or ``~/.pi/agent``."""
-    env = os.environ.get("PI_CODING_AGENT_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".pi" / "agent"
-
-
-def encode_cwd(cwd: Path) -> str:
-    """Pi's folder name for a working directory (session-manager.js)."""
-    text = str(cwd)
-    text = re.sub(r"^[/\\]", "", text)
-    return "--" + re.sub(r"[/\\:]", "-", text) + "--"
-
-
-def find_session(project: Path) -> Path:
-    """The newest Pi session of ``project`` or of a folder inside it."""
-    where, candidates = _candidates(project)
-    if not candidates:
-        raise NoSessionError(
-            f"no Pi session for {project} in {where} "
-            "(run pi in the project first, set PI_CODING_AGENT_DIR, "
-            "or pass --session PATH)"
-        )
-    return max(candidates)[1]
-
-
-def session_files(project: Path) -> list[Path]:
-    """Every Pi session file of ``project`` (and its subfolders), oldest first."""
-    return [path for _, path in sorted(_candidates(project)[1])]
-
-
-def _candidates(project: Path) -> tuple[Path, list[tuple[float, Path]]]:
-    """Where the project's sessions live, and each session file with its mtime."""
-    override = os.environ.get("PI_CODING_AGENT_SESSION_DIR")
-    if override:
-        folders = [Path(override).expanduser()]
-        where = folders[0]
-    else:
-        root = agent_dir() / "sessions"
-        exact = encode_cwd(project)
-        where = root / exact
-        folders = [where]
-        if root.is_dir():
-            # Sessions started in a subfolder of the project live in their own
-            # folder; the name is lossy, so the header's cwd decides.
-            stem = exact[:-2] + "-"
-            folders += [
-                p for p in root.iterdir() if p.name.startswith(stem) and p.is_dir()
-            ]
-    candidates: list[tuple[float, Path]] = []
-    for folder in folders:
-        for path in _jsonl_files(folder):
-            if folder != where and not _inside(_header_cwd(path), project):
-                continue
-            candidates.append((path.stat().st_mtime, path))
-    return where, candidates
-
-
-def _jsonl_files(folder: Path) -> Iterable[Path]:
-    try:
-        return [p for p in folder.iterdir() if p.suffix == ".jsonl" and p.is_file()]
-    except OSError:
-        return []
-
-
-def _header_cwd(path: Path) -> str | None:
-    try:
-        with path.open("rb") as f:
-            first = f.readline(1024 * 1024)
-        header = jsonio.loads(first)
-    except (OSError, ValueError):
-        return None
-    cwd = header.get("cwd") if isinstance(header, dict) else None
-    return cwd if isinstance(cwd, str) else None
-
-
-def _inside(cwd: str | None, project: Path) -> bool:
-    if cwd is None:
-        return False
-    try:
-        return Path(cwd).resolve().is_relative_to(project.resolve())
-    except (OSError, ValueError):
-        return False
-
-
-def looks_like(first_line: Any) -> bool:
-    """True if a parsed first line is a Pi session header."""
-    return isinstance(first_line, dict) and first_line.get("type") == "session"
-
-
-# -- reading -------------------------------------------------------------------
+def recognize(value: Any) -> str | None:
+    """``pi`` for a parsed Pi session header line (SessionReader)."""
+    is_header = isinstance(value, dict) and value.get("type") == "session"
+    return HOST if is_header else None
 
 
 class _Entry:
@@ -154,8 +59,13 @@ class _Entry:
         self.type = data.get("type")
 
 
-def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
-    """The last agent run on the active branch of the session at ``path``."""
+def read_turn(
+    path: Path, entry: str | None = None, form: str | None = None
+) -> tuple[Turn, ReadReport]:
+    """The last agent run on the active branch of the session at ``path``.
+
+    (``form`` is for the SessionReader interface: Pi has one format.)
+    """
     report = ReadReport(str(path))
     header, entries = _load(path, report)
     by_id = {e.id: e for e in entries}
@@ -167,10 +77,7 @@ def read_turn(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
             raise SessionError(f"{path}: no entry {entry!r} in this session")
     else:
         leaf = entries[-1]
-    branch = _branch(leaf, by_id, report)
-    turn = _turn(path, header, branch, leaf)
-    report.dropped.extend(turn.dropped)
-    return turn, report
+    return _turn(path, header, _branch(leaf, by_id, report), leaf, report)
 
 
 def model_of(path: Path) -> str | None:
@@ -201,26 +108,14 @@ def _load(path: Path, report: ReadReport) -> tuple[dict[str, Any], list[_Entry]]
     data = files.read_bytes(path)  # a regular file, size-limited, BOM dropped
     header: dict[str, Any] | None = None
     raw: list[tuple[int, dict[str, Any]]] = []
-    for number, text in enumerate(data.split(b"\n"), start=1):
-        if not text.strip():
-            continue
-        try:
-            if len(text) > _MAX_LINE:
-                raise ValueError("line too long")
-            value = jsonio.loads(text)
-        except ValueError:
+    for number, value in files.json_lines(data, report):
+        if not isinstance(value.get("type"), str):
             report.corrupt_lines.append(number)
-            continue
-        if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-            report.corrupt_lines.append(number)
-            continue
-        if value["type"] == "session" and header is None:
+        elif value["type"] == "session" and header is None:
             header = value
-            continue
-        raw.append((number, value))
-    if header is None:
-        if not raw and not report.corrupt_lines:
-            raise TurnError(f"{path}: the session file is empty")
+        else:
+            raw.append((number, value))
+    if header is None:  # (an empty file is a TurnError in read_bytes)
         raise SessionError(f"{path}: not a Pi session (no 'session' header line)")
     version = header.get("version", 1)
     if not isinstance(version, int) or version < 1:
@@ -291,8 +186,12 @@ def _message(entry: _Entry) -> dict[str, Any] | None:
 
 
 def _turn(
-    path: Path, header: dict[str, Any], branch: list[_Entry], leaf: _Entry
-) -> Turn:
+    path: Path,
+    header: dict[str, Any],
+    branch: list[_Entry],
+    leaf: _Entry,
+    report: ReadReport,
+) -> tuple[Turn, ReadReport]:
     start = None
     for index in range(len(branch) - 1, -1, -1):
         message = _message(branch[index])
@@ -334,21 +233,20 @@ def _turn(
         else:
             continue  # bashExecution, custom, summaries: not the agent's run
         entry_ids.append(e.id)
-    builder.end_calls()
-    return Turn(
+    return builder.finish(
+        report,
         context=_context(branch),
         host=HOST,
+        source=HOST,
+        path=path,
         session_id=session_id,
-        session_file=str(path),
-        records=[_meta(HOST, cwd, model, None), *builder.records],
         entry_ids=entry_ids,
         leaf_id=leaf.id,
+        cwd=cwd,
         model=model,
         provider=provider,
-        cwd=cwd,
         stop_reason=stop_reason,
         error=error,
-        dropped=builder.dropped,
     )
 
 

@@ -1,0 +1,88 @@
+"""Letta and Letta Code sessions, in the four forms they reach this machine.
+
+One module a form, each with its test (``looks_like_*``) and its reader:
+
+- ``local``: Letta Code's local backend (``letta --backend local``), a
+  conversation's ``messages.jsonl`` of pi-ai messages (hosts.md §3.4);
+- ``transcript``: Letta Code's client-side ``transcript.jsonl``;
+- ``history``: a Letta API message history saved as JSON, what a mod's
+  ``getHistory()`` or the messages API returns (§3.2);
+- ``agent_file``: a Letta Agent File (``.af``), an exported agent with its
+  ``messages`` (§3.6).
+
+``find`` is where Letta Code keeps a project's sessions; ``common`` holds what
+the readers share. This module is the host's SessionReader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from machine_git.errors import SessionError
+from machine_git.sessions import ReadReport
+from machine_git.sessions import Turn
+from machine_git.sessions import detect
+from machine_git.sessions.letta.agent_file import looks_like_agent_file
+from machine_git.sessions.letta.agent_file import read_agent_file
+from machine_git.sessions.letta.common import HOST
+from machine_git.sessions.letta.find import backend_dir
+from machine_git.sessions.letta.find import conversation_folder
+from machine_git.sessions.letta.find import find_session
+from machine_git.sessions.letta.find import transcript_root
+from machine_git.sessions.letta.history import looks_like_history
+from machine_git.sessions.letta.history import read_history
+from machine_git.sessions.letta.local import looks_like_local
+from machine_git.sessions.letta.local import read_local
+from machine_git.sessions.letta.transcript import looks_like_transcript
+from machine_git.sessions.letta.transcript import read_transcript
+
+__all__ = [
+    "HOST",
+    "backend_dir",
+    "conversation_folder",
+    "find_session",
+    "looks_like_agent_file",
+    "looks_like_history",
+    "looks_like_local",
+    "looks_like_transcript",
+    "read_agent_file",
+    "read_history",
+    "read_local",
+    "read_transcript",
+    "read_turn",
+    "recognize",
+    "transcript_root",
+]
+
+# Each form, its test and its reader, in the order they are tried: the
+# documents' tests first, as detect.sniff asks them.
+_FORMS = (
+    (detect.LETTA_AGENT_FILE.name, looks_like_agent_file, read_agent_file),
+    (detect.LETTA_HISTORY.name, looks_like_history, read_history),
+    (detect.LETTA_LOCAL.name, looks_like_local, read_local),
+    (detect.LETTA_TRANSCRIPT.name, looks_like_transcript, read_transcript),
+)
+
+
+def recognize(value: Any) -> str | None:
+    """The Letta form a parsed line or a whole document shows (SessionReader)."""
+    for name, test, _ in _FORMS:
+        if test(value):
+            return name
+    return None
+
+
+def read_turn(
+    path: Path, entry: str | None = None, form: str | None = None
+) -> tuple[Turn, ReadReport]:
+    """The last turn of any Letta form (``form``, else recognized from the file)."""
+    if form is None:
+        found = detect.sniff(path)
+        if found.host != HOST:
+            raise SessionError(f"{path}: a {found.label}, not a Letta session")
+        form = found.name
+    for name, _, read in _FORMS:
+        if name == form:
+            return read(path, entry)
+    raise SessionError(f"{path}: {form!r} is not a Letta session format")

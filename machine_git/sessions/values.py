@@ -1,0 +1,79 @@
+"""Values read from a host's rows: text, strings, timestamps, tool arguments.
+
+Every reader decodes its host's rows with these, so text is joined, images
+become ``[image]``, timestamps are ISO 8601 and a failed result says
+``Error:`` the same way whatever agent wrote the session.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC
+from datetime import datetime
+from typing import Any
+
+from machine_git import jsonio
+
+IMAGE = "[image]"
+EPOCH = "1970-01-01T00:00:00Z"
+_TIMESTAMP = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
+)
+_ALREADY_AN_ERROR = re.compile(r"^error", re.IGNORECASE)
+
+
+def text_of(content: Any, *, joiner: str = "\n") -> str:
+    """The text of a string or a list of content blocks; images as ``[image]``.
+
+    Text blocks are ``text``, ``input_text`` and ``output_text`` (Codex), or a
+    bare string; image blocks are ``image`` and ``input_image``.
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            if kind in ("text", "input_text", "output_text"):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+            elif kind in ("image", "input_image"):
+                parts.append(IMAGE)
+    return joiner.join(parts)
+
+
+def string(value: Any) -> str | None:
+    """``value`` if it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def iso(value: Any) -> str | None:
+    """An ISO 8601 timestamp as is, or Unix milliseconds converted; else None."""
+    if isinstance(value, str) and _TIMESTAMP.match(value):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            moment = datetime.fromtimestamp(value / 1000, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+        return (
+            moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        )
+    return None
+
+
+def args_text(args: Any) -> str:
+    """A tool call's arguments as a JSON string (a source's string kept as is)."""
+    if isinstance(args, str):
+        return args
+    return jsonio.compact(args if args is not None else {})
+
+
+def error_text(text: str) -> str:
+    """A failed tool result's content: ``Error: `` first, said once."""
+    return text if _ALREADY_AN_ERROR.match(text) else f"Error: {text}"
