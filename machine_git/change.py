@@ -30,6 +30,7 @@ from machine_git.trees import write_tree
 
 _BULK = 32  # files in one change above which objects are flushed once, not each
 
+
 class Redaction(enum.Enum):
     """How the rows of a change were cleared of secrets before they reached it."""
 

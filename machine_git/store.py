@@ -18,7 +18,6 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
-from typing import Any
 
 import pygit2
 from pygit2 import Commit
@@ -87,7 +86,6 @@ pygit2.settings.enable_fsync_gitdir(True)
 
 if TYPE_CHECKING:
     from machine_git.rowtypes import Row
-
 
 
 class Snapshot:

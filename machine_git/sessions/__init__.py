@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
-from typing import runtime_checkable
 from typing import cast
+from typing import runtime_checkable
 
 from machine_git.plain import Plain
 
