@@ -44,12 +44,14 @@ from bench.timing import Case
 from bench.timing import median
 from bench.timing import ms
 from bench.timing import paired
-from machine_git import capture
 from machine_git import gc
 from machine_git import jsonio
 from machine_git import schemas
+from machine_git import turns
 from machine_git.objects import Objects
+from machine_git.rowtypes import Row
 from machine_git.schemas import KINDS
+from machine_git.store import Redaction
 from machine_git.store import Store
 
 HERE = Path(__file__).resolve().parent
@@ -475,7 +477,7 @@ def _commit_in_process(
         )
     report.table(
         "The commit alone (in-process)",
-        f"`Store.open` + `capture.tag` of a new row, already scanned for secrets "
+        f"`Store.open` + `turns.commit` of a new row, already scanned for secrets "
         f"as `machine good` passes it (validation, six objects, the ref update), "
         f"median of {rounds} rounds, all sizes interleaved; the same row "
         f"goes into every size's store in a round. libgit2's fsync is on in machine; "
@@ -509,13 +511,13 @@ def _commit_in_process(
 _COMMIT_RATIO: list[float] = []
 
 
-def _committer(store: Path, made: Iterator[dict[str, Any]], fsync: bool) -> Case:
+def _committer(store: Path, made: Iterator[Row], fsync: bool) -> Case:
     def case() -> float:
         row = next(made)
         pygit2.settings.enable_fsync_gitdir(fsync)
         try:
             started = time.perf_counter()
-            capture.tag(Store.open(store), row, redaction="on")
+            turns.commit(Store.open(store), row, Redaction.SCANNED)
             return time.perf_counter() - started
         finally:
             pygit2.settings.enable_fsync_gitdir(True)

@@ -213,6 +213,7 @@ def prune_contexts(store: Store) -> int:
     from machine_git import context
     from machine_git import jsonio
     from machine_git.store import Change
+    from machine_git.store import Redaction
 
     dropped: list[str] = []
 
@@ -232,7 +233,7 @@ def prune_contexts(store: Store) -> int:
             summary=f"gc: drop {len(dropped)} contexts no row names",
             files={context.path_of(sha): None for sha in dropped},
             trailers={"Action": "gc-contexts"},
-            redaction="kept",
+            redaction=Redaction.KEPT,
         )
 
     store.write(plan)

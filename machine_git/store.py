@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2 import Commit
@@ -30,6 +30,8 @@ from machine_git import gc
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.change import Change
+from machine_git.change import Redaction
+from machine_git.change import fit
 from machine_git.change import parse_row
 from machine_git.damage import check_refs
 from machine_git.damage import damaged
@@ -69,12 +71,14 @@ __all__ = [
     "BRANCH",
     "WORK",
     "Change",
+    "Redaction",
     "Snapshot",
     "Store",
     "blobs_under",
     "check_refs",
     "configure",
     "exists",
+    "fit",
     "parse_row",
     "private_objects",
     "read_path",
@@ -88,6 +92,9 @@ _BULK = 32
 # Durability: a tag reported as done must survive a crash, not only a kill.
 # Costs ~2 ms a commit (perf.md §2), small next to process start-up.
 pygit2.settings.enable_fsync_gitdir(True)
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 
 class Snapshot:
@@ -103,6 +110,12 @@ class Snapshot:
     def read(self, path: str) -> bytes | None:
         """The bytes at ``path``, or None."""
         return read_path(self.repo, self.tree, path)
+
+    def row(self, row_id: str) -> Row | None:
+        """Row ``row_id``, or None if there is none."""
+        path = rows.row_path(row_id)
+        data = self.read(path)
+        return None if data is None else rows.parse(data, path)
 
 
 Plan = Callable[[Snapshot], Change | None]
@@ -236,12 +249,9 @@ class Store:
         """A read view at ``commit`` (default: the newest)."""
         return Snapshot(self.repo, commit if commit is not None else self.head)
 
-    def read_row(
-        self, row_id: str, commit: Commit | None = None
-    ) -> dict[str, Any] | None:
+    def read_row(self, row_id: str, commit: Commit | None = None) -> Row | None:
         """Row ``row_id`` as of ``commit`` (default: now), or None."""
-        data = self.snapshot(commit).read(rows.row_path(row_id))
-        return None if data is None else parse_row(data, rows.row_path(row_id))
+        return self.snapshot(commit).row(row_id)
 
     def iter_row_blobs(
         self, commit: Commit | None = None

@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
-from machine_git import capture
 from machine_git import export
 from machine_git import jsonio
+from machine_git import turns
 from machine_git.cli import export as cli_export
 from machine_git.errors import FileWriteError
 from machine_git.errors import UsageError
+from machine_git.rowtypes import Row
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests import helpers
 
@@ -175,10 +177,10 @@ def test_the_cli_offers_the_library_formats() -> None:
     assert cli_export.FORMATS == export.FORMATS
 
 
-def _store(tmp_path: Path, *rows: dict[str, Any]) -> Store:
+def _store(tmp_path: Path, *rows: Row) -> Store:
     store = Store.create(tmp_path / "store")
     for row in rows:
-        capture.tag(store, row)
+        turns.commit(store, row, Redaction.CHECK)
     return store
 
 

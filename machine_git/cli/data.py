@@ -60,7 +60,7 @@ def data(project: Path | None, as_json: bool) -> None:
             "project": str(root),
             "exists": True,
             "counts": stats.counts(store),
-            "auto": settings.read(store).get("auto", False),
+            "auto": settings.auto(store),
             "head": None
             if head is None
             else {

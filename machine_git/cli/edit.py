@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import TextIO
 
@@ -19,6 +20,9 @@ from machine_git.cli.common import project_option
 from machine_git.errors import RowValidationError
 from machine_git.store import Store
 
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
+
 
 def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
     if as_json:
@@ -27,7 +31,7 @@ def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
                 "action": action,
                 "id": result.row_id,
                 "commit": result.commit,
-                "kind": (result.after or result.before or {}).get("kind"),
+                "kind": _kind(result.after or result.before),
             }
         )
     elif result.commit is None:
@@ -105,6 +109,10 @@ def edit(row_id: str, source: TextIO | None, project: Path | None) -> None:
             return
 
 
+def _kind(row: Row | None) -> str | None:
+    return None if row is None else row["kind"]
+
+
 def _parse_edit(edited: str) -> tuple[Any, list[str]]:
     """The edited row and its problems (one line each)."""
     try:
@@ -160,8 +168,7 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
     store = open_store(project)
     result = edits.move(store, row_id, label)
     if result.commit is not None and not as_json:
-        before = (result.before or {}).get("kind")
-        after = (result.after or {}).get("kind")
+        before, after = _kind(result.before), _kind(result.after)
         click.echo(f"moved {result.row_id} {before} -> {after} ({result.commit[:12]})")
         return
     _report("moved", result, as_json)
