@@ -9,7 +9,6 @@ changed paths (trees.py), so a tag writes O(1) objects.
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Mapping
 from typing import Any
 
