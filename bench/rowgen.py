@@ -26,14 +26,16 @@ from typing import Any
 
 from bench.corpus import Corpus
 from bench.corpus import output_size
-from machine_git import capture
 from machine_git import jsonio
 from machine_git import redaction
 from machine_git import rows
-from machine_git.sessions import Record
+from machine_git import turns
+from machine_git.rowtypes import Record
+from machine_git.rowtypes import Row
 from machine_git.sessions import Turn
 from machine_git.sessions import pi
 from machine_git.store import Change
+from machine_git.store import Redaction
 
 TOOL_CALLS = 8  # 1 meta + 1 user + 1 preface + 8 x (call, result) + 1 answer = 20
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -322,8 +324,8 @@ def make_rows(corpus: Corpus, count: int, seed: int, first: int = 0) -> Iterator
         )
 
 
-def tag_change(row: dict[str, Any]) -> Change:
-    """The change ``capture.tag`` commits for a new row (same message)."""
+def tag_change(row: Row) -> Change:
+    """The change ``turns.commit`` commits for a new row (same message)."""
     summary = " ".join(f"{row['tag']} {row['id']}: {rows.first_words(row)}".split())
     if len(summary) > 72:
         summary = summary[:71] + "…"
@@ -335,8 +337,8 @@ def tag_change(row: dict[str, Any]) -> Change:
             "Row": row["id"],
             "Kind": row["kind"],
             "Tag": row["tag"],
-            "Source": capture.source_trailer(row),
+            "Source": turns.source_trailer(row),
         },
         body=row.get("note") or "",
-        redaction="on",
+        redaction=Redaction.SCANNED,
     )

@@ -31,6 +31,7 @@ import orjson
 import pygit2
 
 import machine_git
+from bench import imports
 from bench import rowgen
 from bench import scanner
 from bench import stores
@@ -43,12 +44,14 @@ from bench.timing import Case
 from bench.timing import median
 from bench.timing import ms
 from bench.timing import paired
-from machine_git import capture
 from machine_git import gc
 from machine_git import jsonio
 from machine_git import schemas
+from machine_git import turns
 from machine_git.objects import Objects
+from machine_git.rowtypes import Row
 from machine_git.schemas import KINDS
+from machine_git.store import Redaction
 from machine_git.store import Store
 
 HERE = Path(__file__).resolve().parent
@@ -58,9 +61,10 @@ MB = 1_000_000
 
 PARTS = (
     "commit", "tagging", "diffs", "listings", "reading", "sizes", "depth", "secrets",
+    "import",
 )  # fmt: skip
 # Parts that need no stores: run alone, they skip building them.
-_STORELESS = ("secrets",)
+_STORELESS = ("secrets", "import")
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Options:
     slow: int
     depth_study: bool
     only: tuple[str, ...] = PARTS
+    import_rows: int = imports.ROWS
 
 
 @dataclass
@@ -150,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         _depth_study(builds[10_000], opts, report)
     if "secrets" in opts.only:
         scanner.measure_into(report)
+    if "import" in opts.only:
+        imports.measure_into(
+            report, opts.work, MACHINE, max(3, opts.slow), opts.import_rows
+        )
 
     elapsed = time.monotonic() - started
     if opts.only == PARTS:
@@ -163,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
 def _storeless(
     report: Report, opts: Options, started: float, load: tuple[float, ...]
 ) -> int:
-    """Parts measured without any store (the secret scanner), into RESULTS.md."""
+    """Parts that build no store of the sizes (scanner, import), into RESULTS.md."""
     if "secrets" in opts.only:
         scanner.measure_into(report)
+    if "import" in opts.only:
+        imports.measure_into(
+            report, opts.work, MACHINE, max(3, opts.slow), opts.import_rows
+        )
     elapsed = time.monotonic() - started
     _write_part(report, opts, elapsed, load, os.getloadavg())
     print(f"bench: done in {elapsed / 60:.1f} min; wrote {RESULTS}", flush=True)
@@ -196,6 +209,12 @@ def _options(argv: list[str] | None) -> Options:
         help="skip the pack depth comparison at N=10000",
     )
     parser.add_argument(
+        "--import-rows",
+        type=int,
+        default=imports.ROWS,
+        help="rows of the import measurement",
+    )
+    parser.add_argument(
         "--only",
         default=",".join(PARTS),
         help=f"measure only these parts ({', '.join(PARTS)}); their tables and "
@@ -208,7 +227,14 @@ def _options(argv: list[str] | None) -> Options:
     if unknown or not only:
         parser.error(f"--only takes some of {', '.join(PARTS)}")
     return Options(
-        sizes, args.work, args.keep, args.repeat, args.slow, args.depth_study, only
+        sizes,
+        args.work,
+        args.keep,
+        args.repeat,
+        args.slow,
+        args.depth_study,
+        only,
+        args.import_rows,
     )
 
 
@@ -451,7 +477,7 @@ def _commit_in_process(
         )
     report.table(
         "The commit alone (in-process)",
-        f"`Store.open` + `capture.tag` of a new row, already scanned for secrets "
+        f"`Store.open` + `turns.commit` of a new row, already scanned for secrets "
         f"as `machine good` passes it (validation, six objects, the ref update), "
         f"median of {rounds} rounds, all sizes interleaved; the same row "
         f"goes into every size's store in a round. libgit2's fsync is on in machine; "
@@ -485,13 +511,13 @@ def _commit_in_process(
 _COMMIT_RATIO: list[float] = []
 
 
-def _committer(store: Path, made: Iterator[dict[str, Any]], fsync: bool) -> Case:
+def _committer(store: Path, made: Iterator[Row], fsync: bool) -> Case:
     def case() -> float:
         row = next(made)
         pygit2.settings.enable_fsync_gitdir(fsync)
         try:
             started = time.perf_counter()
-            capture.tag(Store.open(store), row, redaction="on")
+            turns.commit(Store.open(store), row, Redaction.SCANNED)
             return time.perf_counter() - started
         finally:
             pygit2.settings.enable_fsync_gitdir(True)
@@ -1273,8 +1299,9 @@ def _write_part(
     """Put the tables and targets of a run of some parts into RESULTS.md.
 
     Each table replaces the one of the same title (or is added before the
-    notes); each target replaces the one of the same text. A note says which
-    figures came from this run, on which machine load.
+    notes); each target replaces the one of the same text, each note the one
+    that starts the same way. A note says which figures came from this run,
+    on which machine load.
     """
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
     for section in report.sections[report.setup :]:
@@ -1309,11 +1336,14 @@ def _write_part(
     text = text.rstrip() + "\n"
     if "## Notes" not in text:
         text += "\n## Notes\n\n"
-    lines = [
-        x
-        for x in text.splitlines()
-        if not x.startswith(f"- {', '.join(opts.only)}: measured on their own")
-    ]
+    # A note of this run replaces the one that starts the same way: its words
+    # before the first figure say what it is about ("Export at ", "Import of ").
+    stale = (
+        f"- {', '.join(opts.only)}: measured on their own",
+        *(f"- {re.split(r'[0-9]', n, maxsplit=1)[0]}" for n in report.notes),
+    )
+    lines = [x for x in text.splitlines() if not x.startswith(stale)]
+    lines += [f"- {n}" for n in report.notes]
     RESULTS.write_text("\n".join(lines).rstrip() + "\n" + note + "\n")
 
 

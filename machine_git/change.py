@@ -8,7 +8,7 @@ changed paths (trees.py), so a tag writes O(1) objects.
 
 from __future__ import annotations
 
-import os
+import enum
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +27,18 @@ from machine_git.plain import Plain
 from machine_git.trees import empty_tree
 from machine_git.trees import write_tree
 
-_BULK = 32  # files in one change above which objects are flushed once, not each
+
+class Redaction(enum.Enum):
+    """How the rows of a change were cleared of secrets before they reached it."""
+
+    SCANNED = "on"
+    """The producer ran the scanner on them (redaction.redact_row)."""
+    OFF = "off"
+    """The user asked to keep secrets (--no-redact): a Machine-Redaction trailer."""
+    KEPT = "kept"
+    """Content carried over unchanged from rows the store holds (a move, undo)."""
+    CHECK = "check"
+    """Nobody scanned: the store scans every row and refuses any secret."""
 
 
 class Change(Plain):
@@ -41,22 +52,18 @@ class Change(Plain):
         files: dict[str, bytes | None],
         trailers: dict[str, str] | None = None,
         body: str = "",
-        redaction: str | None = None,
+        redaction: Redaction = Redaction.CHECK,
     ) -> None:
         self.summary = summary
         self.files = files
         self.trailers: dict[str, str] = trailers if trailers is not None else {}
         self.body = body
-        # How the rows' content was cleared of secrets: "on" (the producer ran
-        # the scanner), "off" (the user asked --no-redact; recorded in a
-        # trailer), "kept" (content carried over unchanged from a stored row).
-        # None makes the store scan every row itself and refuse any secret.
         self.redaction = redaction
 
     def message(self) -> str:
         """The commit message: summary, body, then the machine trailers."""
         summary, body = self.summary, self.body
-        if self.redaction != "off":  # notes, --why and first words are user text
+        if self.redaction is not Redaction.OFF:  # notes, --why, first words: user text
             from machine_git.redaction import redact_message
 
             summary, body = redact_message(summary), redact_message(body)
@@ -64,7 +71,7 @@ class Change(Plain):
         if body.strip():
             text += "\n" + body.strip() + "\n"
         trailers = dict(self.trailers)
-        if self.redaction == "off":
+        if self.redaction is Redaction.OFF:
             trailers["Redaction"] = "off"
         if trailers:
             text += "\n" + "".join(
@@ -77,17 +84,24 @@ def _one_line(value: str) -> str:
     return " ".join(str(value).split())
 
 
+def fit(summary: str, limit: int = 72) -> str:
+    """A commit summary on one line of at most ``limit`` characters."""
+    summary = " ".join(summary.split())
+    return summary if len(summary) <= limit else summary[: limit - 1] + "…"
+
+
 def check(change: Change, base: Tree | None) -> None:
     """Refuse a change that would write an invalid row, or a secret unasked.
 
     ``base`` is the tree the change applies to.
     """
     validate_rows(change.files)
-    if change.redaction is None:
+    scan = change.redaction is Redaction.CHECK
+    if scan:
         refuse_secrets(change.files)
     # Contexts (context/<sha>): valid, named by their hash, and every row's
     # reference resolvable in the tree this commit makes.
-    context.check_change(change.files, base, scan=change.redaction is None)
+    context.check_change(change.files, base, scan=scan)
 
 
 def new_tree(
@@ -97,25 +111,16 @@ def new_tree(
 
     Every object written is added to ``created`` (to be made private).
     """
+    # A change of many files never comes here: store.py writes it as one
+    # pack (bulk.py), not one loose object per file.
     blobs: dict[str, Oid | None] = {}
-    bulk = len(change.files) > _BULK
-    if bulk:
-        # fsync per object costs ~2 ms: for an import of thousands of rows,
-        # write them unsynced and flush the filesystem once before the ref
-        # moves, which keeps the order that matters (objects, then ref).
-        pygit2.settings.enable_fsync_gitdir(False)
-    try:
-        for path, data in change.files.items():
-            if data is None:
-                blobs[path] = None
-            else:
-                blobs[path] = repo.create_blob(data)
-                created.append(blobs[path])  # type: ignore[arg-type]
-        return write_tree(repo, base, blobs, created) or empty_tree(repo, created)
-    finally:
-        if bulk:
-            pygit2.settings.enable_fsync_gitdir(True)
-            os.sync()
+    for path, data in change.files.items():
+        if data is None:
+            blobs[path] = None
+        else:
+            blobs[path] = repo.create_blob(data)
+            created.append(blobs[path])  # type: ignore[arg-type]
+    return write_tree(repo, base, blobs, created) or empty_tree(repo, created)
 
 
 def parse_row(data: bytes, where: str) -> dict[str, Any]:
@@ -151,9 +156,7 @@ def validate_rows(files: Mapping[str, bytes | None]) -> None:
                 f"{path}: not a row path (rows/ab/cd/<12 hex>.json)"
             )
         row = parse_row(data, path)
-        problems = schemas.row_problems(row)
-        if problems:
-            raise RowValidationError(f"{path}: {problems[0]}")
+        schemas.check_row(row, path)
         if row.get("id") != row_id:
             raise RowValidationError(
                 f"{path}: row id {row.get('id')!r} does not match its path"

@@ -11,7 +11,7 @@ word that cannot be completed gets no candidates.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from typing import NamedTuple
 
 import pygit2
@@ -23,6 +23,9 @@ from machine_git.errors import MachineError
 from machine_git.revs import RUN_REFS
 from machine_git.store import Store
 from machine_git.versions import TAGS
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 RECENT = 20  # rows offered for an empty word
 MOST = 100  # candidates at most: a shell lists them all
@@ -81,5 +84,5 @@ def _open(store_path: Path) -> Store | None:
         return None
 
 
-def _about(row: dict[str, Any]) -> str:
-    return f"{row.get('kind')}: {rows.first_words(row, 50)}"
+def _about(row: Row) -> str:
+    return f"{row['kind']}: {rows.first_words(row, 50)}"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
+from typing import cast
 
 import pygit2
 from pygit2 import Commit
@@ -23,10 +27,14 @@ from machine_git.errors import RowNotFoundError
 from machine_git.errors import TurnError
 from machine_git.errors import UsageError
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Snapshot
 from machine_git.store import Store
-from machine_git.store import parse_row
+from machine_git.store import fit
 from machine_git.treediff import changed_blobs
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 
 @dataclass
@@ -34,30 +42,30 @@ class EditResult:
     """What a change did: the row before and after, and the commit (or None)."""
 
     row_id: str
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
+    before: Row | None
+    after: Row | None
     commit: str | None
 
 
-def _current(snap: Snapshot, row_id: str) -> dict[str, Any]:
+def _current(snap: Snapshot, row_id: str) -> Row:
     data = snap.read(rows.row_path(row_id))
     if data is None:
         raise RowNotFoundError(f"row {row_id} was removed meanwhile")
-    return parse_row(data, rows.row_path(row_id))
+    return rows.parse(data, rows.row_path(row_id))
 
 
 def _modify(
     store: Store,
     prefix: str,
     action: str,
-    change_row: Any,
-    summary: Any,
+    change_row: Callable[[Row], Row],
+    summary: Callable[[Row, Row], str],
     body: str = "",
     content_changes: bool = True,
 ) -> EditResult:
     row_id = lookup.resolve_id(store, prefix)
     path = rows.row_path(row_id)
-    seen: dict[str, Any] = {}
+    seen: list[Row] = []
 
     def plan(snap: Snapshot) -> Change | None:
         before = _current(snap, row_id)
@@ -66,27 +74,27 @@ def _modify(
             # New words (a rewrite, a hand edit) are scanned like a new tag.
             after, _ = redaction.redact_row(after)
         # An edited context is stored once, by hash, like a tagged one.
-        after, contexts = context.stored(
-            after, lambda where: context.in_tree(snap.tree, where)
+        stored, contexts = context.stored(
+            cast("dict[str, Any]", after),
+            lambda where: context.in_tree(snap.tree, where),
         )
-        seen.update(before=before, after=after)
+        after = cast("Row", stored)
+        seen[:] = [before, after]
         if after == before:
             return None
-        trailers = {"Action": action, "Row": row_id, "Kind": str(after["kind"])}
-        if before.get("kind") != after.get("kind"):
-            trailers["From"] = str(before.get("kind"))
+        trailers = {"Action": action, "Row": row_id, "Kind": after["kind"]}
+        if before["kind"] != after["kind"]:
+            trailers["From"] = before["kind"]
         return Change(
-            summary=_fit(summary(before, after)),
+            summary=fit(summary(before, after)),
             files={path: jsonio.canonical(after), **contexts},
             trailers=trailers,
             body=body or _field_summary(before, after),
-            redaction="on" if content_changes else "kept",
+            redaction=Redaction.SCANNED if content_changes else Redaction.KEPT,
         )
 
     oid = store.write(plan)
-    return EditResult(
-        row_id, seen["before"], seen["after"], None if oid is None else str(oid)
-    )
+    return EditResult(row_id, seen[0], seen[1], None if oid is None else str(oid))
 
 
 def rewrite(store: Store, prefix: str, text: str) -> EditResult:
@@ -94,13 +102,8 @@ def rewrite(store: Store, prefix: str, text: str) -> EditResult:
     if not text.strip():
         raise UsageError("the rewrite is empty")
 
-    def change(row: dict[str, Any]) -> dict[str, Any]:
-        old = final_answer(row)
-        if old == text:
-            return row
-        if old is not None and "original_answer" not in row:
-            row["original_answer"] = old
-        set_final_answer(row, text)
+    def change(row: Row) -> Row:
+        rows.rewrite_answer(row, text)
         return row
 
     return _modify(
@@ -117,19 +120,15 @@ def move(store: Store, prefix: str, label: str) -> EditResult:
     if label not in rows.LABELS:
         raise UsageError(f"--to must be good or bad, not {label!r}")
 
-    def change(row: dict[str, Any]) -> dict[str, Any]:
-        failure = row.get("failure")
-        if label == "good" and isinstance(failure, dict):
-            aborted = failure.get("stop_reason") == "aborted"
+    def change(row: Row) -> Row:
+        if label == "good" and "failure" in row:
+            aborted = row["failure"].get("stop_reason") == "aborted"
             how = "was aborted" if aborted else "ended with an error"
             raise TurnError(
                 f"row {row['id']} is a turn that {how}; only bad keeps it "
                 "(nothing moved)"
             )
-        answer_kind, trace_kind = rows.LABELS[label]
-        row["kind"] = trace_kind if "trajectory" in row else answer_kind
-        row["tag"] = rows.TAG_OF_KIND[row["kind"]]
-        return row
+        return rows.with_kind(row, rows.shape_kind(row, label))
 
     return _modify(
         store,
@@ -143,8 +142,12 @@ def move(store: Store, prefix: str, label: str) -> EditResult:
     )
 
 
-def replace(store: Store, prefix: str, new_row: dict[str, Any]) -> EditResult:
-    """Replace a row by an edited version (validated; the id cannot change)."""
+def replace(store: Store, prefix: str, new_row: Mapping[str, Any]) -> EditResult:
+    """Replace a row by a version edited by hand (the id cannot change).
+
+    ``new_row`` is whatever JSON object the user wrote; the store checks it
+    against its schema before it is written.
+    """
     row_id = lookup.resolve_id(store, prefix)
     if new_row.get("id") != row_id:
         raise UsageError(
@@ -155,7 +158,7 @@ def replace(store: Store, prefix: str, new_row: dict[str, Any]) -> EditResult:
         store,
         row_id,
         "edit",
-        lambda row: new_row,
+        lambda row: cast("Row", dict(new_row)),
         lambda b, a: f"edit {a['id']}: {rows.first_words(a)}",
     )
 
@@ -164,20 +167,20 @@ def remove(store: Store, prefix: str, why: str | None = None) -> EditResult:
     """Delete a row (its history stays in git)."""
     row_id = lookup.resolve_id(store, prefix)
     path = rows.row_path(row_id)
-    seen: dict[str, Any] = {}
+    seen: list[Row] = []
 
     def plan(snap: Snapshot) -> Change:
         before = _current(snap, row_id)
-        seen["before"] = before
+        seen[:] = [before]
         return Change(
-            summary=_fit(f"rm {row_id}: {rows.first_words(before)}"),
+            summary=fit(f"rm {row_id}: {rows.first_words(before)}"),
             files={path: None},
-            trailers={"Action": "rm", "Row": row_id, "Kind": str(before["kind"])},
+            trailers={"Action": "rm", "Row": row_id, "Kind": before["kind"]},
             body=why or "",
         )
 
     oid = store.write(plan)
-    return EditResult(row_id, seen["before"], None, None if oid is None else str(oid))
+    return EditResult(row_id, seen[0], None, None if oid is None else str(oid))
 
 
 # -- undo and redo -------------------------------------------------------------
@@ -323,10 +326,10 @@ def _revert(store: Store, target: Commit, step: Commit, action: str) -> Change:
         trailers["Row"] = touched_rows[0]
     # Undo and redo restore bytes the store already held: no new content.
     return Change(
-        summary=_fit(f"{action}: {summary}"),
+        summary=fit(f"{action}: {summary}"),
         files=files,
         trailers=trailers,
-        redaction="kept",
+        redaction=Redaction.KEPT,
     )
 
 
@@ -347,50 +350,15 @@ def _releases(commit: Commit) -> pygit2.Oid | None:
         return None
 
 
-# -- answers ---------------------------------------------------------------------
-
-
-def final_answer(row: dict[str, Any]) -> str | None:
-    """The row's last assistant text (messages or trajectory)."""
-    for item in reversed(row.get("messages") or row.get("trajectory") or []):
-        if item.get("role") == "assistant" and _spoken(item):
-            return str(item["content"])
-    return None
-
-
-def set_final_answer(row: dict[str, Any], text: str) -> None:
-    """Replace the last assistant text, or append an answer if there is none."""
-    items = row.get("messages") if "messages" in row else row.get("trajectory")
-    if items is None:
-        raise UsageError(f"row {row.get('id')} has no conversation to rewrite")
-    for item in reversed(items):
-        if item.get("role") == "assistant" and _spoken(item):
-            item["content"] = text
-            return
-    answer: dict[str, Any] = {"role": "assistant", "content": text}
-    if "trajectory" in row:
-        answer["timestamp"] = items[-1].get("timestamp") or rows.now()
-    items.append(answer)
-
-
-def _spoken(item: dict[str, Any]) -> bool:
-    return isinstance(item.get("content"), str) and bool(item["content"])
-
-
 def problems_of(row: Any) -> list[str]:
     """The schema problems of an edited row, one line each (its context may
     be as ``machine show`` gives it)."""
     return [str(p) for p in schemas.row_problems(context.from_shown(row))]
 
 
-def _field_summary(before: dict[str, Any], after: dict[str, Any]) -> str:
+def _field_summary(before: Row, after: Row) -> str:
     lines = [
         f"{c.path}: {diff.show_value(c.old, 40)} -> {diff.show_value(c.new, 40)}"
         for c in diff.diff_values(before, after)
     ]
     return "\n".join(lines[:20] + (["..."] if len(lines) > 20 else []))
-
-
-def _fit(summary: str, limit: int = 72) -> str:
-    summary = " ".join(summary.split())
-    return summary if len(summary) <= limit else summary[: limit - 1] + "…"

@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+from typing import Literal
 
 from machine_git.errors import INTERRUPTED
 from machine_git.errors import exit_code
@@ -106,7 +107,7 @@ def main() -> None:
         if args[:1] in (["good"], ["bad"]):
             params = parse(args[1:])
             if params is not None:
-                sys.exit(_tag(args[0], params))
+                sys.exit(_tag("good" if args[0] == "good" else "bad", params))
         from machine_git.cli import main as click_main
 
         click_main()
@@ -116,22 +117,21 @@ def main() -> None:
         sys.exit(INTERRUPTED)
 
 
-def _tag(label: str, params: dict[str, Any]) -> int:
-    from machine_git import tagging
+def _tag(label: Literal["good", "bad"], params: dict[str, Any]) -> int:
+    from machine_git import paths
+    from machine_git import tagcommand
 
-    project: Path | None = params.pop("project")
+    given: Path | None = params["project"]
     try:
-        from machine_git import paths
-
-        root = project.resolve() if project is not None else paths.project_root()
-        tagging.tag(label, root=root, chosen=project is not None, **params)
+        root = given.resolve() if given is not None else paths.project_root()
+        tagcommand.run(label, paths.Project(root, given is not None), params)
     except KeyboardInterrupt:
-        tagging.echo("Interrupted", err=True)
+        tagcommand.echo("Interrupted", err=True)
         return INTERRUPTED
     except Exception as e:
         why = user_message(e)  # as the click group says it
         if why is None:
             raise
-        tagging.echo(f"Error: {why}", err=True)
+        tagcommand.echo(f"Error: {why}", err=True)
         return exit_code(e)
     return 0

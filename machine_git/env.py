@@ -19,6 +19,7 @@ VARIABLES = {
     "MACHINE_LOCK_TIMEOUT": "seconds to wait for another writer (default 60)",
     "MACHINE_TINKER_TIMEOUT": "seconds for each Tinker call (default 20)",
     "MACHINE_GIT_TIMEOUT": "seconds a push, pull or fetch may take (default 300)",
+    "MACHINE_FORK_PARENT": "set by machine fork: the row the forked run corrects",
     "MACHINE_TEST_TINKER": "tests only: module:callable standing in for Tinker",
 }
 

@@ -100,6 +100,13 @@ class RowValidationError(MachineError):
     exit_code: ClassVar[int] = INVALID
 
 
+class RecordError(MachineError):
+    """A record machine wrote and reads back (``settings.json``) does not match
+    its model; the message names the field."""
+
+    exit_code: ClassVar[int] = INVALID
+
+
 class SchemaError(MachineError):
     """A schema file that ships with machine is missing or broken."""
 

@@ -50,8 +50,11 @@ from machine_git import jsonio
 from machine_git import parallel
 from machine_git import paths
 from machine_git import rows
+from machine_git import stats
 from machine_git.errors import UsageError
 from machine_git.objects import Objects
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 from machine_git.schemas import KINDS
 from machine_git.store import Store
 from machine_git.store import blobs_under
@@ -64,7 +67,6 @@ _OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _DROPPED = ("meta", "reasoning", "observation")  # not turns of the conversation
 
 Message = dict[str, Any]
-Progress = Callable[[int], None]
 
 
 def default_kinds(fmt: str) -> tuple[str, ...]:
@@ -371,12 +373,14 @@ def lines(
     tally: Tally,
     redact: bool = True,
     with_context: bool = True,
+    progress: Progress = QUIET,
 ) -> Iterator[bytes]:
     """The JSONL of the export in tree order, a part of ``rows/`` at a time.
 
     Each piece is the lines of one ``rows/ab`` subtree (never the whole export
     in memory). A large store is rendered by several processes
     (machine_git/parallel.py); the bytes are the same either way.
+    ``progress`` counts the rows of ``kinds`` as they are done.
     """
     if fmt not in _RENDER:
         raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
@@ -390,11 +394,19 @@ def lines(
     )
     objects = Objects(store.repo)
     workers = parallel.jobs(objects, pieces)
+    known = stats.kept(store, commit)
+    progress.begin("exporting rows", None if known is None else _total(known, kinds))
     for part in parallel.run(objects, pieces, work, workers):
         tally.rows += part.rows
         tally.skipped += part.skipped
+        progress.advance(part.rows + part.skipped)
         if part.data:
             yield part.data
+    progress.end()
+
+
+def _total(counts: dict[str, int], kinds: tuple[str, ...]) -> int:
+    return sum(counts.get(kind, 0) for kind in kinds)
 
 
 @dataclass
@@ -470,6 +482,7 @@ def write_stream(
     stream: IO[bytes],
     redact: bool = True,
     with_context: bool = True,
+    progress: Progress = QUIET,
 ) -> Tally:
     """Write the export to ``stream`` (stdout); no manifest file.
 
@@ -478,7 +491,7 @@ def write_stream(
     """
     tally = Tally()
     digest = hashlib.sha256()
-    for line in lines(store, commit, fmt, kinds, tally, redact, with_context):
+    for line in lines(store, commit, fmt, kinds, tally, redact, with_context, progress):
         stream.write(line)
         digest.update(line)
     stream.flush()
@@ -579,7 +592,7 @@ def write_file(
     fmt: str,
     kinds: tuple[str, ...],
     target: Path,
-    progress: Progress | None = None,
+    progress: Progress = QUIET,
     redact: bool = True,
     with_context: bool = True,
     manifest_target: Path | None = None,
@@ -602,11 +615,11 @@ def write_file(
     try:
         data_tmp = _temp_file(target, temps)
         with open(data_tmp, "wb") as out:
-            for line in lines(store, commit, fmt, kinds, tally, redact, with_context):
+            for line in lines(
+                store, commit, fmt, kinds, tally, redact, with_context, progress
+            ):
                 out.write(line)
                 digest.update(line)
-                if progress is not None:
-                    progress(tally.rows)
             _sync(out)
         tally.sha256 = digest.hexdigest()
         manifest = manifest_of(

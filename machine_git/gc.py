@@ -35,11 +35,14 @@ from machine_git.errors import DamagedStoreError
 from machine_git.errors import DiskFullError
 from machine_git.errors import ReadOnlyStoreError
 from machine_git.errors import StoreError
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 
 if TYPE_CHECKING:
     from machine_git.store import Store
 
 AUTO_DEFAULT = 6700  # git's own default for gc.auto
+PACK_LIMIT_DEFAULT = 50  # and for gc.autoPackLimit
 _SAMPLE = "17"  # the folder git counts: 1/256 of the loose objects, on average
 
 # Settings for every git run here. Reflogs are the store's audit trail of who
@@ -110,24 +113,48 @@ def loose_estimate(path: Path) -> int:
 
 def auto_limit(store: Store) -> int:
     """The store's ``gc.auto`` (0 or less: never pack automatically)."""
+    return _setting(store, "gc.auto", AUTO_DEFAULT)
+
+
+def _setting(store: Store, key: str, default: int) -> int:
     try:
-        value = store.repo.config["gc.auto"]
+        value = store.repo.config[key]
     except (KeyError, pygit2.GitError):  # unset, or a config git cannot read
-        return AUTO_DEFAULT
+        return default
     try:
-        return int(value) if value is not None else AUTO_DEFAULT
+        return int(value) if value is not None else default
     except ValueError:
-        return AUTO_DEFAULT
+        return default
+
+
+def pack_count(path: Path) -> int:
+    """Packs in the store at ``path`` (each has an index; .keep ones too)."""
+    try:
+        with os.scandir(path / "objects" / "pack") as entries:
+            return sum(1 for e in entries if e.name.endswith(".idx"))
+    except OSError:
+        return 0
 
 
 def needs_packing(store: Store) -> bool:
-    """True when ``git gc --auto`` would pack: git's own test, in Python."""
+    """True when ``git gc --auto`` would pack: git's own test, in Python.
+
+    Too many loose objects, or too many packs: every bulk write (an import,
+    a big pull) adds a pack (bulk.py), and git gc --auto joins them once
+    there are more than ``gc.autoPackLimit`` (50).
+    """
     # Counting comes first: it is a few microseconds, reading the config is not.
     count = loose_estimate(store.path) // 256
-    if count == 0:
+    packs = pack_count(store.path)
+    if count == 0 and packs < 2:
         return False
     limit = auto_limit(store)
-    return limit > 0 and count > (limit + 255) // 256
+    if limit <= 0:
+        return False  # git gc --auto does nothing at all then
+    pack_limit = _setting(store, "gc.autoPackLimit", PACK_LIMIT_DEFAULT)
+    if 0 < pack_limit < packs:
+        return True
+    return count > (limit + 255) // 256
 
 
 def auto(store: Store) -> bool:
@@ -148,20 +175,24 @@ def auto(store: Store) -> bool:
     return True
 
 
-def pack(store: Store) -> Packed:
+def pack(store: Store, progress: Progress = QUIET) -> Packed:
     """``machine gc``: pack every object into one pack, under the writer lock,
     then drop the contexts no row names any more (one commit).
 
     Leftovers of killed writers go first (:func:`remove_leftovers`): a stale
     ``packed-refs.lock`` would stop git gc itself. Pruning reads every row, so
-    it comes after the packing a damaged store may need.
+    it comes after the packing a damaged store may need. ``progress`` shows
+    git's own (counting, compressing, writing objects).
     """
     with store.locked():
         removed = remove_leftovers(store.path)
         try:
             before = usage(store.path)
             started = time.monotonic()
-            _git(store.path, "gc", "--quiet")
+            if progress is QUIET:
+                _git(store.path, "gc", "--quiet")
+            else:
+                _git_shown(store.path, progress, "gc")
             seconds = time.monotonic() - started
             after = usage(store.path)
         except StoreError as e:
@@ -182,6 +213,7 @@ def prune_contexts(store: Store) -> int:
     from machine_git import context
     from machine_git import jsonio
     from machine_git.store import Change
+    from machine_git.store import Redaction
 
     dropped: list[str] = []
 
@@ -201,7 +233,7 @@ def prune_contexts(store: Store) -> int:
             summary=f"gc: drop {len(dropped)} contexts no row names",
             files={context.path_of(sha): None for sha in dropped},
             trailers={"Action": "gc-contexts"},
-            redaction="kept",
+            redaction=Redaction.KEPT,
         )
 
     store.write(plan)
@@ -231,8 +263,11 @@ def remove_leftovers(path: Path, now: float | None = None) -> list[str]:
     temp packs, receive-pack's ``incoming-*`` quarantine folders), and for
     ``*.lock`` files in ``refs/``, ``logs/`` and the store's top folder.
     """
+    from machine_git import bulk
+
     moment = time.time() if now is None else now
-    removed: list[str] = []
+    # A bulk write's temp files are only ever written under the lock we hold.
+    removed = [str(p.relative_to(path)) for p in bulk.clean(path / "objects")]
     for target, age in _leftovers(path):
         if moment - _newest_mtime(target) < age:
             continue  # maybe a live writer's: leave it
@@ -337,13 +372,42 @@ def _chmod(target: str, wanted: int, mode: int | None = None) -> None:
             os.chmod(target, wanted)
 
 
-def _git(path: Path, *args: str) -> str:
-    import subprocess  # only when packing: not on the path of every commit
-
+def _command(path: Path, *args: str) -> list[str]:
     command = ["git"]
     for setting in _SETTINGS:
         command += ["-c", setting]
-    command += ["-C", str(path), *args]
+    return [*command, "-C", str(path), *args]
+
+
+def _git_shown(path: Path, progress: Progress, *args: str) -> None:
+    """:func:`_git` for a command that prints nothing, its progress shown."""
+    from machine_git import gitprogress
+
+    old = os.umask(0o077)
+    try:
+        status, lines = gitprogress.run(_command(path, *args), progress)
+    except FileNotFoundError:
+        raise StoreError("packing the store needs git on the PATH") from None
+    except OSError as e:
+        raise _error(path, e.errno, e.strerror or str(e)) from None
+    finally:
+        os.umask(old)
+    if status != 0:
+        raise _git_failed(path, lines, status)
+
+
+def _git_failed(path: Path, lines: list[str], status: int) -> StoreError:
+    lines = [x for x in lines if x.strip()]
+    # git says why first ("fatal: loose object ... is corrupt"), then
+    # what gave up ("fatal: failed to run repack").
+    first = next((x for x in lines if x.startswith(("fatal:", "error:"))), None)
+    return _error(path, None, first or (lines[-1] if lines else f"exit {status}"))
+
+
+def _git(path: Path, *args: str) -> str:
+    import subprocess  # only when packing: not on the path of every commit
+
+    command = _command(path, *args)
     old = os.umask(0o077)  # whatever git creates starts private
     try:
         done = subprocess.run(
@@ -360,13 +424,7 @@ def _git(path: Path, *args: str) -> str:
     finally:
         os.umask(old)
     if done.returncode != 0:
-        lines = [x for x in done.stderr.splitlines() if x.strip()]
-        # git says why first ("fatal: loose object ... is corrupt"), then
-        # what gave up ("fatal: failed to run repack").
-        first = next((x for x in lines if x.startswith(("fatal:", "error:"))), None)
-        raise _error(
-            path, None, first or (lines[-1] if lines else f"exit {done.returncode}")
-        )
+        raise _git_failed(path, done.stderr.splitlines(), done.returncode)
     return done.stdout
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from datetime import datetime
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pygit2
@@ -33,7 +34,9 @@ from machine_git import treediff
 from machine_git.errors import UsageError
 from machine_git.objects import Objects
 from machine_git.store import Store
-from machine_git.store import parse_row
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 
 def _commit(repo: pygit2.Repository, oid: Oid) -> Commit:
@@ -253,7 +256,7 @@ def _first_parent(store: Store, commit: Commit) -> Commit | None:
 # -- what entered the dataset when -----------------------------------------------
 
 
-def recent(store: Store, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
+def recent(store: Store, limit: int, kind: str | None = None) -> list[Row]:
     """Rows by when they entered the dataset or last changed, newest first, as now.
 
     However they came: a tag or an edit (one row, named in the commit), an
@@ -263,7 +266,7 @@ def recent(store: Store, limit: int, kind: str | None = None) -> list[dict[str, 
     head = store.head
     if head is None:
         return []
-    found: list[dict[str, Any]] = []
+    found: list[Row] = []
     seen: set[str] = set()
     snap = store.snapshot(head)
     for commit in walk(store, head):
@@ -275,8 +278,8 @@ def recent(store: Store, limit: int, kind: str | None = None) -> list[dict[str, 
             data = snap.read(path)
             if data is None:
                 continue  # removed since
-            row = parse_row(data, path)
-            if kind is None or row.get("kind") == kind:
+            row = rows.parse(data, path)
+            if kind is None or row["kind"] == kind:
                 found.append(row)
                 if len(found) >= limit:
                     return found

@@ -47,6 +47,8 @@ from machine_git import validate
 from machine_git.errors import HookError
 from machine_git.errors import MachineError
 from machine_git.objects import guard
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 from machine_git.validate import Finding
 
 STORE_HOOKS = ("pre-receive", "post-receive")
@@ -114,7 +116,9 @@ def check_secrets(path: str, data: bytes, old: bytes | None) -> list[Finding]:
 
 
 def check_commits(
-    repo: pygit2.Repository, ids: Iterable[pygit2.Oid]
+    repo: pygit2.Repository,
+    ids: Iterable[pygit2.Oid],
+    progress: Progress = QUIET,
 ) -> list[BadCommit]:
     """The commits among ``ids`` that bring a bad file, with what is wrong.
 
@@ -122,16 +126,18 @@ def check_commits(
     rest of its tree is the parent's, already checked (or already stored).
     A commit that says ``Machine-Redaction: off`` (an explicit --no-redact)
     may hold secrets; any other may not, in its rows or in its message.
+    ``progress`` counts the rows checked, of all the commits' rows.
     """
     bad: list[BadCommit] = []
-    for oid in ids:
-        commit = repo[oid].peel(Commit)
-        parent = commit.parents[0].tree if commit.parents else None
+    # The changes first (tree walks, cheap next to parsing and scanning
+    # rows): then the rows to check are known before the first is read.
+    changes = [_changed_rows(repo, repo[oid].peel(Commit)) for oid in ids]
+    progress.begin("checking rows", sum(len(c[1]) for c in changes))
+    for commit, changed in changes:
         scan = commit.message_trailers.get("Machine-Redaction") != "off"
         found = _message_secrets(commit) if scan else []
-        for path, old, new in treediff.changed_blobs(repo, parent, commit.tree):
-            if new is None or not _checked(path):
-                continue
+        for path, old, new in changed:
+            progress.advance()
             try:
                 data = repo[new].peel(pygit2.Blob).data
             except (KeyError, ValueError, pygit2.GitError):
@@ -143,7 +149,20 @@ def check_commits(
             found.extend(problems)
         if found:
             bad.append((commit, found))
+    progress.end()
     return bad
+
+
+def _changed_rows(
+    repo: pygit2.Repository, commit: Commit
+) -> tuple[Commit, list[tuple[str, pygit2.Oid | None, pygit2.Oid]]]:
+    """The files ``commit`` adds or changes that are checked: rows, contexts."""
+    parent = commit.parents[0].tree if commit.parents else None
+    return commit, [
+        (path, old, new)
+        for path, old, new in treediff.changed_blobs(repo, parent, commit.tree)
+        if new is not None and _checked(path)
+    ]
 
 
 def _checked(path: str) -> bool:

@@ -22,8 +22,10 @@ import re
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import BinaryIO
+from typing import cast
 
 from machine_git import context
 from machine_git import inputs
@@ -34,12 +36,17 @@ from machine_git import schemas
 from machine_git.errors import ImportConflictError
 from machine_git.errors import ImportProblemsError
 from machine_git.errors import UsageError
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 from machine_git.schemas import KINDS
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Snapshot
 from machine_git.store import Store
-from machine_git.store import parse_row
 from machine_git.validate import Finding
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 HOST = "import"
 _BODIES = ("messages", "trajectory")
@@ -57,7 +64,7 @@ class Loaded:
     """The valid rows of a file, in file order, and what was left out of them."""
 
     file: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     # Generated rows get created_at and source from the import, not the line:
     # those fields are ignored when comparing with a row already stored.
@@ -88,11 +95,13 @@ def load(
     *,
     name: str | None = None,
     redact: bool = True,
+    progress: Progress = QUIET,
 ) -> Loaded:
     """Read and validate every line of ``source``; ImportProblemsError if any is bad.
 
     ``source`` is a file's path, or a stream (standard input). ``name`` is
     how problems name it (default: the path as given, or ``<stdin>``).
+    ``progress`` hears of each line checked (and scanned for secrets).
     """
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
@@ -112,7 +121,9 @@ def load(
     # path), or standard input, which has neither.
     file_name = path.name if path is not None else "stdin"
     absolute = str(path.resolve()) if path is not None else None
+    progress.begin("checking rows", data.count(b"\n") + (not data.endswith(b"\n")))
     for number, text in inputs.numbered_lines(data):
+        progress.advance()
         found: list[tuple[str, str]] = []
         row = _row_of_line(text, number, file_name, absolute, kind, loaded, found)
         if row is not None and not found:
@@ -129,12 +140,14 @@ def load(
             problems.extend(Finding(shown, number, p, m) for p, m in found)
             continue
         assert row is not None
+        valid = cast("Row", row)  # its schema passed above
         if redact:
-            row, replaced = redaction.redact_row(row)
+            valid, replaced = redaction.redact_row(valid)
             for secret_kind, n in replaced.items():
                 loaded.redacted[secret_kind] = loaded.redacted.get(secret_kind, 0) + n
-        loaded.rows.append(row)
+        loaded.rows.append(valid)
         loaded.lines.append(number)
+    progress.end()
     if problems:
         bad_lines = len({p.line for p in problems})
         raise ImportProblemsError(shown, [str(p) for p in problems], bad_lines)
@@ -260,9 +273,11 @@ def commit(store: Store, loaded: Loaded) -> Imported:
         conflicts: list[str] = []
         for line_row in loaded.rows:
             # A row written with --out carries its context inline: stored once.
-            row, contexts = context.stored(
-                line_row, lambda where: context.in_tree(snap.tree, where)
+            stored, contexts = context.stored(
+                cast("dict[str, Any]", line_row),
+                lambda where: context.in_tree(snap.tree, where),
             )
+            row = cast("Row", stored)
             path = rows.row_path(row["id"])
             existing_bytes = snap.read(path)
             if existing_bytes is None:
@@ -270,7 +285,7 @@ def commit(store: Store, loaded: Loaded) -> Imported:
                 files.update(contexts)
                 added[row["kind"]] = added.get(row["kind"], 0) + 1
                 continue
-            existing = parse_row(existing_bytes, path)
+            existing = rows.parse(existing_bytes, path)
             if _same(existing, row, row["id"] in loaded.generated):
                 present += 1
             else:
@@ -287,7 +302,7 @@ def commit(store: Store, loaded: Loaded) -> Imported:
             files=files,
             trailers={"Action": "import", "Rows": str(count), "Source": name},
             body=by_kind(added),
-            redaction="on" if loaded.redact else "off",
+            redaction=Redaction.SCANNED if loaded.redact else Redaction.OFF,
         )
 
     oid = store.write(plan)
@@ -299,7 +314,7 @@ def commit(store: Store, loaded: Loaded) -> Imported:
     )
 
 
-def _same(existing: dict[str, Any], row: dict[str, Any], generated: bool) -> bool:
+def _same(existing: Row, row: Row, generated: bool) -> bool:
     if not generated:
         return existing == row
     # When and from which file a conversation was imported is not part of it.

@@ -20,6 +20,7 @@ from machine_git import hooks
 from machine_git import rows
 from machine_git import treediff
 from machine_git.change import Change
+from machine_git.change import Redaction
 from machine_git.conflicts import Conflict
 from machine_git.conflicts import conflict_of
 from machine_git.store import Snapshot
@@ -98,7 +99,7 @@ def merge_rows(
             body=_resolution_body(prefer, result.resolved),
             # Rows taken from the remote are stored bytes from another store,
             # redacted there (or kept by an explicit, recorded --no-redact).
-            redaction="kept",
+            redaction=Redaction.KEPT,
         )
 
     try:

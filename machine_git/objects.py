@@ -37,6 +37,7 @@ _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _NAMES = {number: name.decode() for name, number in _TYPES.items()}
 _PACKED_FIRST = 2  # libgit2 asks backends in order of priority, highest first
 _LOOSE = 1  # (one objects folder: its pack reader, then its loose reader)
+_STAGED = 3  # a bulk commit's objects in memory (bulk.py): read first, written to
 _ASIDE = "damaged-objects"
 _HEXSIZE = 40  # beside objects/, in the store's own folder
 
@@ -56,6 +57,7 @@ def guard(
     repo: pygit2.Repository,
     folder: str | Path | None = None,
     also: Sequence[str | Path] = (),
+    staged: pygit2.OdbBackend | None = None,
 ) -> pygit2.Repository:
     """Make ``repo`` read loose objects only through :class:`_Loose`; idempotent.
 
@@ -63,12 +65,17 @@ def guard(
     (:func:`objects_only`); ``also`` more objects folders to read (after it),
     like git's alternates. Damaged loose objects a write replaces are moved
     to ``damaged-objects`` in machine's own folder beside ``folder``.
+    ``staged``, a backend in memory, is read before the rest, and every
+    write goes to it instead of a loose file (a bulk commit, bulk.py).
     """
     if repo in _guarded:
         return repo
     if folder is None:
         folder = os.path.join(repo.path, "objects")
     odb = pygit2.Odb()
+    if staged is not None:
+        # libgit2 writes to the first backend (by priority) that can write.
+        odb.add_backend(staged, _STAGED)
     priority = _PACKED_FIRST
     for objects in (folder, *also):
         objects = str(objects)

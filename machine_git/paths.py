@@ -7,6 +7,7 @@ import hashlib
 import re
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 from machine_git.errors import FileWriteError
 from machine_git.errors import MachineError
@@ -15,6 +16,18 @@ from machine_git.errors import UsageError
 DATA_DIR_ENV = "MACHINE_DATA_DIR"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_NAME = 100
+
+
+class Project(NamedTuple):
+    """A project: its folder, and whether ``--project`` chose it (not the cwd)."""
+
+    root: Path
+    chosen: bool = False
+
+    @property
+    def store_path(self) -> Path:
+        """Where the project's store is (or will be)."""
+        return store_path(self.root)
 
 
 def project_root(start: Path | None = None) -> Path:

@@ -27,6 +27,8 @@ from machine_git.merge import PullResult
 from machine_git.merge import commit_hex
 from machine_git.merge import count_change
 from machine_git.merge import merge_rows
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 from machine_git.remotes import DEFAULT_REMOTE
 from machine_git.remotes import get_remote
 from machine_git.shared_refs import SHARED
@@ -45,10 +47,14 @@ PREFER = ("ours", "theirs")
 
 
 def pull(
-    store: Store, name: str = DEFAULT_REMOTE, prefer: str | None = None
+    store: Store,
+    name: str = DEFAULT_REMOTE,
+    prefer: str | None = None,
+    progress: Progress = QUIET,
 ) -> PullResult:
     """Fetch remote ``name``: merge its rows into the branch, row by row, and
-    take its versions and run refs."""
+    take its versions and run refs. ``progress`` counts the incoming rows as
+    they are checked."""
     if prefer is not None and prefer not in PREFER:
         raise UsageError(f"--prefer must be one of {', '.join(PREFER)}")
     get_remote(store, name)
@@ -68,7 +74,8 @@ def pull(
         raise clash_error(clashes, name, "pulled")
     theirs = repo[theirs_id].peel(Commit)
     ours = store.head
-    _check_incoming(store, name, [theirs.id, *(their_commits[r] for r in new)], ours)
+    tips = [theirs.id, *(their_commits[r] for r in new)]
+    _check_incoming(store, name, tips, ours, progress)
     result = _pull_branch(store, name, theirs, prefer)
     if result.status != "conflict":
         take_refs(store, {ref: staged[ref] for ref in new})
@@ -139,7 +146,11 @@ def fetch(store: Store, name: str) -> Oid | None:
 
 
 def _check_incoming(
-    store: Store, name: str, tips: list[Oid], ours: Commit | None
+    store: Store,
+    name: str,
+    tips: list[Oid],
+    ours: Commit | None,
+    progress: Progress = QUIET,
 ) -> None:
     walker = store.repo.walk(None, SortMode.TOPOLOGICAL | SortMode.REVERSE)
     for tip in tips:
@@ -147,7 +158,7 @@ def _check_incoming(
             walker.push(tip)
     if ours is not None:
         walker.hide(ours.id)
-    bad = hooks.check_commits(store.repo, (c.id for c in walker))
+    bad = hooks.check_commits(store.repo, [c.id for c in walker], progress)
     if bad:
         raise RemoteError(
             f"{name} has {hooks.rejected(bad)} in "

@@ -15,9 +15,14 @@ an error: nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+from typing import TypeVar
+from typing import cast
 
 from machine_git import secrets
+
+R = TypeVar("R", bound=Mapping[str, Any])
 
 STRUCTURE = frozenset({"id", "kind", "tag", "created_at", "source", "redactions"})
 # Keys inside the content whose values the schemas pin to a pattern or a few
@@ -26,11 +31,11 @@ STRUCTURE = frozenset({"id", "kind", "tag", "created_at", "source", "redactions"
 PINNED = frozenset({"timestamp", "role", "type"})
 
 
-def redact_row(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+def redact_row(row: R) -> tuple[R, dict[str, int]]:
     """A copy of ``row`` with secrets replaced, and what this pass replaced."""
     cleaned, found = secrets.redact(_content(row), PINNED)
     assert isinstance(cleaned, dict)  # redact() keeps the shape it was given
-    out = {**row, **cleaned}
+    out: dict[str, Any] = {**row, **cleaned}
     # The field is always written, empty when nothing was found: it records
     # that the row was scanned when it was written, so an export need not
     # scan it again (rows without it, --no-redact ones, are scanned there).
@@ -38,10 +43,11 @@ def redact_row(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
     for kind, count in found.items():
         total[kind] = total.get(kind, 0) + count
     out["redactions"] = dict(sorted(total.items()))
-    return out, dict(sorted(found.items()))
+    # The same keys, the same kinds of value: a row stays the row it was.
+    return cast(R, out), dict(sorted(found.items()))
 
 
-def leaks(row: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
+def leaks(row: Mapping[str, Any], before: Mapping[str, Any] | None = None) -> list[str]:
     """Kinds of the secrets in ``row``'s content (empty if none).
 
     With ``before`` (the row as it was), only the secrets ``before`` did not
@@ -60,7 +66,7 @@ def message_leaks(message: str) -> list[str]:
     return sorted({f.kind for f in secrets.scan_text(head)})
 
 
-def _content(row: dict[str, Any]) -> dict[str, Any]:
+def _content(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in STRUCTURE}
 
 

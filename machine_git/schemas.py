@@ -16,6 +16,7 @@ import jsonschema_rs
 
 from machine_git import bundled
 from machine_git import jsonio
+from machine_git.errors import RowValidationError
 from machine_git.errors import SchemaError
 
 KINDS = ("train", "traces", "rejected", "observed")
@@ -89,6 +90,17 @@ def row_problems(row: Any) -> list[Problem]:
             Problem("$.kind", f"unknown kind {kind!r} (expected one of {expected})")
         ]
     return check(validator(kind), row)
+
+
+def check_row(row: Any, where: str) -> None:
+    """RowValidationError ``<where>: <json path>: <problem>`` if ``row`` is invalid.
+
+    The one check a row gets before it is written: by the store for every row
+    of a commit (``where`` is its path), and for a row appended to a file.
+    """
+    problems = row_problems(row)
+    if problems:
+        raise RowValidationError(f"{where}: {problems[0]}")
 
 
 def check(v: jsonschema_rs.Draft202012Validator, value: Any) -> list[Problem]:

@@ -69,6 +69,22 @@ def counts(store: Store, at: Commit | None = None) -> dict[str, int]:
     return result
 
 
+def kept(store: Store, at: Commit) -> dict[str, int] | None:
+    """The counts at ``at`` when they cost little (a progress bar's total).
+
+    That is when a count is kept and ``at`` is the newest commit: the cache,
+    or the cache plus a small diff. Otherwise None: counting would read
+    every row, as much work as what the total is for.
+    """
+    if _read_cache(store) is None:
+        return None
+    with contextlib.suppress(StoreError, OSError, *_READ_ERRORS):
+        head = store.head
+        if head is not None and head.id == at.id:
+            return counts(store)
+    return None
+
+
 def follow(store: Store) -> None:
     """Bring an existing cache up to the newest commit; called after each commit.
 

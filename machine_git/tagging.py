@@ -1,120 +1,234 @@
-"""``machine good`` and ``machine bad``: the command's work and its output.
+"""The tag path: a turn of an agent's session becomes a row, then a commit.
 
-Shared by the click command (machine_git/cli/tag.py) and the console script's
-fast path (machine_git/entry.py), so it must not import click: start-up is
-most of the time of a tag (bench/RESULTS.md). Output goes to ``sys.stdout``
-and ``sys.stderr`` as click.echo would write it.
+:func:`tag` is ``machine good``, ``machine bad`` and ``machine observe``, top
+to bottom, for every caller (the console script's fast path, the click
+commands, a fork recording its run):
+
+    session   sessions.detect.locate   which session file, of which agent
+    turn      detect.Found.read        its last turn, as trajectory-v1 records
+    row       rows.build               a train, traces, rejected or observed row
+    redact    redaction.redact_row     secrets replaced before any byte is written
+    validate  Store.write (outfile.append with --out): the schema, checked once
+    commit    turns.commit             one commit: a tag, a label, a move, or none
+
+It prints nothing: what happened comes back as data (:class:`Tagged`), with
+the notices a caller may show (which session, skipped lines, what was
+redacted, a new store), each also handed to ``notify`` as it happens, so a
+command that then fails has said them first.
+
+No click here, no dataclasses and no pydantic: this is the start-up path of
+``machine good`` (bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+from typing import Literal
+from typing import NamedTuple
 
-from machine_git import capture
-from machine_git import jsonio
+from machine_git import outfile
 from machine_git import paths
 from machine_git import redaction
 from machine_git import rows
+from machine_git import turns
+from machine_git.paths import Project
+from machine_git.plain import Plain
 from machine_git.sessions import detect
+from machine_git.store import Redaction
 from machine_git.store import Store
 
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
-def echo(text: str, err: bool = False) -> None:
-    """One line on stdout (or stderr), flushed."""
-    stream = sys.stderr if err else sys.stdout
-    stream.write(f"{text}\n")
-    stream.flush()
+Label = Literal["good", "bad", "observed"]
+Action = Literal["tag", "label", "move", "duplicate", "observed", "out", "off"]
+
+
+class TagOptions(NamedTuple):
+    """What to tag, and how (the options of ``good``, ``bad`` and ``observe``)."""
+
+    label: Label
+    note: str | None = None
+    rewrite: str | None = None
+    """The answer to keep instead of the agent's (``--as``)."""
+    trace: bool = False
+    """Keep the whole turn as trajectory records (observed rows always do)."""
+    reasoning: bool = False
+    out: str | None = None
+    """Append the row to this JSONL file instead of the store."""
+    host: str = detect.AUTO
+    session: Path | None = None
+    entry: str | None = None
+    redact: bool = True
+    context: bool = True
+    """Keep the system prompt and tools the turn ran with (``--no-context``)."""
+    parent: str | None = None
+    """Observed: the row a forked run corrects (default: MACHINE_FORK_PARENT)."""
+    if_auto: bool = False
+    """Observed: record only if the project has auto-capture on."""
+
+
+# -- notices ------------------------------------------------------------------------
+
+
+class SessionUsed(Plain):
+    """The session ``--host auto`` chose, when it is worth saying."""
+
+    __slots__ = ("host", "path")
+
+    def __init__(self, host: str, path: Path) -> None:
+        self.host = host
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"using {self.host} session {self.path}"
+
+
+class Skipped(Plain):
+    """Lines of the session the reader skipped (corrupt, of unknown type)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __str__(self) -> str:
+        return f"warning: {self.what}"
+
+
+class Redacted(Plain):
+    """The secrets replaced in the row: how many of each kind."""
+
+    __slots__ = ("found",)
+
+    def __init__(self, found: dict[str, int]) -> None:
+        self.found = found
+
+    def __str__(self) -> str:
+        return f"redacted {redaction.describe(self.found)}"
+
+
+class NewStore(Plain):
+    """A store made for a folder outside git (each folder would get its own)."""
+
+    __slots__ = ("line", "project")
+
+    def __init__(self, project: Path, line: str) -> None:
+        self.project = project
+        self.line = line
+
+    def __str__(self) -> str:
+        return self.line
+
+
+Notice = SessionUsed | Skipped | Redacted | NewStore
+"""Something a tag says besides its result; ``str()`` is the line to show."""
+
+
+# -- the result ---------------------------------------------------------------------
+
+
+class Tagged(Plain):
+    """What a tag did.
+
+    ``action``: ``tag``, ``label``, ``move``, ``duplicate`` and ``observed``
+    as turns.Committed says; ``out`` (appended to ``out``, no store); ``off``
+    (``if_auto`` and auto-capture is off: nothing read, ``row`` None).
+    """
+
+    __slots__ = (
+        "action",
+        "also",
+        "commit",
+        "notices",
+        "out",
+        "previous_kind",
+        "row",
+        "store",
+    )
+
+    def __init__(
+        self,
+        action: Action,
+        row: Row | None,
+        notices: list[Notice],
+        *,
+        committed: turns.Committed | None = None,
+        store: Path | None = None,
+        out: Path | None = None,
+    ) -> None:
+        self.action = action
+        self.row = row
+        self.notices = notices
+        self.previous_kind = None if committed is None else committed.previous_kind
+        self.commit = None if committed is None else committed.commit
+        self.also: list[turns.Moved] = [] if committed is None else committed.also
+        self.store = store
+        self.out = out
+
+
+# -- the path -----------------------------------------------------------------------
 
 
 def tag(
-    label: str,
-    note_words: tuple[str, ...],
-    note: str | None,
-    rewrite: str | None,
-    trace: bool,
-    reasoning: bool,
-    out: str | None,
-    host: str,
-    session: Path | None,
-    entry: str | None,
-    no_redact: bool,
-    root: Path,
-    as_json: bool,
-    no_context: bool = False,
-    chosen: bool = False,
-) -> None:
-    """Tag the turn the options name, in the store of the project at ``root``.
+    project: Project,
+    options: TagOptions,
+    notify: Callable[[Notice], None] | None = None,
+) -> Tagged:
+    """Tag (or observe) the turn ``options`` name, in ``project``'s store."""
+    notices: list[Notice] = []
 
-    ``chosen``: ``root`` was given with ``--project`` (not found from the cwd).
-    """
-    text = " ".join([*([note] if note else []), *note_words]).strip() or None
-    found = detect.locate(root, host, session)
+    def say(notice: Notice) -> None:
+        notices.append(notice)
+        if notify is not None:
+            notify(notice)
+
+    if options.if_auto and not _auto_on(project):
+        return Tagged("off", None, notices)
+    found = detect.locate(project.root, options.host, options.session)
     if found.announce:
-        echo(f"using {found.host} session {found.path}", err=True)
-    turn, report = found.read(entry)
-    if (line := report.warning()) is not None:
-        echo(f"warning: {line}", err=True)
+        say(SessionUsed(found.host, found.path))
+    turn, report = found.read(options.entry)
+    if (skipped := report.warning()) is not None:
+        say(Skipped(skipped))
     row = rows.build(
         turn,
-        label=label,
-        trace=trace,
-        note=text,
-        rewrite=rewrite,
-        reasoning=reasoning,
-        context=not no_context,
+        label=options.label,
+        trace=options.trace,
+        note=options.note,
+        rewrite=options.rewrite,
+        reasoning=options.reasoning,
+        parent=_parent(options),
+        context=options.context,
     )
-    if not no_redact:
-        row, found_secrets = redaction.redact_row(row)
-        if found_secrets:
-            echo(f"redacted {redaction.describe(found_secrets)}", err=True)
-    if out is not None:
-        target = paths.check_out_path(out, devices=True)
-        capture.write_out(target, row)
-        if as_json:
-            _emit_json({"action": "out", "path": str(target), "row": row})
-        else:
-            echo(f"{label} {row['id']} -> {target} ({row['kind']})")
-        return
-    store = Store.create(paths.store_path(root), root)
-    if (notice := paths.new_store_notice(root, chosen, store.created)) is not None:
-        echo(notice, err=True)
-    result = capture.tag(store, row, redaction="off" if no_redact else "on")
-    if as_json:
-        _emit_json(
-            {
-                "action": result.action,
-                "id": result.row["id"],
-                "kind": result.row["kind"],
-                "from": result.previous_kind,
-                "commit": result.commit,
-                "store": str(store.path),
-                "also": [
-                    {"id": i, "from": old, "kind": new} for i, old, new in result.also
-                ],
-            }
-        )
-        return
-    _report(label, result)
+    if options.redact:
+        row, secrets = redaction.redact_row(row)
+        if secrets:
+            say(Redacted(secrets))
+    if options.out is not None:
+        target = paths.check_out_path(options.out, devices=True)
+        outfile.append(target, row)
+        return Tagged("out", row, notices, out=target)
+    store = Store.create(project.store_path, project.root)
+    line = paths.new_store_notice(project.root, project.chosen, store.created)
+    if line is not None:
+        say(NewStore(project.root, line))
+    mode = Redaction.SCANNED if options.redact else Redaction.OFF
+    done = turns.commit(store, row, mode)
+    return Tagged(done.action, done.row, notices, committed=done, store=store.path)
 
 
-def _report(label: str, result: capture.TagResult) -> None:
-    """The lines a tag prints: what happened to the turn's row, then its others."""
-    row = result.row
-    words = rows.first_words(row)
-    if result.action == "tag":
-        echo(f"{label} {row['id']} -> {row['kind']}: {words}")
-    elif result.action == "label":
-        echo(f"labeled {row['id']} {label}: observed -> {row['kind']}: {words}")
-    elif result.action == "move" and result.previous_kind != row["kind"]:
-        echo(f"moved {row['id']} {result.previous_kind} -> {row['kind']}: {words}")
-    elif result.action == "duplicate":
-        echo(f"already tagged {row['id']} as {row['kind']}; nothing changed")
-    for other, old, new in result.also:
-        echo(f"moved {other} {old} -> {new} (the same turn)")
+def _auto_on(project: Project) -> bool:
+    from machine_git.agents import observe  # only machine observe --if-auto asks
+
+    return observe.auto_on(project.store_path)
 
 
-def _emit_json(value: Any) -> None:
-    sys.stdout.write(jsonio.line(value).decode())
-    sys.stdout.flush()
+def _parent(options: TagOptions) -> str | None:
+    if options.label != "observed" or options.parent is not None:
+        return options.parent
+    from machine_git.agents import observe
+
+    return observe.parent_from_env()

@@ -32,6 +32,8 @@ from machine_git import schemas
 from machine_git.errors import DamagedStoreError
 from machine_git.objects import CorruptObjectError
 from machine_git.objects import Objects
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
 from machine_git.store import BRANCH
 from machine_git.store import Store
 
@@ -109,18 +111,19 @@ class StoreReport:
     diagnosis: Diagnosis
 
 
-def check_whole_store(path: Path) -> StoreReport:
+def check_whole_store(path: Path, progress: Progress = QUIET) -> StoreReport:
     """Every row of the newest commit, then the store itself (recover.diagnose).
 
     The findings name every row that did not read; the diagnosis what is
-    damaged in the store, and where it can go back to.
+    damaged in the store, and where it can go back to. ``progress`` counts
+    the rows as they are checked.
     """
     tally = Tally()
     findings: list[Finding] = []
     verified: str | None = None
     try:
         store = Store.open(path)
-        findings = list(check_store(store, tally))
+        findings = list(check_store(store, tally, progress))
         head = store.head
         if tally.damaged == 0 and head is not None:
             verified = str(head.id)  # every tree and blob just read cleanly
@@ -229,7 +232,9 @@ def _parse(name: str, line: int, data: bytes) -> tuple[Any, list[Finding]]:
     return value, [Finding(name, line, p.path, p.message) for p in problems]
 
 
-def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
+def check_store(
+    store: Store, tally: Tally, progress: Progress = QUIET
+) -> Iterator[Finding]:
     """Check every row of the newest commit: schema, id, path and byte form.
 
     Damaged git objects (the commit, a tree, a row's blob) are findings too,
@@ -262,11 +267,18 @@ def check_store(store: Store, tally: Tally) -> Iterator[Finding]:
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     workers = parallel.jobs(objects, pieces)
+    from machine_git import stats  # the total of the progress bar, if kept
+
+    counted = stats.kept(store, commit)
+    total = None if counted is None else sum(counted.values())
+    progress.begin("checking rows", total)
     work = functools.partial(_check_part, known)
     for found, count in parallel.run(objects, pieces, work, workers):
         tally.rows += count
         tally.damaged += sum(1 for f in found if f.damage)
+        progress.advance(count)
         yield from found
+    progress.end()
 
 
 def _check_contexts(

@@ -1,4 +1,8 @@
-"""Row builders shared by the tests."""
+"""Row builders shared by the tests.
+
+The builders return ``Any``: tests build rows valid and deliberately not, and
+edit any key, so they are JSON data here, not ``rowtypes.Row``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,11 @@ from typing import Any
 import orjson
 
 STAMP = "2026-11-29T10:00:00.000Z"
+
+
+def loose(value: object) -> Any:
+    """A row or record as plain JSON data, for a test that reads any key of it."""
+    return value
 
 
 def source(**extra: Any) -> dict[str, Any]:
@@ -37,7 +46,7 @@ def trajectory() -> list[dict[str, Any]]:
     ]
 
 
-def train_row(row_id: str = "a1b2c3d4e5f6", **extra: Any) -> dict[str, Any]:
+def train_row(row_id: str = "a1b2c3d4e5f6", **extra: Any) -> Any:
     return {
         "id": row_id,
         "kind": "train",
@@ -53,14 +62,14 @@ def train_row(row_id: str = "a1b2c3d4e5f6", **extra: Any) -> dict[str, Any]:
     }
 
 
-def traces_row(row_id: str = "b1b2c3d4e5f6", **extra: Any) -> dict[str, Any]:
+def traces_row(row_id: str = "b1b2c3d4e5f6", **extra: Any) -> Any:
     row = train_row(row_id, **{"kind": "traces", **extra})
     del row["messages"]
     row["trajectory"] = trajectory()
     return row
 
 
-def valid_rows() -> list[dict[str, Any]]:
+def valid_rows() -> list[Any]:
     rejected_messages = train_row("c1b2c3d4e5f6", kind="rejected", tag="bad")
     rejected_trace = traces_row("d1b2c3d4e5f6", kind="rejected", tag="bad")
     observed = traces_row("e1b2c3d4e5f6", kind="observed", tag="observed")
@@ -135,7 +144,7 @@ def _tool(**changes: Any) -> dict[str, Any]:
 FAILURE = {"stop_reason": "aborted", "error": "Request was aborted"}
 
 
-def failed_rows() -> list[dict[str, Any]]:
+def failed_rows() -> list[Any]:
     """Rejected rows of turns that failed: a partial answer, none, a trace."""
     partial = train_row(
         "9a9b9c9d9e9f",
@@ -164,7 +173,7 @@ def failed_rows() -> list[dict[str, Any]]:
     return [partial, nothing, trace]
 
 
-def mutate(row: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
+def mutate(row: dict[str, Any], path: list[Any], value: Any) -> Any:
     """A deep copy of ``row`` with the value at ``path`` replaced (DELETE removes)."""
     out = copy.deepcopy(row)
     target: Any = out
@@ -246,7 +255,7 @@ def invalid_rows() -> list[tuple[str, dict[str, Any]]]:
                 mutate(t, ["kind"], "rejected") | {"tag": "bad"}, ["messages"], DELETE
             ),
         ),
-        ("not an object", []),  # type: ignore[list-item]
+        ("not an object", []),
         ("failure on a train row", mutate(t, ["failure"], FAILURE)),
         ("failure null", mutate(f, ["failure"], None)),
         ("failure unknown reason", mutate(f, ["failure", "stop_reason"], "stop")),

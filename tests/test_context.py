@@ -21,6 +21,7 @@ from machine_git import rows
 from machine_git.errors import RowValidationError
 from machine_git.errors import SecretFoundError
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests import helpers
 from tests.conftest import PI_SESSIONS
@@ -153,7 +154,9 @@ def test_a_secret_in_the_system_prompt_is_redacted_with_the_row(
 
 
 def write(
-    store: Store, files: Mapping[str, bytes | None], redaction: str | None = "on"
+    store: Store,
+    files: Mapping[str, bytes | None],
+    redaction: Redaction = Redaction.SCANNED,
 ) -> None:
     store.write(lambda snap: Change("test", dict(files), redaction=redaction))
 
@@ -181,7 +184,7 @@ def test_the_store_refuses_a_context_it_cannot_resolve_or_trust(
         write(store, {context.path_of(context.digest(bad)): bad})
     secret = context.canonical({"system": f"key {AKID}", "tools": None})
     with pytest.raises(SecretFoundError, match="unredacted secret"):
-        write(store, {context.path_of(context.digest(secret)): secret}, None)
+        write(store, {context.path_of(context.digest(secret)): secret}, Redaction.CHECK)
     assert store.head is not None and store.head.parents == []  # nothing written
     # the row with its context, in one commit or after it: both are fine
     write(store, {**row_file, context.path_of(sha): data})
@@ -324,7 +327,9 @@ def test_validate_store_finds_a_context_taken_from_under_its_row(
     # not refused by the write path, which checks the rows it writes ...
     store = Store.open(store_of(project))
     store.write(
-        lambda snap: Change("lose it", {context.path_of(sha): None}, redaction="kept")
+        lambda snap: Change(
+            "lose it", {context.path_of(sha): None}, redaction=Redaction.KEPT
+        )
     )
     # ... machine validate --store reads every row, and names it
     result = run("validate", "--store")

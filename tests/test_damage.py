@@ -30,12 +30,13 @@ from pathlib import Path
 
 import pytest
 
-from machine_git import capture
 from machine_git import paths
 from machine_git import rows
+from machine_git import turns
 from machine_git import versions
 from machine_git.errors import DAMAGED
 from machine_git.sessions import pi
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests import helpers
 from tests.conftest import PI_SESSIONS
@@ -309,7 +310,7 @@ def template(base: Path) -> tuple[Path, Path]:
         helpers.train_row(ROW_B),
         helpers.train_row(ROW_C, kind="rejected", tag="bad"),
     ):
-        capture.tag(store, row, redaction="on")
+        turns.commit(store, row, Redaction.SCANNED)
     head = store.head
     assert head is not None
     versions.create(store, "v1", head)

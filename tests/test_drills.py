@@ -4,6 +4,7 @@ disk, a read-only store and damaged objects. Each is bounded to seconds."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import random
 import re
@@ -454,6 +455,152 @@ def test_a_file_size_limit_fails_the_tag_in_one_line_and_changes_nothing(
 
     done = subprocess.run(
         tag_command(second, project),
+        env=env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=file_size_limit,
+    )
+
+    assert done.stderr == (
+        f"Error: {store}: file size limit reached; nothing was written\n"
+    )
+    assert (done.returncode, done.stdout) == (IO, "")
+    assert files_of(store) == before
+    git(store, "fsck", "--strict")
+
+
+# -- a bulk write (an import) killed or out of space -----------------------------
+
+BULK_KILLER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from machine_git import bulk
+    from machine_git.store import Store
+    point = os.environ["KILL_AT"]
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if point == "writing":  # half way through the pack's objects
+        real_header = bulk._entry_header
+        seen = []
+        def entry_header(kind, size):
+            seen.append(1)
+            if len(seen) == 150:
+                die()
+            return real_header(kind, size)
+        bulk._entry_header = entry_header
+    elif point == "between-renames":  # the pack in place, its index not
+        real_replace = os.replace
+        def replace(src, dst, *args, **kwargs):
+            if str(dst).endswith(".idx"):
+                die()
+            return real_replace(src, dst, *args, **kwargs)
+        os.replace = replace
+    elif point == "before-ref":  # pack and index in place, the branch not moved
+        real_sync = bulk._sync_folder
+        def sync_folder(folder):
+            real_sync(folder)
+            die()
+        bulk._sync_folder = sync_folder
+    elif point == "after-ref":
+        Store._after_commit = lambda self: die()
+    from machine_git.cli import main
+    sys.argv = ["machine", *sys.argv[1:]]
+    main()
+    """
+)
+
+
+def rows_file(tmp_path: Path, count: int, start: int = 0) -> Path:
+    path = tmp_path / f"rows-{start}.jsonl"
+    ids = [
+        hashlib.sha1(b"%d" % n).hexdigest()[:12] for n in range(start, start + count)
+    ]
+    path.write_bytes(b"".join(orjson.dumps(helpers.train_row(i)) + b"\n" for i in ids))
+    return path
+
+
+def import_command(rows: Path, project: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "machine_git", "import", str(rows),
+        "--project", str(project),
+    ]  # fmt: skip
+
+
+def pack_folder(project: Path) -> list[str]:
+    return sorted(
+        p.name for p in (paths.store_path(project) / "objects/pack").iterdir()
+    )
+
+
+@pytest.mark.parametrize(
+    "point", ["writing", "between-renames", "before-ref", "after-ref"]
+)
+def test_an_import_killed_inside_its_bulk_write_leaves_a_consistent_store(
+    project: Path, tmp_path: Path, point: str
+) -> None:
+    first, second = rows_file(tmp_path, 3), rows_file(tmp_path, 120, start=1000)
+    subprocess.run(import_command(first, project), env=env(), check=True)
+    killed = subprocess.run(
+        [sys.executable, "-c", BULK_KILLER, *import_command(second, project)[3:]],
+        env={**env(), "KILL_AT": point},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert killed.stdout == ""  # nothing was reported as done
+    assert_consistent(project)
+    landed = store_rows(project)
+    assert len(landed) == (123 if point == "after-ref" else 3)
+    # Importing again lands every row, and what the kill left is gone.
+    done = subprocess.run(
+        import_command(second, project), env=env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(store_rows(project)) == 123
+    assert not [n for n in pack_folder(project) if n.startswith("tmp_")]
+    names = pack_folder(project)
+    assert {n[:-5] for n in names if n.endswith(".pack")} == {
+        n[:-4] for n in names if n.endswith(".idx")
+    }
+    assert_consistent(project)
+
+
+def test_imports_killed_at_random_moments_lose_nothing_reported(
+    project: Path, tmp_path: Path
+) -> None:
+    rng = random.Random(99)
+    reported = 0
+    for round_ in range(6):
+        rows = rows_file(tmp_path, 400, start=1000 * round_)
+        proc = subprocess.Popen(
+            import_command(rows, project),
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(rng.uniform(0.2, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        if out.startswith(b"imported "):
+            reported += 400
+        assert_consistent(project)
+        assert len(store_rows(project)) >= reported
+
+
+def test_a_file_size_limit_fails_an_import_in_one_line_and_changes_nothing(
+    project: Path, tmp_path: Path
+) -> None:
+    store = paths.store_path(project)
+    first = session_copies(tmp_path, 1)[0]
+    subprocess.run(tag_command(first, project), env=env(), check=True)
+    before = files_of(store)
+
+    done = subprocess.run(
+        import_command(rows_file(tmp_path, 100), project),
         env=env(),
         capture_output=True,
         text=True,

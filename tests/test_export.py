@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
-from machine_git import capture
 from machine_git import export
 from machine_git import jsonio
+from machine_git import turns
 from machine_git.cli import export as cli_export
 from machine_git.errors import FileWriteError
 from machine_git.errors import UsageError
+from machine_git.rowtypes import Row
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests import helpers
 
@@ -175,10 +177,10 @@ def test_the_cli_offers_the_library_formats() -> None:
     assert cli_export.FORMATS == export.FORMATS
 
 
-def _store(tmp_path: Path, *rows: dict[str, Any]) -> Store:
+def _store(tmp_path: Path, *rows: Row) -> Store:
     store = Store.create(tmp_path / "store")
     for row in rows:
-        capture.tag(store, row)
+        turns.commit(store, row, Redaction.CHECK)
     return store
 
 
@@ -235,15 +237,36 @@ def test_a_failed_export_leaves_the_old_file_and_no_temp_files(
     assert sorted(os.listdir(folder)) == ["data.jsonl", "data.jsonl.manifest.json"]
 
 
-def test_progress_is_called_per_row(tmp_path: Path) -> None:
+class Recorder:
+    """A Progress that remembers what it heard."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[str, object]] = []
+
+    def begin(self, label: str, total: int | None) -> None:
+        self.heard.append(("begin", (label, total)))
+
+    def advance(self, count: int = 1) -> None:
+        self.heard.append(("advance", count))
+
+    def end(self) -> None:
+        self.heard.append(("end", None))
+
+
+def test_progress_counts_every_row_in_one_stage(tmp_path: Path) -> None:
     store = _store(tmp_path, helpers.train_row(), helpers.train_row("a2b2c3d4e5f6"))
     head = store.head
     assert head is not None
-    seen: list[int] = []
+    heard = Recorder()
     export.write_file(
-        store, head, "HEAD", "openai", ("train",), tmp_path / "x.jsonl", seen.append
+        store, head, "HEAD", "openai", ("train",), tmp_path / "x.jsonl", heard
     )
-    assert seen == [1, 2]
+    # No count kept: the total is not known before the rows are read.
+    assert heard.heard[0] == ("begin", ("exporting rows", None))
+    assert heard.heard[-1] == ("end", None)
+    steps = heard.heard[1:-1]
+    assert {name for name, _ in steps} == {"advance"}
+    assert sum(n for _, n in steps if isinstance(n, int)) == 2
 
 
 def test_a_missing_folder_is_one_line(tmp_path: Path) -> None:

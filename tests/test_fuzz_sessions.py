@@ -21,10 +21,10 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from machine_git import capture
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
+from machine_git import schemas
 from machine_git.errors import INVALID
 from machine_git.errors import MachineError
 from machine_git.sessions import detect
@@ -204,7 +204,7 @@ def _outcome(form: detect.Format, path: Path) -> str:
         for label in ("good", "bad"):
             for trace in (False, True):
                 row = rows.build(turn, label=label, trace=trace, reasoning=trace)
-                capture.check(row)
+                schemas.check_row(row, "the row is invalid")
                 rows.row_path(row["id"])
                 jsonio.canonical(row)
     except MachineError as e:

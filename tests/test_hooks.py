@@ -367,7 +367,8 @@ def test_an_explicit_no_redact_commit_is_let_through_and_its_secret_carried(
     assert run(clone, "commit", "-q", "-am", "move it").returncode == 0
     done = run(clone, "push", "-q", "origin", "main")
     assert done.returncode == 0, done.stderr
-    assert (store.read_row("a1b2c3d4e5f6") or {}).get("kind") == "rejected"
+    moved = store.read_row("a1b2c3d4e5f6")
+    assert moved is not None and moved["kind"] == "rejected"
 
 
 # -- the clone's pre-commit hook -------------------------------------------------------

@@ -5,16 +5,17 @@ import pytest
 from machine_git.plain import Plain
 from machine_git.sessions import ReadReport
 from machine_git.store import Change
+from machine_git.store import Redaction
 
 
 def test_records_compare_by_fields_and_show_them() -> None:
-    a = Change("s", {"rows/x": b"1"}, redaction="on")
-    assert a == Change("s", {"rows/x": b"1"}, {}, "", "on")
-    assert a != Change("s", {"rows/x": b"2"}, redaction="on")
+    a = Change("s", {"rows/x": b"1"}, redaction=Redaction.SCANNED)
+    assert a == Change("s", {"rows/x": b"1"}, {}, "", Redaction.SCANNED)
+    assert a != Change("s", {"rows/x": b"2"}, redaction=Redaction.SCANNED)
     # Fields in __slots__ order (ruff keeps it sorted).
     assert repr(a) == (
-        "Change(body='', files={'rows/x': b'1'}, redaction='on', summary='s', "
-        "trailers={})"
+        "Change(body='', files={'rows/x': b'1'}, "
+        "redaction=<Redaction.SCANNED: 'on'>, summary='s', trailers={})"
     )
     assert a != ReadReport("s")  # another class is never equal
 

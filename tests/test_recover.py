@@ -10,14 +10,15 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from machine_git import capture
 from machine_git import paths
 from machine_git import recover
 from machine_git import stats
 from machine_git import sync
+from machine_git import turns
 from machine_git import versions
 from machine_git.errors import DAMAGED
 from machine_git.errors import DamagedStoreError
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests import helpers
 from tests.conftest import Run
@@ -30,7 +31,7 @@ def tagged_store(location: Path) -> Store:
     """Init, then one tag commit each for A, B and C; version v1 at C."""
     store = Store.create(location)
     for row_id in (ROW_A, ROW_B, ROW_C):
-        capture.tag(store, helpers.train_row(row_id), redaction="on")
+        turns.commit(store, helpers.train_row(row_id), Redaction.SCANNED)
     head = store.head
     assert head is not None
     versions.create(store, "v1", head)
@@ -249,7 +250,9 @@ def test_a_store_with_nothing_intact_is_restored_from_its_remote(
     sync.add_remote(Store.open(store), "origin", str(hub))
     sync.push(Store.open(store))
     pushed = rev(store, "main")
-    capture.tag(Store.open(store), helpers.train_row("d00000000004"), redaction="on")
+    turns.commit(
+        Store.open(store), helpers.train_row("d00000000004"), Redaction.SCANNED
+    )
     truncate(store, "main:machine.json")  # nothing local is intact now
     assert run("recover").exit_code == DAMAGED
 

@@ -320,11 +320,12 @@ def test_leaks_names_only_what_the_older_row_lacked() -> None:
 
 def test_a_commit_message_is_redacted_unless_redaction_is_off() -> None:
     from machine_git.store import Change
+    from machine_git.store import Redaction
 
     on = Change(f"rm x: {GH.secret}", {}, body=f"why: {AWS.line}")
     assert GH.secret not in on.message() and AWS.secret not in on.message()
     assert "[REDACTED:github-token]" in on.message()
-    off = Change(f"rm x: {GH.secret}", {}, redaction="off")
+    off = Change(f"rm x: {GH.secret}", {}, redaction=Redaction.OFF)
     assert GH.secret in off.message()
     assert redaction.message_leaks(off.message()) == ["github-token"]
 

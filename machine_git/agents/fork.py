@@ -20,14 +20,27 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+from typing import NamedTuple
 
+from machine_git import rows
+from machine_git import tagging
 from machine_git.agents.observe import PARENT_ENV
+from machine_git.errors import MachineError
+from machine_git.errors import NotFoundError
+from machine_git.errors import RowNotFoundError
 from machine_git.errors import UsageError
+from machine_git.paths import Project
 from machine_git.sessions import pi as pi_sessions
 from machine_git.store import Store
+from machine_git.tagging import Tagged
+from machine_git.tagging import TagOptions
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 # Our own prompt's layout: a fork's user message starts with one of these and
 # quotes the task under "Task:" (prompt() below writes it).
@@ -63,19 +76,15 @@ class Fork:
         return " ".join([*assignments, *(shlex.quote(a) for a in self.argv)])
 
 
-def task_and_answer(row: dict[str, Any]) -> tuple[str, str | None]:
+def task_and_answer(row: Row) -> tuple[str, str | None]:
     """The user's message and the final answer of a row (messages or trajectory)."""
-    from machine_git import edits
-
-    user = ""
-    for item in row.get("messages") or row.get("trajectory") or []:
-        if isinstance(item, dict) and item.get("role") == "user":
-            user = str(item.get("content") or "")
-            break
-    return user, edits.final_answer(row)
+    user = next(
+        (str(i["content"] or "") for i in rows.body(row) if i["role"] == "user"), ""
+    )
+    return user, rows.final_answer(row)
 
 
-def original_task(store: Store | None, row: dict[str, Any]) -> str:
+def original_task(store: Store | None, row: Row) -> str:
     """The task a chain of forks started from: the first row's user message.
 
     Follows ``source.parent_row`` through the store; where a parent is gone,
@@ -84,8 +93,8 @@ def original_task(store: Store | None, row: dict[str, Any]) -> str:
     seen: set[str] = set()
     current = row
     while len(seen) < _MAX_CHAIN:
-        seen.add(str(current.get("id")))
-        parent_id = (current.get("source") or {}).get("parent_row")
+        seen.add(current["id"])
+        parent_id = current["source"].get("parent_row")
         parent = None
         if store is not None and isinstance(parent_id, str) and parent_id not in seen:
             with contextlib.suppress(UsageError):  # not a row id: no parent
@@ -107,7 +116,7 @@ def _quoted_task(text: str) -> str:
     return ""
 
 
-def prompt(row: dict[str, Any], correction: str | None, task: str | None = None) -> str:
+def prompt(row: Row, correction: str | None, task: str | None = None) -> str:
     """The follow-up prompt: the task, the previous answer, the correction.
 
     ``task`` is the original task (original_task); default: the row's own.
@@ -115,7 +124,7 @@ def prompt(row: dict[str, Any], correction: str | None, task: str | None = None)
     user, answer = task_and_answer(row)
     task = task if task and task.strip() else user
     if not task.strip():
-        raise UsageError(f"row {row.get('id')} has no user message to fork from")
+        raise UsageError(f"row {row['id']} has no user message to fork from")
     correction = (correction or "").strip() or None
     lines = [
         "Redo this task with a correction."
@@ -132,11 +141,9 @@ def prompt(row: dict[str, Any], correction: str | None, task: str | None = None)
     return "\n".join(lines) + "\n"
 
 
-def make(
-    row: dict[str, Any], correction: str | None, store: Store | None = None
-) -> Fork:
+def make(row: Row, correction: str | None, store: Store | None = None) -> Fork:
     """A fork of ``row`` with ``correction``, quoting the chain's original task."""
-    return Fork(str(row["id"]), prompt(row, correction, original_task(store, row)))
+    return Fork(row["id"], prompt(row, correction, original_task(store, row)))
 
 
 def pi_path() -> str | None:
@@ -169,3 +176,84 @@ def run(fork: Fork, pi: str, project: Path, stdout: int | None = None) -> Ran:
         raise UsageError(f"cannot run {pi}: {e.strerror}") from None
     new = [p for p in pi_sessions.session_files(project) if p not in before]
     return Ran(done.returncode, new[-1] if new else None)
+
+
+# -- a fork, start to end ----------------------------------------------------------
+
+
+class Forked(NamedTuple):
+    """What ``machine fork`` (or ``correction``) did.
+
+    ``ran``: pi ran (not with ``dry_run``, nor without pi on PATH), with
+    exit ``status``; ``recorded``: its run as observed (None if it was not,
+    ``warnings`` say why); ``pi_missing``: the command is the user's to run.
+    """
+
+    fork: Fork
+    ran: bool
+    status: int
+    recorded: Tagged | None
+    pi_missing: bool
+    warnings: list[str]
+
+
+def fork(
+    project: Project,
+    correction: str,
+    *,
+    row_id: str | None = None,
+    dry_run: bool = False,
+    notify: Callable[[str], None] | None = None,
+    stdout: int | None = None,
+) -> Forked:
+    """Rerun row ``row_id`` (default: the latest observed run) in ``pi -p`` with
+    ``correction``, and record the new run as an observed row pointing back at it.
+
+    ``notify`` hears, before pi starts, that it is starting (pi takes the
+    terminal for minutes). ``stdout``: where pi's output goes (run()).
+    """
+    store, row = _to_fork(project, row_id)
+    made = make(row, correction, store)
+    pi_bin = None if dry_run else pi_path()
+    if pi_bin is None:
+        return Forked(made, False, 0, None, not dry_run, [])
+    if notify is not None:
+        notify(f"fork of {made.parent_id}: running pi -p")
+    ran = run(made, pi_bin, project.root, stdout)
+    recorded, why = _record(project, made.parent_id, ran.session)
+    return Forked(made, True, ran.status, recorded, False, [why] if why else [])
+
+
+def _to_fork(project: Project, row_id: str | None) -> tuple[Store, Row]:
+    from machine_git import lookup
+    from machine_git.agents import observe
+    from machine_git.store import exists
+
+    if row_id is not None:
+        store = Store.open(project.store_path)
+        found = store.read_row(lookup.resolve_id(store, row_id))
+        if found is None:  # resolve_id found it a moment ago
+            raise RowNotFoundError(f"row {row_id} was removed meanwhile")
+        return store, found
+    where = project.store_path
+    existing = Store.open(where) if exists(where) else None
+    latest = [] if existing is None else observe.recent(existing, 1)
+    if existing is None or not latest:
+        raise NotFoundError(
+            "no observed run to fork (machine auto on, then run pi -p; "
+            "or machine correction --id ID)"
+        )
+    return existing, latest[0]
+
+
+def _record(
+    project: Project, parent: str, session: Path | None
+) -> tuple[Tagged | None, str | None]:
+    """Observe the run a fork made, linked to its parent, whatever auto says."""
+    if session is None:
+        return None, f"the fork of {parent} left no Pi session; nothing recorded"
+    options = TagOptions(label="observed", host="pi", session=session, parent=parent)
+    try:
+        return tagging.tag(project, options), None
+    except MachineError as e:
+        return None, f"the fork of {parent} was not recorded: {e}"

@@ -37,12 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
 from machine_git import __version__
 from machine_git import bundled
 from machine_git.agents import footer
 from machine_git.errors import INVALID
 from machine_git.errors import InstallError
+from machine_git.errors import UsageError
 from machine_git.schemas import KINDS
 from machine_git.sessions import pi as pi_sessions
 from machine_git.store import BRANCH
@@ -224,6 +226,41 @@ def render_letta_provider() -> str:
             "MAX_TOKENS": str(_MAX_TOKENS),
         },
     )
+
+
+# -- install and uninstall -------------------------------------------------------
+
+HOSTS = ("pi", "letta")  # agents machine installs into
+
+
+class Installed(NamedTuple):
+    """What ``machine install`` did: each file, and the skills the agent gets."""
+
+    outcomes: list[Outcome]
+    skills: list[str]
+    skills_dir: Path
+
+
+def install(host: str, project: Path | None = None) -> Installed:
+    """Install machine into ``host``: Pi (globally, or in ``project``) or Letta Code."""
+    _check_project(host, project)
+    done = install_pi(project) if host == "pi" else install_letta()
+    return Installed(done, list(skills()), skills_dir())
+
+
+def uninstall(host: str, project: Path | None = None) -> list[Outcome]:
+    """Remove what :func:`install` wrote (only files machine wrote)."""
+    _check_project(host, project)
+    return uninstall_pi(project) if host == "pi" else uninstall_letta()
+
+
+def _check_project(host: str, project: Path | None) -> None:
+    if host not in HOSTS:
+        raise InstallError(f"machine installs into {' and '.join(HOSTS)}, not {host}")
+    if host == "letta" and project is not None:
+        raise UsageError(
+            "Letta Code loads mods from ~/.letta/mods only; drop --project"
+        )
 
 
 # -- Pi --------------------------------------------------------------------------

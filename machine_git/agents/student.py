@@ -33,17 +33,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
-from machine_git import jsonio
+from machine_git import paths
 from machine_git import settings
 from machine_git.agents import install
 from machine_git.agents import pimodel
 from machine_git.errors import NotFoundError
 from machine_git.errors import StudentError
 from machine_git.errors import UsageError
-from machine_git.store import Change
-from machine_git.store import Snapshot
+from machine_git.paths import Project
 from machine_git.store import Store
+from machine_git.store import exists as store_exists
 
 API_KEY_ENV = install.API_KEY_ENV
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -148,7 +149,7 @@ def current(store: Store | None) -> dict[str, Any]:
     if store is None:
         return dict(NOTHING)
     values = settings.read(store)
-    return {key: values.get(key) or NOTHING[key] for key in NOTHING}
+    return {key: getattr(values, key) or NOTHING[key] for key in NOTHING}
 
 
 def check_work_model(work_model: str) -> str:
@@ -267,24 +268,7 @@ def reset_pi_default(values: dict[str, Any]) -> str | None:
 
 
 def _commit(store: Store, values: dict[str, Any], summary: str) -> str | None:
-    def plan(snap: Snapshot) -> Change | None:
-        data = snap.read(settings.SETTINGS)
-        try:
-            stored: Any = {} if data is None else jsonio.loads(data)
-        except ValueError:
-            stored = {}
-        before = stored if isinstance(stored, dict) else {}
-        after = {**before, **values}
-        if after == before:
-            return None
-        return Change(
-            summary=summary,
-            files={settings.SETTINGS: jsonio.canonical(after)},
-            trailers={"Action": "setting", "Setting": ", ".join(values)},
-        )
-
-    oid = store.write(plan)
-    return None if oid is None else str(oid)
+    return settings.update(store, values, summary)
 
 
 def pi_model(handle: Handle) -> str | None:
@@ -305,6 +289,111 @@ def offer_in_letta(handle: Handle) -> install.Outcome | None:
     if not handle.sampleable:
         return None
     return install.add_letta_model(handle.text)
+
+
+# -- the commands' work ------------------------------------------------------------
+
+
+class Chosen(NamedTuple):
+    """What ``machine student HANDLE`` did."""
+
+    handle: Handle
+    commit: str | None
+    message: str
+    """What to tell the user: the student, and how to chat with it."""
+    missing_key: str | None
+    """Why Pi and ``machine ask`` cannot reach Tinker yet, if they cannot."""
+    new_store: str | None
+    """The note for a store made for a folder outside git."""
+    settings: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``--json`` prints (without the message)."""
+        return {
+            **self.settings,
+            "kind": self.handle.kind,
+            "release": self.handle.release,
+            "warning": self.missing_key,
+            "switch_to": pi_model(self.handle),
+        }
+
+
+def set_student(
+    project: Project,
+    text: str,
+    work_model: str | None = None,
+    session: str | None = None,
+) -> Chosen:
+    """Choose the student ``text`` names for ``project`` (one commit), and offer
+    it in Pi and Letta Code where machine installed the Tinker provider."""
+    location = project.store_path
+    # A release id must name a release before anything is written.
+    handle = resolve(_existing(location), parse(text))
+    store = Store.create(location, project.root)
+    new_store = paths.new_store_notice(project.root, project.chosen, store.created)
+    commit = choose(store, handle, work_model, session)
+    offered = offer_in_pi(handle)
+    in_letta = offer_in_letta(handle)  # Letta Code's catalog, if installed
+    message = f"student {handle.describe()}"
+    if session is None:  # from a shell: how to chat with it
+        message += (
+            "; machine install pi offers it in Pi"
+            if offered is None or offered.action == "skipped"
+            else f"; in Pi: /machine student {text} switches one session to it"
+        )
+        if in_letta is not None and in_letta.action != "skipped":
+            message += (
+                f"; in Letta Code: /machine student {text} switches one "
+                "conversation to it"
+            )
+    return Chosen(handle, commit, message, missing_key(), new_store, current(store))
+
+
+def missing_key() -> str | None:
+    """Why Pi and ``machine ask`` cannot reach Tinker, or None if they can."""
+    if has_key():
+        return None
+    return f"{API_KEY_ENV} is not set; pi and machine ask cannot reach Tinker"
+
+
+class Worked(NamedTuple):
+    """What ``machine work`` did: the settings now, and Pi's default it replaced."""
+
+    settings: dict[str, Any]
+    pi_default_was: str | None
+
+
+def work(project: Project, work_model: str | None = None) -> Worked:
+    """Chat with the working model again, and take Pi's default off Tinker."""
+    store = _existing(project.store_path)
+    values = {**current(None), "work_model": work_model}
+    if store is not None:
+        back_to_work(store, work_model)
+        values = current(store)
+    return Worked(values, reset_pi_default(values))
+
+
+def ask_student(
+    project: Project,
+    prompt: str,
+    handle: str | None = None,
+    *,
+    timeout: float = 30.0,
+    max_tokens: int = 1024,
+) -> str:
+    """The answer of the student (or of ``handle``) to ``prompt``."""
+    require_key()
+    store = _existing(project.store_path)
+    if handle is None:
+        handle = None if store is None else current(store)["student"]
+        if handle is None:
+            raise StudentError("no student set; choose one with machine student HANDLE")
+    chosen = resolve(store, parse(handle))
+    return ask(chosen, prompt, timeout=timeout, max_tokens=max_tokens)
+
+
+def _existing(location: Path) -> Store | None:
+    return Store.open(location) if store_exists(location) else None
 
 
 # -- sampling --------------------------------------------------------------------

@@ -138,16 +138,18 @@ def main() -> None:
 
 
 def _register() -> None:
-    from machine_git.cli import agent
     from machine_git.cli import data
     from machine_git.cli import edit
     from machine_git.cli import export
     from machine_git.cli import gc
     from machine_git.cli import history
     from machine_git.cli import hooks
+    from machine_git.cli import install
+    from machine_git.cli import observe
     from machine_git.cli import recover
     from machine_git.cli import releases
     from machine_git.cli import review
+    from machine_git.cli import student
     from machine_git.cli import sync
     from machine_git.cli import tag
     from machine_git.cli import train
@@ -179,18 +181,18 @@ def _register() -> None:
         hooks.hooks,
         gc.gc_command,
         recover.recover_command,
-        agent.install,
-        agent.uninstall,
-        agent.auto,
-        agent.observe,
-        agent.observed,
-        agent.fork,
-        agent.correction,
-        agent.label,
-        agent.student,
-        agent.work,
-        agent.ask,
-        agent.models,
+        install.install,
+        install.uninstall,
+        observe.auto,
+        observe.observe,
+        observe.observed,
+        observe.fork,
+        observe.correction,
+        observe.label,
+        student.student,
+        student.work,
+        student.ask,
+        student.models,
         train.train,
         train.runs_command,
         releases.release,

@@ -14,6 +14,7 @@ from machine_git import jsonio
 from machine_git import paths
 from machine_git.errors import MachineError
 from machine_git.store import Store
+from machine_git.store import exists as store_exists
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -57,6 +58,17 @@ def project_of(project: Path | None) -> Path:
             )
         return project.resolve()
     return paths.project_root()
+
+
+def project_for(project: Path | None) -> paths.Project:
+    """The project ``--project`` names (None: found from the cwd), for the library."""
+    return paths.Project(project_of(project), chosen=project is not None)
+
+
+def existing_store(project: Path | None) -> Store | None:
+    """The project's store, or None if it has none yet (nothing is created)."""
+    location = paths.store_path(project_of(project))
+    return Store.open(location) if store_exists(location) else None
 
 
 def open_store(project: Path | None, create: bool = False) -> Store:

@@ -18,6 +18,7 @@ from machine_git import settings
 from machine_git import stats
 from machine_git import table
 from machine_git import validate as checks
+from machine_git.cli import progress
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import limit_option
@@ -60,7 +61,7 @@ def data(project: Path | None, as_json: bool) -> None:
             "project": str(root),
             "exists": True,
             "counts": stats.counts(store),
-            "auto": settings.read(store).get("auto", False),
+            "auto": settings.auto(store),
             "head": None
             if head is None
             else {
@@ -164,7 +165,10 @@ def validate(
         findings.extend(checks.check_file(source, tally))
     report = None
     if whole_store:
-        report = checks.check_whole_store(paths.store_path(project_of(project)))
+        with progress.bars(as_json) as shown:
+            report = checks.check_whole_store(
+                paths.store_path(project_of(project)), shown
+            )
         tally.rows += report.rows
         findings += report.findings
     damaged = report is not None and report.diagnosis.damaged

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import TextIO
 
@@ -16,8 +17,12 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.errors import RowNotFoundError
 from machine_git.errors import RowValidationError
 from machine_git.store import Store
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 
 def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
@@ -27,7 +32,7 @@ def _report(action: str, result: edits.EditResult, as_json: bool) -> None:
                 "action": action,
                 "id": result.row_id,
                 "commit": result.commit,
-                "kind": (result.after or result.before or {}).get("kind"),
+                "kind": _kind(result.after or result.before),
             }
         )
     elif result.commit is None:
@@ -80,7 +85,9 @@ def edit(
     """
     store = open_store(project)
     full_id = lookup.resolve_id(store, row_id)
-    row = store.read_row(full_id) or {}  # resolve_id found it
+    row = store.read_row(full_id)
+    if row is None:  # resolve_id found it a moment ago
+        raise RowNotFoundError(f"row {row_id} was removed meanwhile")
     text = jsonio.canonical(row).decode()
     if source is not None:
         _replace_from(store, full_id, row, source.read(), as_json)
@@ -88,12 +95,8 @@ def edit(
     while True:
         edited = click.edit(text, extension=".json", require_save=True)
         if edited is None:
-            _abandoned(
-                full_id,
-                row,
-                "edit abandoned: the row was not saved; nothing changed",
-                as_json,
-            )
+            message = "edit abandoned: the row was not saved; nothing changed"
+            _abandoned(row, message, as_json)
             return
         text = edited
         value, problems = _parse_edit(edited)
@@ -111,11 +114,15 @@ def edit(
             err=as_json,  # stdout holds the one JSON document
         )
         if choice == "abandon":
-            _abandoned(full_id, row, "edit abandoned; nothing changed", as_json)
+            _abandoned(row, "edit abandoned; nothing changed", as_json)
             return
 
 
-def _abandoned(row_id: str, row: dict[str, Any], message: str, as_json: bool) -> None:
+def _kind(row: Row | None) -> str | None:
+    return None if row is None else row["kind"]
+
+
+def _abandoned(row: Row, message: str, as_json: bool) -> None:
     if as_json:
         emit_json(
             {
@@ -139,7 +146,7 @@ def _parse_edit(edited: str) -> tuple[Any, list[str]]:
 
 
 def _replace_from(
-    store: Store, row_id: str, row: dict[str, Any], edited: str, as_json: bool
+    store: Store, row_id: str, row: Row, edited: str, as_json: bool
 ) -> None:
     """``machine edit --from``: commit the given row, or refuse it in one line."""
     if edited.strip() == jsonio.canonical(row).decode().strip():
@@ -186,8 +193,7 @@ def move(row_id: str, label: str, project: Path | None, as_json: bool) -> None:
     store = open_store(project)
     result = edits.move(store, row_id, label)
     if result.commit is not None and not as_json:
-        before = (result.before or {}).get("kind")
-        after = (result.after or {}).get("kind")
+        before, after = _kind(result.before), _kind(result.after)
         click.echo(f"moved {result.row_id} {before} -> {after} ({result.commit[:12]})")
         return
     _report("moved", result, as_json)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NoReturn
 
@@ -13,6 +14,7 @@ import click
 
 from machine_git import inputs
 from machine_git import paths
+from machine_git.cli import progress
 from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
@@ -23,10 +25,12 @@ from machine_git.cli.common import warn
 from machine_git.errors import ImportProblemsError
 from machine_git.schemas import KINDS
 
+if TYPE_CHECKING:
+    from machine_git.importer import Loaded
+
 # Kept here rather than imported from machine_git.export: this module loads
 # on every command, ``machine good`` included, and the export code need not.
 FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
-_PROGRESS_EVERY = 1000
 
 
 @click.command()
@@ -121,16 +125,20 @@ def export(
             "machine label ID good|bad judges them"
         )
     if target is None:
+        # Rows printed to a terminal and a bar on it would garble each other.
+        shown_bars = progress.bars(as_json or sys.stdout.isatty())
         try:
-            tally = exporting.write_stream(
-                store,
-                commit,
-                fmt,
-                chosen,
-                sys.stdout.buffer,
-                redact=not no_redact,
-                with_context=not no_context,
-            )
+            with shown_bars as shown:
+                tally = exporting.write_stream(
+                    store,
+                    commit,
+                    fmt,
+                    chosen,
+                    sys.stdout.buffer,
+                    redact=not no_redact,
+                    with_context=not no_context,
+                    progress=shown,
+                )
         except BrokenPipeError:
             _reader_went_away()
         _skipped(tally.skipped, label, fmt)
@@ -150,8 +158,7 @@ def export(
             exporting.write_manifest(manifest, meta)
             _done(manifest, label, "stdout", meta)
         return
-    progress = _Progress()
-    try:
+    with progress.bars(as_json) as shown:
         manifest = exporting.write_file(
             store,
             commit,
@@ -159,13 +166,11 @@ def export(
             fmt,
             chosen,
             target,
-            progress=progress,
+            progress=shown,
             redact=not no_redact,
             with_context=not no_context,
             manifest_target=meta,
         )
-    finally:
-        progress.clear()
     _skipped(manifest.skipped, label, fmt)
     if as_json:
         emit_json(manifest.as_dict())
@@ -205,27 +210,6 @@ def _rows(count: int, label: str) -> str:
     return f"{count} {label} {'row' if count == 1 else 'rows'}"
 
 
-class _Progress:
-    """A row counter on stderr while a big export is written to a file.
-
-    A counter, not a bar: the total is unknown until the tree is walked. Only
-    on a terminal, and only once the export is big enough to wait for.
-    """
-
-    def __init__(self) -> None:
-        self.shown = False
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, done: int) -> None:
-        if self.tty and done % _PROGRESS_EVERY == 0:
-            click.echo(f"\rexporting… {done} rows", nl=False, err=True)
-            self.shown = True
-
-    def clear(self) -> None:
-        if self.shown:
-            click.echo("\r\x1b[K", nl=False, err=True)
-
-
 @click.command("import")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
@@ -262,27 +246,25 @@ def import_(
     stdin = file == inputs.STDIN
     name = inputs.STDIN_NAME if stdin else file
     source = sys.stdin.buffer if stdin else Path(file)
-    try:
-        loaded = importer.load(source, kind, name=name, redact=not no_redact)
-    except ImportProblemsError as e:
-        for line in e.problems:
-            click.echo(line, err=True)
-        raise
-    if loaded.ignored_keys:
-        keys = ", ".join(
-            f"{k} ({n} {'line' if n == 1 else 'lines'})"
-            for k, n in sorted(loaded.ignored_keys.items())
+    with progress.bars(as_json) as shown:
+        try:
+            loaded = importer.load(
+                source, kind, name=name, redact=not no_redact, progress=shown
+            )
+        except ImportProblemsError as e:
+            shown.end()
+            for line in e.problems:
+                click.echo(line, err=True)
+            raise
+        _import_notes(loaded, name)
+        store = open_store(project, create=True) if loaded.rows else None
+        if store is not None:
+            store.progress = shown  # the pack's objects as they are written
+        result = (
+            importer.commit(store, loaded)
+            if store is not None
+            else importer.Imported(file=name, added={}, present=0, commit=None)
         )
-        warn(f"{name}: ignored keys a row has no place for: {keys}")
-    if loaded.redacted:
-        from machine_git import redaction
-
-        click.echo(f"redacted {redaction.describe(loaded.redacted)}", err=True)
-    result = (
-        importer.commit(open_store(project, create=True), loaded)
-        if loaded.rows
-        else importer.Imported(file=name, added={}, present=0, commit=None)
-    )
     if as_json:
         emit_json(
             {
@@ -299,3 +281,17 @@ def import_(
     present = f"; {result.present} already present" if result.present else ""
     noun = "row" if result.count == 1 else "rows"
     click.echo(f"imported {result.count} {noun}{counts} from {name}{where}{present}")
+
+
+def _import_notes(loaded: Loaded, name: str) -> None:
+    """What an import left out of its rows, and the secrets it redacted."""
+    if loaded.ignored_keys:
+        keys = ", ".join(
+            f"{k} ({n} {'line' if n == 1 else 'lines'})"
+            for k, n in sorted(loaded.ignored_keys.items())
+        )
+        warn(f"{name}: ignored keys a row has no place for: {keys}")
+    if loaded.redacted:
+        from machine_git import redaction
+
+        click.echo(f"redacted {redaction.describe(loaded.redacted)}", err=True)

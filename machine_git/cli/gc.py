@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from machine_git.cli import progress
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -31,7 +32,8 @@ def gc_command(project: Path | None, as_json: bool) -> None:
     from machine_git import gc
 
     store = open_store(project)
-    done = gc.pack(store)
+    with progress.bars(as_json) as shown:
+        done = gc.pack(store, shown)
     before, after = done.before, done.after
     if as_json:
         emit_json(

@@ -104,9 +104,10 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
     if _HEX.match(what):
         found = lookup.matching_ids(store, what, commit)
         if len(found) == 1 or (found and len(what) == rows.ID_LENGTH):
-            row = store.read_row(found[0], commit)
-            if row is not None:  # the context it names, not only its hash
-                row = context.shown(row, store.snapshot(commit).read)
+            stored = store.read_row(found[0], commit)
+            row = None
+            if stored is not None:  # the context it names, not only its hash
+                row = context.shown(dict(stored), store.snapshot(commit).read)
             if as_json:
                 emit_json(row)
             else:

@@ -11,6 +11,7 @@ import click
 
 from machine_git import paths
 from machine_git import sync
+from machine_git.cli import progress
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -145,8 +146,10 @@ def pull(name: str, prefer: str | None, project: Path | None, as_json: bool) -> 
         machine pull
         machine pull origin --prefer theirs
     """
-    with _details_first():
-        result = sync.pull(open_store(project, create=True), name, prefer)
+    with _details_first(), progress.bars(as_json) as shown:
+        store = open_store(project, create=True)
+        store.progress = shown  # a merge of many rows: its pack's objects
+        result = sync.pull(store, name, prefer, progress=shown)
     if as_json:
         emit_json(_pull_json(result))
     else:

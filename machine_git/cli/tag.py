@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from typing import Literal
 
 import click
 
-from machine_git import tagging
+from machine_git import tagcommand
 from machine_git.cli.common import json_option
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
+from machine_git.paths import Project
 from machine_git.sessions import detect
 
 
@@ -80,7 +82,7 @@ def good(**options: Any) -> None:
         machine good --as "The exact answer to learn."
         machine good --trace "used the right tool"
     """
-    _tag("good", **options)
+    _tag("good", options)
 
 
 @click.command()
@@ -92,8 +94,9 @@ def bad(**options: Any) -> None:
     Example usage:
         machine bad too terse
     """
-    _tag("bad", **options)
+    _tag("bad", options)
 
 
-def _tag(label: str, project: Path | None, **options: Any) -> None:
-    tagging.tag(label, root=project_of(project), chosen=project is not None, **options)
+def _tag(label: Literal["good", "bad"], options: dict[str, Any]) -> None:
+    given: Path | None = options["project"]
+    tagcommand.run(label, Project(project_of(given), given is not None), options)

@@ -134,13 +134,16 @@ def validate(
         store = open_store(project)
         commit = revs.resolve(store, target)
         src = sources.of_store(store, commit, target, kind or "train")
-    with _dump_file(dump) as out:
+    from machine_git.cli.progress import bars
+
+    with _dump_file(dump) as out, bars(as_json) as shown:
         report = checking.check_source(
             src,
             base_model=base_model,
             max_length=max_length,
             batch_size=batch_size,
             dump=out,
+            progress=shown,
         )
     if as_json:
         emit_json(report.to_json())

@@ -21,7 +21,6 @@ from machine_git.errors import ConflictError
 from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
-from machine_git.store import parse_row
 
 
 def row_blob(snap: Snapshot, row_id: str) -> str | None:
@@ -82,10 +81,10 @@ class Guarded(Store):
 def _what_happened(snap: Snapshot, row_id: str, blob: str | None) -> str:
     if blob is None:
         return "it was removed"
-    data = snap.read(rows.row_path(row_id))
-    row = parse_row(data, rows.row_path(row_id)) if data is not None else {}
+    row = snap.row(row_id)
+    kind = None if row is None else row["kind"]
     if snap.commit is not None:
         newest = history.entry(snap.commit)
         if newest.trailers.get("Row") == row_id:
-            return f"now {row.get('kind')}: {newest.summary}"
-    return f"it is now a {row.get('kind')} row"
+            return f"now {kind}: {newest.summary}"
+    return f"it is now a {kind} row"

@@ -13,21 +13,26 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import TypedDict
+from typing import cast
 
 from pygit2 import Commit
 from pygit2 import Tree
 
-from machine_git import edits
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.errors import UsageError
 from machine_git.objects import Objects
 from machine_git.store import Store
 from machine_git.treediff import changed_blobs
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 _KEEP = 4  # indexes kept: the head, a version or two being browsed, the last head
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -49,8 +54,8 @@ class Summary(TypedDict):
     text: str  # user text and answers, casefolded, for search
 
 
-def summarize(row: dict[str, Any], blob: str) -> Summary:
-    """The summary of one stored row."""
+def summarize(row: Mapping[str, Any], blob: str) -> Summary:
+    """The summary of one stored row (read as it is: a blob may hold anything)."""
     items = row.get("trajectory") or row.get("messages") or []
     users: list[str] = []
     tools: set[str] = set()
@@ -69,7 +74,8 @@ def summarize(row: dict[str, Any], blob: str) -> Summary:
             error = True
     source = row.get("source")
     source = source if isinstance(source, dict) else {}
-    answers = [edits.final_answer(row) or "", str(row.get("original_answer") or "")]
+    answer = rows.final_answer(cast("Row", row)) if isinstance(items, list) else None
+    answers = [answer or "", str(row.get("original_answer") or "")]
     return Summary(
         id=str(row.get("id")),
         blob=blob,
@@ -85,7 +91,7 @@ def summarize(row: dict[str, Any], blob: str) -> Summary:
     )
 
 
-def is_error(record: dict[str, Any]) -> bool:
+def is_error(record: Mapping[str, Any]) -> bool:
     """A tool result that failed (``ok: false``, or the ``Error: `` prefix)."""
     content = record.get("content")
     return record.get("ok") is False or (

@@ -10,13 +10,19 @@ string here; the templates print them as text, autoescaped.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import TypedDict
+from typing import cast
 
 from machine_git import context
-from machine_git import edits
 from machine_git import jsonio
+from machine_git import rows
 from machine_git.review.index import is_error
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 MAX_TEXT = 100_000  # characters of one text shown; the rest is a note
 
@@ -56,7 +62,7 @@ class ShownContext(TypedDict):
 
 
 def context_of(
-    row: dict[str, Any] | None, read: Callable[[str], bytes | None]
+    row: Row | None, read: Callable[[str], bytes | None]
 ) -> ShownContext | None:
     """The system prompt and tools a row's turn ran with, or None if unknown."""
     value = row.get("context") if row is not None else None
@@ -83,10 +89,11 @@ def context_of(
     )
 
 
-def items(row: dict[str, Any]) -> list[Item]:
+def items(row: Row) -> list[Item]:
     """The display items of a row's trajectory or messages, in order."""
-    records = row.get("trajectory") or row.get("messages") or []
-    records = [r for r in records if isinstance(r, dict)]
+    records: list[Mapping[str, Any]] = [
+        r for r in rows.body(row) if isinstance(r, dict)
+    ]
     results = {
         str(r.get("tool_call_id")): r
         for r in records
@@ -119,8 +126,8 @@ def _item(role: str, text: str, error: bool = False) -> Item:
     return Item(role=role, text=text, final=False, calls=[], error=error)
 
 
-def _final_index(records: list[dict[str, Any]]) -> int:
-    # The answer edits.final_answer reads (and rewrite replaces).
+def _final_index(records: list[Mapping[str, Any]]) -> int:
+    # The answer rows.final_answer reads (and rewrite replaces).
     for index in range(len(records) - 1, -1, -1):
         record = records[index]
         content = record.get("content")
@@ -129,13 +136,13 @@ def _final_index(records: list[dict[str, Any]]) -> int:
     return -1
 
 
-def _meta(record: dict[str, Any]) -> str:
+def _meta(record: Mapping[str, Any]) -> str:
     keys = ("source", "model", "cwd", "git_branch")
     return " · ".join(f"{k}: {record[k]}" for k in keys if record.get(k))
 
 
 def _call(
-    call: dict[str, Any], results: dict[str, dict[str, Any]], paired: set[str]
+    call: Mapping[str, Any], results: dict[str, Mapping[str, Any]], paired: set[str]
 ) -> Call:
     function = call.get("function")
     function = function if isinstance(function, dict) else {}
@@ -153,7 +160,7 @@ def _call(
     )
 
 
-def _result(record: dict[str, Any]) -> Result:
+def _result(record: Mapping[str, Any]) -> Result:
     text = str(record.get("content") or "")
     return Result(text=clip(text), error=is_error(record), lines=text.count("\n") + 1)
 
@@ -184,6 +191,10 @@ def clip(text: str, limit: int = MAX_TEXT) -> str:
     return f"{text[:limit]}\n… {rest:,} more characters (machine show has them all)"
 
 
-def answer(row: dict[str, Any]) -> str:
-    """The row's final answer (what ``r`` rewrites), or empty."""
-    return edits.final_answer(row) or ""
+def answer(row: Mapping[str, Any]) -> str:
+    """The row's final answer (what ``r`` rewrites), or empty.
+
+    ``row``: a stored row, or a side of a diff (which may be a stand-in for a
+    blob that does not read, with no conversation: no answer).
+    """
+    return rows.final_answer(cast("Row", row)) or ""

@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
+from typing import cast
 from typing import runtime_checkable
 
 from machine_git.plain import Plain
 
 if TYPE_CHECKING:
     from machine_git.context import Context
-
-Record = dict[str, Any]
-"""One trajectory-v1 record (meta, user, reasoning, assistant, tool)."""
+    from machine_git.rowtypes import Host
+    from machine_git.rowtypes import Record
+    from machine_git.rowtypes import Source
 
 
 class ReadReport(Plain):
@@ -140,10 +141,10 @@ class Turn(Plain):
                 return str(r["content"])
         return None
 
-    def source(self) -> dict[str, Any]:
+    def source(self) -> Source:
         """The row's ``source`` object."""
         return {
-            "host": self.host,
+            "host": cast("Host", self.host),  # a reader's own name (detect.HOSTS)
             "session_id": self.session_id,
             "session_file": self.session_file,
             "entry_ids": list(self.entry_ids),

@@ -28,13 +28,18 @@ from typing import TypeVar
 
 from machine_git.errors import TurnError
 from machine_git.sessions import ReadReport
-from machine_git.sessions import Record
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions.values import EPOCH
 from machine_git.sessions.values import args_text
 from machine_git.sessions.values import error_text
 from machine_git.sessions.values import iso
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import MetaRecord
+    from machine_git.rowtypes import Record
+    from machine_git.rowtypes import RecordToolCall
+    from machine_git.rowtypes import ToolRecord
 
 if TYPE_CHECKING:
     from machine_git.context import Context
@@ -50,7 +55,7 @@ class Records:
         self.records: list[Record] = []
         self.dropped: list[str] = []
         self.open_calls: list[tuple[str, str]] = []  # (id, name), unanswered
-        self._calls: list[dict[str, str]] = []
+        self._calls: list[RecordToolCall] = []
         self._calls_stamp = fallback
         # ("error" or "aborted", why): how the turn ended, if not by an answer.
         self.ending: tuple[str, str | None] | None = None
@@ -139,7 +144,7 @@ class Records:
             self.dropped.append(f"tool result with no matching call ({where})")
             return False
         paired, _ = self.open_calls.pop(match)
-        record: Record = {
+        record: ToolRecord = {
             "role": "tool",
             "tool_call_id": paired,
             "content": error_text(text) if failed else text,
@@ -238,9 +243,11 @@ def window(
     raise TurnError(f"{path}: no user message in this session")
 
 
-def meta(source: str, cwd: str | None, model: str | None, branch: str | None) -> Record:
+def meta(
+    source: str, cwd: str | None, model: str | None, branch: str | None
+) -> MetaRecord:
     """The ``meta`` record: keys only for what is known."""
-    record: Record = {"role": "meta", "source": source}
+    record: MetaRecord = {"role": "meta", "source": source}
     if cwd:
         record["cwd"] = cwd
     if branch:

@@ -310,8 +310,8 @@ def overlap(
     for row_id in eval_set.get("rows") or []:
         row = store.read_row(row_id, commit)
         if row is not None:
-            sessions.add(session_hash(row))
-            contents.add(content_key(row))
+            sessions.add(session_hash(dict(row)))
+            contents.add(content_key(dict(row)))
     return [
         label
         for label, row in items
@@ -357,7 +357,9 @@ def cases(store: Store, eval_set: dict[str, Any]) -> tuple[list[Case], list[str]
     skipped: list[str] = []
     for row_id in eval_set.get("rows") or []:
         row = store.read_row(row_id, commit)
-        line = export.to_tinker(context.inline(row, read)) if row is not None else {}
+        line = (
+            export.to_tinker(context.inline(dict(row), read)) if row is not None else {}
+        )
         messages = line.get("messages") or []
         last = messages[-1] if messages else {}
         answer = last.get("content")

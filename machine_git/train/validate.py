@@ -22,6 +22,9 @@ from typing import Any
 from machine_git import jsonio
 from machine_git import schemas
 from machine_git.errors import TrainingError
+from machine_git.progress import QUIET
+from machine_git.progress import Progress
+from machine_git.progress import track
 from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
@@ -215,11 +218,13 @@ def check_source(
     batch_size: int,
     renderer: str | None = None,
     dump: IO[bytes] | None = None,
+    progress: Progress = QUIET,
 ) -> Report:
     """Check what ``src`` holds; rows that share a session or a prompt and
-    answer with the eval set in force are blocking (they would train on it)."""
+    answer with the eval set in force are blocking (they would train on it).
+    ``progress`` counts the rows as they are rendered."""
     report = check(
-        src.items,
+        track(src.items, progress, "rendering rows", len(src.items)),
         source=src.label,
         kind=src.kind,
         base_model=base_model,

@@ -68,7 +68,7 @@ def add(store: Store, row: dict[str, Any]) -> None:
     store.write(lambda snap: change)
 
 
-def fork_of(parent: dict[str, Any], row_id: str, answer: str) -> dict[str, Any]:
+def fork_of(parent: Any, row_id: str, answer: str) -> Any:
     """The observed row of a fork of ``parent``: its prompt and a new answer."""
     made = fork.make(parent, f"correction for {row_id}")
     return train_row(

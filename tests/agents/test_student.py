@@ -82,7 +82,7 @@ def test_choosing_a_student_is_one_commit(store: Store) -> None:
     assert student.back_to_work(store) is not None
     assert student.back_to_work(store) is None
     assert student.current(store)["chat"] == "work"
-    assert settings.read(store)["auto"] is False  # other settings are kept
+    assert settings.read(store).auto is False  # other settings are kept
     stored = orjson.loads(git(store.path, "show", "HEAD:settings.json"))
     assert stored == {
         "chat": "work",

@@ -610,6 +610,31 @@ def test_reimport_skips_rows_already_present(
     )
 
 
+def test_an_import_of_many_rows_is_one_commit_in_one_pack(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    run("import", str(write_jsonl(tmp_path / "a.jsonl", helpers.train_row())))
+    store = paths.store_path(project)
+    git(store, "gc", "--quiet")  # from here, every object is in one pack
+    before = head(project)
+    ids = [hashlib.sha1(b"%d" % n).hexdigest()[:12] for n in range(100)]
+    seed = write_jsonl(tmp_path / "b.jsonl", *(helpers.train_row(i) for i in ids))
+
+    result = run("import", str(seed))
+
+    assert result.stdout == (
+        f"imported 100 rows (train 100) from {seed} (commit {head(project)[:12]})\n"
+    )
+    assert git(store, "rev-list", f"{before}..main").split() == [head(project)]
+    loose = git(store, "count-objects", "-v").splitlines()
+    assert "count: 0" in loose and "packs: 2" in loose
+    # The new pack holds the 100 rows, their trees and the commit; git reads
+    # it as its own (the index checks out, every object is reachable).
+    git(store, "fsck", "--strict", "--no-dangling")
+    listed = git(store, "ls-tree", "-r", "--name-only", "main", "rows").split()
+    assert len(listed) == 101
+
+
 def test_a_changed_row_is_a_conflict_and_imports_nothing(
     project: Path, run: Run, tmp_path: Path
 ) -> None:

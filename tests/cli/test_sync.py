@@ -14,15 +14,16 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
-from machine_git import capture
 from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
+from machine_git import turns
 from machine_git.errors import CONFLICT
 from machine_git.errors import REMOTE
 from machine_git.errors import USAGE
 from machine_git.store import BRANCH
 from machine_git.store import Change
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests import helpers
 from tests.cli.test_tag import answer_id
@@ -313,7 +314,7 @@ def tag_row(store: Store, row_id: str, when: int | None = None) -> str:
     """Tag a train row as ``machine good`` does; at time ``when`` if given."""
     row = helpers.train_row(row_id)
     if when is None:
-        capture.tag(store, row, redaction="on")
+        turns.commit(store, row, Redaction.SCANNED)
     else:
         # A tag made earlier, on a machine that was offline: a commit dated then.
         repo = store.repo

@@ -16,6 +16,7 @@ import pytest
 
 from machine_git.store import Store
 from machine_git.train import evals
+from tests import helpers
 from tests.conftest import Run
 from tests.train import conftest as support
 from tests.train.conftest import FakeTinker
@@ -34,12 +35,12 @@ def answers(store: Path) -> dict[str, str]:
     opened = Store.open(store)
     eval_set = evals.active(opened)
     assert eval_set is not None
-    out = {}
+    out: dict[str, str] = {}
     for row_id in eval_set["rows"]:
-        row = opened.read_row(row_id)
+        row = helpers.loose(opened.read_row(row_id))
         assert row is not None
-        turn = row["messages"][0]["content"].split(":")[0]
-        out[turn] = row["messages"][-1]["content"]
+        turn = str(row["messages"][0]["content"]).split(":")[0]
+        out[turn] = str(row["messages"][-1]["content"])
     return out
 
 

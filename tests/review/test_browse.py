@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from machine_git import rows
 from machine_git.store import Store
 from tests.conftest import git
+from tests.helpers import loose
 from tests.review.conftest import CSRF
 from tests.review.conftest import machine
 from tests.review.conftest import same_run_elsewhere
@@ -59,7 +61,9 @@ def test_the_tool_and_error_filters(store: Store, client: TestClient) -> None:
         row = store.read_row(row_id)
         assert row is not None
         names = {
-            c["name"] for r in row["trajectory"] for c in r.get("tool_calls") or []
+            c["name"]
+            for r in loose(row)["trajectory"]
+            for c in r.get("tool_calls") or []
         }
         assert "read" in names
     failed = listed(client, "errors=1")
@@ -67,7 +71,7 @@ def test_the_tool_and_error_filters(store: Store, client: TestClient) -> None:
     for row_id in failed:
         row = store.read_row(row_id)
         assert row is not None
-        assert any(r.get("ok") is False for r in row["trajectory"])
+        assert any(r.get("ok") is False for r in loose(row)["trajectory"])
     # Every row with a failed tool result is found, and no other.
     everything = listed(client)
     expected = {
@@ -75,7 +79,7 @@ def test_the_tool_and_error_filters(store: Store, client: TestClient) -> None:
         for i in everything
         if any(
             r.get("ok") is False
-            for r in (store.read_row(i) or {}).get("trajectory") or []
+            for r in loose(store.read_row(i) or {}).get("trajectory") or []
         )
     }
     assert set(failed) == expected
@@ -177,7 +181,7 @@ def test_rewrite_and_label_from_the_row_page(
         follow_redirects=False,
     )
     assert answer.status_code == 303
-    assert store.read_row(row_id)["messages"][-1]["content"] == "Shorter."  # type: ignore[index]
+    assert rows.final_answer(loose(store.read_row(row_id))) == "Shorter."
     assert "Machine-Action: rewrite" in git(store.path, "log", "-1", "--format=%B")
     # The page's blob is now stale: a second rewrite from it is a conflict.
     again = client.post(

@@ -7,6 +7,7 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from machine_git.store import Store
+from tests.helpers import loose
 from tests.review.conftest import machine
 from tests.review.test_queue import esc
 
@@ -61,7 +62,7 @@ def test_a_trajectory_change_is_aligned_record_by_record(
     project: Path, store: Store, client: TestClient
 ) -> None:
     row_id = machine(project, "tagged", "--kind", "observed").split()[0]
-    row = store.read_row(row_id)
+    row = loose(store.read_row(row_id))
     assert row is not None
     inserted = {
         "role": "assistant",

@@ -10,11 +10,13 @@ import markupsafe
 from starlette.testclient import TestClient
 
 from machine_git import rows
-from machine_git.agents import observe
+from machine_git import turns
 from machine_git.sessions import pi
+from machine_git.store import Redaction
 from machine_git.store import Store
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
+from tests.helpers import loose
 from tests.review.conftest import CSRF
 from tests.review.conftest import client_for
 from tests.review.conftest import machine
@@ -72,9 +74,7 @@ def test_the_queue_shows_observed_rows_newest_first(
 def test_a_run_is_shown_with_its_calls_results_errors_and_answer(
     store: Store, client: TestClient
 ) -> None:
-    row_id = rows.make_id(
-        "pi", _session("basic"), _turn("basic").entry_ids, observe.SHAPE
-    )
+    row_id = rows.make_id("pi", _session("basic"), _turn("basic").entry_ids, "observed")
     page = client.get(f"/queue?id={row_id}").text
     assert "Now two-tools: read notes.md and list /nonexistent-dir." in page
     assert '<b class="tool-name">read</b>' in page
@@ -129,7 +129,7 @@ def test_a_rewrite_is_saved_as_the_label_with_the_new_answer(
     assert before is not None
     original = next(
         r["content"]
-        for r in reversed(before["trajectory"])
+        for r in reversed(loose(before)["trajectory"])
         if r["role"] == "assistant" and r.get("content")
     )
     page = client.get(f"/queue?id={row_id}").text
@@ -149,7 +149,7 @@ def test_a_rewrite_is_saved_as_the_label_with_the_new_answer(
     assert answer.status_code == 303
     after = store.read_row(row_id)
     assert after is not None and after["kind"] == "rejected"
-    assert after["trajectory"][-1]["content"] == "Say which file failed, then stop.\n"
+    assert rows.final_answer(after) == "Say which file failed, then stop.\n"
     assert after["original_answer"] == original
     assert f"Machine-Action: label\nMachine-Row: {row_id}" in last_message(store)
 
@@ -171,7 +171,7 @@ def test_a_rewrite_can_leave_the_row_in_the_queue(
     )
     after = store.read_row(row_id)
     assert after is not None and after["kind"] == "observed"
-    assert after["trajectory"][-1]["content"] == "A better answer."
+    assert rows.final_answer(after) == "A better answer."
     assert f"Machine-Action: rewrite\nMachine-Row: {row_id}" in last_message(store)
     assert row_id in queue_ids(client)
 
@@ -255,7 +255,7 @@ def test_a_row_changed_from_the_shell_is_a_conflict_not_an_overwrite(
     assert answer.status_code == 409
     after = store.read_row(row_id)
     assert after is not None and after["kind"] == "observed"
-    assert after["trajectory"][-1]["content"] == "edited in the shell"
+    assert rows.final_answer(after) == "edited in the shell"
 
 
 def test_undo_of_a_commit_the_page_did_not_show_is_refused(
@@ -295,7 +295,7 @@ def test_tool_output_with_markup_is_shown_as_text_never_run(
     store: Store, client: TestClient
 ) -> None:
     row = hostile_row()
-    observe.observe(store, row)
+    turns.commit(store, row, Redaction.CHECK)
     for path in (f"/queue?id={row['id']}", f"/rows/{row['id']}", "/browse", "/diff"):
         page = client.get(path).text
         assert "<script>alert" not in page, path
@@ -325,12 +325,12 @@ def git_dir(project: Path) -> str:
     return str(paths.store_path(project))
 
 
-def hostile_row() -> dict[str, Any]:
+def hostile_row() -> Any:
     """An observed run whose tool output, answer and tool name carry markup."""
     turn = _turn("basic")
-    row = observe.build(turn)
+    row = loose(rows.build(turn, label="observed"))
     row["source"]["session_id"] = "hostile-session"
-    row["id"] = rows.make_id("pi", "hostile-session", turn.entry_ids, observe.SHAPE)
+    row["id"] = rows.make_id("pi", "hostile-session", turn.entry_ids, "observed")
     calls = row["trajectory"][2]["tool_calls"]
     calls[0]["name"] = "<b>bold</b>"
     row["trajectory"][3]["content"] = "<script>alert('tool')</script>"

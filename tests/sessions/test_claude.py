@@ -14,6 +14,7 @@ from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import claude
 from tests.conftest import FIXTURES
+from tests.helpers import loose
 
 FOLDER = FIXTURES / "claude" / "-workspace-retry-lib"
 SESSION = FOLDER / "7c1e4a52-3b9d-4f0e-a6c8-2d5f9b1e8a40.jsonl"
@@ -150,11 +151,12 @@ def test_rows_of_one_response_are_grouped(tmp_path: Path) -> None:
         "tool",
         "assistant",
     ]
-    assert turn.records[3]["tool_calls"] == [
+    assert loose(turn.records[3])["tool_calls"] == [
         {"id": "t1", "name": "Read", "args": '{"p":"a"}'},
         {"id": "t2", "name": "Read", "args": '{"p":"b"}'},
     ]
-    assert turn.records[3]["timestamp"] == "2026-11-29T10:00:02.000Z"  # its first row
+    # the record's stamp is its first row's
+    assert turn.records[3].get("timestamp") == "2026-11-29T10:00:02.000Z"
 
 
 def test_a_rewind_is_followed_on_the_active_branch(tmp_path: Path) -> None:
@@ -225,7 +227,7 @@ def test_a_file_without_parent_links_is_read_in_file_order(tmp_path: Path) -> No
         ("tool", "Error: 1\tdef retry():"),
         ("assistant", "Patched it."),
     ]
-    assert turn.records[4]["ok"] is False
+    assert turn.records[4].get("ok") is False
     # --entry still names a row, by uuid.
     first, _ = claude.read_turn(path, "a1")
     assert first.entry_ids == ["u1", "a1"]

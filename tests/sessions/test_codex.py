@@ -14,6 +14,7 @@ from machine_git.errors import SessionError
 from machine_git.errors import TurnError
 from machine_git.sessions import codex
 from tests.conftest import FIXTURES
+from tests.helpers import loose
 
 DAY = FIXTURES / "codex" / "sessions" / "2026" / "11" / "29"
 ROLLOUT = next(DAY.glob("rollout-*.jsonl"))
@@ -144,7 +145,7 @@ def test_ok_comes_from_the_exit_code_codex_writes(
     assert result.get("ok") == ok and ("ok" in result) == (ok is not None)
     text = output if isinstance(output, str) else None
     want = content or (f"Error: {text}" if ok is False else text)
-    assert result["content"] == want
+    assert result.get("content") == want
 
 
 def test_parallel_calls_share_one_record(tmp_path: Path) -> None:
@@ -184,8 +185,8 @@ def test_parallel_calls_share_one_record(tmp_path: Path) -> None:
         "tool",
         "assistant",
     ]
-    assert [c["id"] for c in turn.records[2]["tool_calls"]] == ["c1", "c2"]
-    assert [r["tool_call_id"] for r in turn.records[3:5]] == ["c2", "c1"]
+    assert [c["id"] for c in loose(turn.records[2])["tool_calls"]] == ["c1", "c2"]
+    assert [r.get("tool_call_id") for r in turn.records[3:5]] == ["c2", "c1"]
 
 
 def test_reasoning_summary_when_there_are_no_reasoning_events(tmp_path: Path) -> None:
@@ -233,7 +234,7 @@ def test_an_aborted_or_errored_turn_is_kept_by_bad_only(
     with pytest.raises(TurnError, match="nothing tagged"):
         rows.build(turn, label="good", trace=False)
     kept = rows.build(turn, label="bad", trace=False)  # bad keeps it as it was
-    assert kept["failure"] == {"stop_reason": stop[0], "error": stop[1]}
+    assert kept.get("failure") == {"stop_reason": stop[0], "error": stop[1]}
 
 
 def test_entry_selects_the_first_turn() -> None:

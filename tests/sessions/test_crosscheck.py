@@ -18,6 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -26,10 +27,12 @@ from trajectory import NormalizeInput
 from trajectory import TrajectorySource
 
 from machine_git import schemas
-from machine_git.sessions import Record
 from machine_git.sessions import detect
 from tests.conftest import FIXTURES
 from tests.conftest import PI_SESSIONS
+
+Record = dict[str, Any]
+"""A record as JSON data: ours and agent-trajectory's are compared key by key."""
 
 LETTA = FIXTURES / "letta"
 
@@ -67,7 +70,7 @@ CHECKED = [c for c in CASES if c.source is not None]
 
 def _records(case: Case) -> list[Record]:
     turn, _ = detect.read(case.path)
-    return turn.records
+    return [dict(r) for r in turn.records]
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

@@ -158,7 +158,7 @@ def test_session_id_falls_back_to_conversation_json(tmp_path: Path) -> None:
     turn, _ = letta.read_local(folder / "messages.jsonl")
     assert turn.session_id == "agent-a/c9"
     # Without metadata the stamps are pi-ai's Unix milliseconds.
-    assert turn.records[1]["timestamp"] == "2026-01-01T00:00:01.000Z"
+    assert turn.records[1].get("timestamp") == "2026-01-01T00:00:01.000Z"
 
 
 # -- transcript.jsonl ------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import capture
+from machine_git import outfile
 from machine_git.errors import IO
 from machine_git.errors import USAGE
 from tests import helpers
@@ -102,17 +102,17 @@ def test_write_out_refuses_a_fifo_swapped_in_after_the_check(tmp_path: Path) -> 
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
         with pytest.raises(Exception, match="not a regular file \\(a FIFO\\)"):
-            capture.write_out(fifo, helpers.train_row())
+            outfile.append(fifo, helpers.train_row())
     finally:
         os.close(reader)
     with pytest.raises(Exception, match="No such device or address"):
-        capture.write_out(fifo, helpers.train_row())  # no reader: refused at open
+        outfile.append(fifo, helpers.train_row())  # no reader: refused at open
 
 
 def test_a_line_is_appended_whole(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
     for n in range(3):
-        capture.write_out(out, helpers.train_row(f"{n:012x}"))
+        outfile.append(out, helpers.train_row(f"{n:012x}"))
     lines = out.read_bytes().splitlines()
     assert [orjson.loads(line)["id"] for line in lines] == [
         f"{n:012x}" for n in range(3)

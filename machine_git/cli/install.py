@@ -1,0 +1,133 @@
+"""``machine install`` and ``machine uninstall``: machine inside Pi and Letta Code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+
+import click
+
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
+from machine_git.cli.common import project_of
+from machine_git.cli.common import warn
+
+if TYPE_CHECKING:
+    from machine_git.agents.install import Outcome
+
+# The commands import machine_git.agents.install when they run: its templates
+# and JSON handling stay off the start-up path of every other command.
+HOSTS = ("pi", "letta")  # agents.install.HOSTS
+
+
+def _project_flag(f: Any) -> Any:
+    return click.option(
+        "--project",
+        "project",
+        is_flag=False,
+        flag_value="",
+        default=None,
+        metavar="[DIR]",
+        help="Only for this project (<project>/.pi/extensions), not globally.",
+    )(f)
+
+
+def _where(project: str | None, host: str) -> Path | None:
+    """``--project`` alone: this project; ``--project DIR``: that one."""
+    if project is None or host == "letta":  # Letta Code: the library says why not
+        return None if project is None else Path(project or ".")
+    return project_of(Path(project) if project else None)
+
+
+def _show(outcomes: list[Outcome], as_json: bool = False) -> None:
+    for o in outcomes:
+        what = "the Tinker provider in " if o.path.name == "models.json" else ""
+        if o.action == "skipped":
+            warn(f"left {o.path} as it is: {o.detail}")
+        elif as_json:
+            continue  # the JSON lists every file
+        elif o.action == "unchanged":
+            click.echo(f"up to date: {what}{o.path}")
+        elif o.action == "absent":
+            if not what:
+                click.echo(f"not installed: {o.path}")
+        elif o.action == "removed":
+            click.echo(f"removed {what.replace(' in ', ' from ')}{o.path}")
+        else:
+            click.echo(f"{o.action} {what}{o.path}")
+
+
+def _files(outcomes: list[Outcome]) -> list[dict[str, str]]:
+    return [
+        {"path": str(o.path), "action": o.action, "detail": o.detail} for o in outcomes
+    ]
+
+
+@click.command()
+@click.argument("host", type=click.Choice(HOSTS))
+@_project_flag
+@json_option
+def install(host: str, project: str | None, as_json: bool) -> None:
+    """Install the /good, /bad, /tagged, /machine and /train commands in an agent.
+
+    Pi: ~/.pi/agent/extensions/machine.ts (or $PI_CODING_AGENT_DIR), or with
+    --project <project>/.pi/extensions/machine.ts; also /tinker, a footer with
+    the row counts, machine's skills (loaded by the extension from this
+    machine's package), and a Tinker provider in Pi's models.json so the
+    student can be chosen with /model. Letta Code: ~/.letta/mods/machine.ts,
+    and the skills copied to ~/.letta/skills/<name>/SKILL.md. The file runs
+    this machine ('python -m machine_git'), so it works without machine on
+    PATH. Installing again rewrites the same files.
+
+    \b
+    Example usage:
+        machine install pi
+        machine install pi --project
+        machine install letta
+    """
+    from machine_git.agents import install as installer
+
+    done = installer.install(host, _where(project, host))
+    _show(done.outcomes, as_json)
+    if host == "pi":
+        names = ", ".join(done.skills)
+        lines = [
+            f"skills {names}: loaded by the extension from {done.skills_dir}",
+            "run /reload in pi (or start it again) to load the commands",
+        ]
+    else:
+        lines = ["run /reload in Letta Code (mods need Letta Code 0.30 or newer)"]
+    if as_json:
+        skills = {"skills": done.skills, "skills_dir": str(done.skills_dir)}
+        emit_json(
+            {
+                "host": host,
+                "files": _files(done.outcomes),
+                **(skills if host == "pi" else {}),
+                "next": lines[-1],
+            }
+        )
+        return
+    for line in lines:
+        click.echo(line)
+
+
+@click.command()
+@click.argument("host", type=click.Choice(HOSTS))
+@_project_flag
+@json_option
+def uninstall(host: str, project: str | None, as_json: bool) -> None:
+    """Remove what machine install wrote (only files machine wrote).
+
+    \b
+    Example usage:
+        machine uninstall pi
+        machine uninstall letta
+    """
+    from machine_git.agents import install as installer
+
+    outcomes = installer.uninstall(host, _where(project, host))
+    _show(outcomes, as_json)
+    if as_json:
+        emit_json({"host": host, "files": _files(outcomes)})
