@@ -35,6 +35,7 @@ from machine_git.reflog import commits_been_at
 from machine_git.reflog import read_file
 from machine_git.reflog import ref_values
 from machine_git.reflog import reflog
+from machine_git.reflog import shown_time
 from machine_git.reflog import undone_steps
 
 
@@ -212,7 +213,8 @@ def describe(found: Diagnosis, limit: int = 20) -> list[str]:
     source = (
         f"{found.remote}'s newest commit" if found.remote else "newest intact commit"
     )
-    lines.append(f"{source}: {step.commit[:12]} {step.summary} ({step.time})".rstrip())
+    when = f"({shown_time(step.time)})" if step.time else ""
+    lines.append(f"{source}: {step.commit[:12]} {step.summary} {when}".rstrip())
     lost = ", ".join(found.lost[:limit]) + (", ..." if len(found.lost) > limit else "")
     lines.append(
         f"going back to it loses {count_of(len(found.lost), 'row')}"
@@ -221,7 +223,7 @@ def describe(found: Diagnosis, limit: int = 20) -> list[str]:
     lines += [f"  and what {what} holds" for what in found.unlisted[:limit]]
     if found.undone:
         lines.append(f"it undoes {count_of(len(found.undone), 'step')} of the branch:")
-        lines += [f"  {s.time}  {s.summary}" for s in found.undone[:limit]]
+        lines += [f"  {shown_time(s.time)}  {s.summary}" for s in found.undone[:limit]]
     return lines
 
 

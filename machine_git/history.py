@@ -135,7 +135,7 @@ class Entry:
     def to_json(self) -> dict[str, Any]:
         return {
             "commit": str(self.commit.id),
-            "time": datetime.fromtimestamp(self.commit.commit_time, tz=UTC).isoformat(),
+            "time": jsonio.timestamp(self.commit.commit_time),
             "author": f"{self.commit.author.name} <{self.commit.author.email}>",
             "action": self.action,
             "summary": self.summary,

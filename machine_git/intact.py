@@ -180,7 +180,7 @@ def step_of(checker: Checker, commit: str, entries: list[Entry]) -> Step:
         return Step(commit, summary[0], utc_time(obj.commit_time))
     except READ_ERRORS:
         message = next((e.message for e in entries if e.new == commit), "")
-        return Step(commit, message, "")
+        return Step(commit, message, None)
 
 
 def damage_of(e: BaseException) -> str:

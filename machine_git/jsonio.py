@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -21,6 +23,15 @@ def canonical(value: Any) -> bytes:
 def line(value: Any) -> bytes:
     """Serialize ``value`` as one JSONL line with sorted keys."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+def timestamp(seconds: float) -> str:
+    """A moment as every ``--json`` report shows it: ISO 8601 with its offset.
+
+    ``2026-12-01T04:09:00+00:00``: UTC, to the second (git's commit times
+    have no finer grain), parsed back by ``datetime.fromisoformat`` anywhere.
+    """
+    return datetime.fromtimestamp(int(seconds), tz=UTC).isoformat()
 
 
 def loads(data: bytes | str) -> Any:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC
 from datetime import datetime
 from pathlib import Path
 
+from machine_git import jsonio
 from machine_git.damage import packed_refs
 from machine_git.layout import BRANCH
 from machine_git.layout import REFLOG
@@ -24,11 +24,15 @@ _ZERO = "0" * 40
 
 @dataclass
 class Step:
-    """A commit the branch has been at: its id, first line and time (UTC)."""
+    """A commit the branch has been at: its id, first line and time.
+
+    ``time`` is ISO 8601 with offset (:func:`utc_time`), None when the commit
+    cannot be read.
+    """
 
     commit: str
     summary: str
-    time: str
+    time: str | None
 
 
 @dataclass
@@ -124,5 +128,13 @@ def read_file(path: Path) -> bytes | None:
         return b""
 
 
-def utc_time(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+def utc_time(timestamp: float) -> str:
+    """A time as recover's JSON and records give it: ISO 8601 with offset."""
+    return jsonio.timestamp(timestamp)
+
+
+def shown_time(moment: str | None) -> str:
+    """``2026-12-01 04:09 UTC`` for the terminal; ``?`` for an unread time."""
+    if moment is None:
+        return "?"
+    return datetime.fromisoformat(moment).strftime("%Y-%m-%d %H:%M UTC")

@@ -113,5 +113,5 @@ def _commit(
 
 
 def _record(record: Path, found: Diagnosis, commit: str) -> None:
-    value = {**found.to_json(), "commit": commit, "time": utc_time(int(time.time()))}
+    value = {**found.to_json(), "commit": commit, "time": utc_time(time.time())}
     write_file(record / "record.json", jsonio.line(value))

@@ -19,6 +19,7 @@ from pygit2.enums import ConfigLevel
 from machine_git import paths
 from machine_git.cli import cli
 from machine_git.sessions import pi
+from tests import helpers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PI_SESSIONS = FIXTURES / "pi" / "sessions"
@@ -56,6 +57,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
         monkeypatch.setenv(name, "test@example.com")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    # Listings fit the terminal (machine_git/table.py): without COLUMNS and
+    # with output that is no terminal, every test sees 80 columns.
+    monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 
@@ -109,7 +113,12 @@ def run() -> Run:
     runner = CliRunner()
 
     def invoke(*args: str, input: str | None = None) -> Result:
-        return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+        result = runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+        if "--json" in args and result.stdout.strip():
+            # Every --json run of the suite: one time format (tests/cli/test_json.py).
+            for document in helpers.json_output(result.stdout):
+                assert helpers.odd_times(document) == [], args
+        return result
 
     return invoke
 

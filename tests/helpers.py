@@ -7,7 +7,10 @@ edit any key, so they are JSON data here, not ``rowtypes.Row``.
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
+
+import orjson
 
 STAMP = "2026-11-29T10:00:00.000Z"
 
@@ -281,6 +284,48 @@ def commit_row(store: Any, row: dict[str, Any]) -> None:
         return change
 
     store.write(plan)
+
+
+# -- one time format in JSON -------------------------------------------------------
+
+# Anything that reads as a date or a time...
+_TIMELIKE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}.*)?$")
+# ...must be ISO 8601 with its offset: machine's reports give +00:00
+# (jsonio.timestamp); rows and records keep their stored RFC 3339 "Z".
+_ISO = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$"
+)
+# A number under a time's name would be a second format (epoch seconds).
+_TIME_KEY = re.compile(r"(?:^|_)(?:time|at|date|when|timestamp)$")
+
+
+def odd_times(value: Any, path: str = "$") -> list[str]:
+    """Every time-like value of a JSON document not in the one format."""
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            where = f"{path}.{key}"
+            if _TIME_KEY.search(str(key)) and type(item) in (int, float):
+                found.append(f"{where}: {item!r}")
+            found += odd_times(item, where)
+        return found
+    if isinstance(value, list):
+        return [
+            odd
+            for i, item in enumerate(value)
+            for odd in odd_times(item, f"{path}[{i}]")
+        ]
+    if isinstance(value, str) and len(value) <= 40 and _TIMELIKE.match(value):
+        return [] if _ISO.match(value) else [f"{path}: {value!r}"]
+    return []
+
+
+def json_output(stdout: str) -> list[Any]:
+    """The documents a --json run printed: one JSON document, or JSON lines."""
+    try:
+        return [orjson.loads(stdout)]
+    except orjson.JSONDecodeError:
+        return [orjson.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
 def preregistered_release(store: Any, release_id: str, checkpoint: str) -> str:

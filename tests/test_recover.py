@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pygit2
@@ -97,17 +98,18 @@ def test_the_dry_run_names_the_way_back_and_changes_nothing(
     assert result.exit_code == 0
     intact = rev(store, "main~1")
     when = recover.diagnose(store).intact
-    assert when is not None
+    assert when is not None and when.time is not None
+    stamp = datetime.fromisoformat(when.time).strftime("%Y-%m-%d %H:%M UTC")
     assert result.stdout.splitlines() == [
         f"damaged: object {blob} is damaged (truncated loose object)",
         f"damaged: commit {damaged[:12]}: rows/c0/00/{ROW_C}.json ({blob[:12]}) "
         "is damaged (truncated loose object)",
         f"damaged: the ref refs/tags/v1 names {rev(store, 'refs/tags/v1')[:12]}, "
         "a damaged commit or one whose history is",
-        f"newest intact commit: {intact[:12]} good {ROW_B}: hi ({when.time})",
+        f"newest intact commit: {intact[:12]} good {ROW_B}: hi ({stamp})",
         f"going back to it loses 1 row: {ROW_C}",
         "it undoes 1 step of the branch:",
-        f"  {when.time}  good {ROW_C}: hi",
+        f"  {stamp}  good {ROW_C}: hi",
         "would set aside the damaged refs (refs/tags/v1)",
         f"would commit the tree of {intact[:12]} as a recover step on {intact[:12]}",
         "nothing changed: run 'machine recover --yes' to do it",

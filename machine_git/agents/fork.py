@@ -159,12 +159,18 @@ class Ran:
     session: Path | None
 
 
-def run(fork: Fork, pi: str, project: Path) -> Ran:
-    """Run the fork with ``pi`` in this terminal; pi's status and new session."""
+def run(fork: Fork, pi: str, project: Path, stdout: int | None = None) -> Ran:
+    """Run the fork with ``pi`` in this terminal; pi's status and new session.
+
+    ``stdout``: a file descriptor for pi's output instead of ours (2: stderr).
+    """
     before = set(pi_sessions.session_files(project))
     try:
         done = subprocess.run(
-            [pi, *fork.argv[1:]], env={**os.environ, **fork.env}, check=False
+            [pi, *fork.argv[1:]],
+            env={**os.environ, **fork.env},
+            check=False,
+            stdout=stdout,
         )
     except OSError as e:
         raise UsageError(f"cannot run {pi}: {e.strerror}") from None
@@ -198,12 +204,13 @@ def fork(
     row_id: str | None = None,
     dry_run: bool = False,
     notify: Callable[[str], None] | None = None,
+    stdout: int | None = None,
 ) -> Forked:
     """Rerun row ``row_id`` (default: the latest observed run) in ``pi -p`` with
     ``correction``, and record the new run as an observed row pointing back at it.
 
     ``notify`` hears, before pi starts, that it is starting (pi takes the
-    terminal for minutes).
+    terminal for minutes). ``stdout``: where pi's output goes (run()).
     """
     store, row = _to_fork(project, row_id)
     made = make(row, correction, store)
@@ -212,7 +219,7 @@ def fork(
         return Forked(made, False, 0, None, not dry_run, [])
     if notify is not None:
         notify(f"fork of {made.parent_id}: running pi -p")
-    ran = run(made, pi_bin, project.root)
+    ran = run(made, pi_bin, project.root, stdout)
     recorded, why = _record(project, made.parent_id, ran.session)
     return Forked(made, True, ran.status, recorded, False, [why] if why else [])
 

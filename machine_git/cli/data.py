@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,12 @@ import click
 
 from machine_git import history
 from machine_git import inputs
+from machine_git import jsonio
 from machine_git import paths
 from machine_git import rows
 from machine_git import settings
 from machine_git import stats
+from machine_git import table
 from machine_git import validate as checks
 from machine_git.cli import progress
 from machine_git.cli.common import emit_json
@@ -66,7 +67,7 @@ def data(project: Path | None, as_json: bool) -> None:
             else {
                 "commit": str(head.id),
                 "summary": head.message.splitlines()[0] if head.message else "",
-                "time": _when(head.commit_time),
+                "time": jsonio.timestamp(head.commit_time),
             },
         }
     if as_json:
@@ -83,10 +84,10 @@ def data(project: Path | None, as_json: bool) -> None:
     click.echo(f"auto     {'on' if info['auto'] else 'off'}")
     if info["head"] is not None:
         head_info = info["head"]
-        click.echo(
-            f"head     {head_info['commit'][:12]} {head_info['summary']} "
-            f"({head_info['time']})"
-        )
+        start = f"head     {head_info['commit'][:12]} "
+        end = f" ({_shown(head_info['time'])})"
+        room = table.width() - len(start) - len(end)
+        click.echo(start + table.clip(head_info["summary"], room) + end)
 
 
 @click.command()
@@ -114,12 +115,18 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
     if not found:
         click.echo("nothing tagged yet")
         return
-    for row in found:
-        note = f"  ({row['note']})" if row.get("note") else ""
-        stamp = str(row.get("created_at", ""))[:16].replace("T", " ")
-        click.echo(
-            f"{row['id']}  {row['kind']:<8}  {stamp}  {rows.first_words(row, 50)}{note}"
+    notes = [f"  ({row['note']})" if row.get("note") else "" for row in found]
+    listing = [
+        (
+            row["id"],
+            row["kind"],
+            str(row.get("created_at", ""))[:16].replace("T", " "),
+            rows.first_words(row, sys.maxsize) + note,
         )
+        for row, note in zip(found, notes, strict=True)
+    ]
+    for line in table.rows(listing, free=3, columns=table.width(), ends=notes):
+        click.echo(line)
 
 
 @click.command()
@@ -217,5 +224,6 @@ def _checked(tally: checks.Tally) -> str:
     )
 
 
-def _when(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+def _shown(moment: str) -> str:
+    """``2026-12-01 04:09 UTC`` for the terminal, from the JSON's ISO time."""
+    return datetime.fromisoformat(moment).strftime("%Y-%m-%d %H:%M UTC")

@@ -17,6 +17,7 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.errors import RowNotFoundError
 from machine_git.errors import RowValidationError
 from machine_git.store import Store
 
@@ -67,7 +68,10 @@ def rewrite(row_id: str, text: str, project: Path | None, as_json: bool) -> None
     "$EDITOR (what Pi's /machine edit runs).",
 )
 @project_option
-def edit(row_id: str, source: TextIO | None, project: Path | None) -> None:
+@json_option
+def edit(
+    row_id: str, source: TextIO | None, project: Path | None, as_json: bool
+) -> None:
     """Open a row in $EDITOR; it is validated on save and committed if valid.
 
     An invalid edit is shown with its problems and can be fixed or abandoned;
@@ -77,24 +81,28 @@ def edit(row_id: str, source: TextIO | None, project: Path | None) -> None:
     \b
     Example usage:
         EDITOR=vim machine edit 1a2b3c
-        machine edit 1a2b3c --from row.json
+        machine edit 1a2b3c --from row.json --json
     """
     store = open_store(project)
     full_id = lookup.resolve_id(store, row_id)
-    text = jsonio.canonical(store.read_row(full_id)).decode()
+    row = store.read_row(full_id)
+    if row is None:  # resolve_id found it a moment ago
+        raise RowNotFoundError(f"row {row_id} was removed meanwhile")
+    text = jsonio.canonical(row).decode()
     if source is not None:
-        _replace_from(store, full_id, text, source.read())
+        _replace_from(store, full_id, row, source.read(), as_json)
         return
     while True:
         edited = click.edit(text, extension=".json", require_save=True)
         if edited is None:
-            click.echo("edit abandoned: the row was not saved; nothing changed")
+            message = "edit abandoned: the row was not saved; nothing changed"
+            _abandoned(row, message, as_json)
             return
         text = edited
         value, problems = _parse_edit(edited)
         if not problems and isinstance(value, dict):
             result = edits.replace(store, full_id, value)
-            _report("edited", result, False)
+            _report("edited", result, as_json)
             return
         click.echo(f"the edited row is invalid ({len(problems)} problems):", err=True)
         for problem in problems:
@@ -103,14 +111,29 @@ def edit(row_id: str, source: TextIO | None, project: Path | None) -> None:
             "edit again or abandon?",
             type=click.Choice(["edit", "abandon"]),
             default="edit",
+            err=as_json,  # stdout holds the one JSON document
         )
         if choice == "abandon":
-            click.echo("edit abandoned; nothing changed")
+            _abandoned(row, "edit abandoned; nothing changed", as_json)
             return
 
 
 def _kind(row: Row | None) -> str | None:
     return None if row is None else row["kind"]
+
+
+def _abandoned(row: Row, message: str, as_json: bool) -> None:
+    if as_json:
+        emit_json(
+            {
+                "action": "abandoned",
+                "id": row["id"],
+                "commit": None,
+                "kind": row["kind"],
+            }
+        )
+    else:
+        click.echo(message)
 
 
 def _parse_edit(edited: str) -> tuple[Any, list[str]]:
@@ -122,10 +145,12 @@ def _parse_edit(edited: str) -> tuple[Any, list[str]]:
         return None, [f"$: not valid JSON ({e})"]
 
 
-def _replace_from(store: Store, row_id: str, text: str, edited: str) -> None:
+def _replace_from(
+    store: Store, row_id: str, row: Row, edited: str, as_json: bool
+) -> None:
     """``machine edit --from``: commit the given row, or refuse it in one line."""
-    if edited.strip() == text.strip():
-        click.echo(f"{row_id}: nothing changed")
+    if edited.strip() == jsonio.canonical(row).decode().strip():
+        _report("edited", edits.EditResult(row_id, row, row, None), as_json)
         return
     value, problems = _parse_edit(edited)
     if problems or not isinstance(value, dict):
@@ -133,7 +158,7 @@ def _replace_from(store: Store, row_id: str, text: str, edited: str) -> None:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise RowValidationError(f"the edited row is invalid: {problems[0]}{more}")
     result = edits.replace(store, row_id, value)
-    _report("edited", result, False)
+    _report("edited", result, as_json)
 
 
 @click.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from machine_git import jsonio
 from machine_git import lookup
 from machine_git import revs
 from machine_git import rows
+from machine_git import table
 from machine_git.cli.common import complete_revision
 from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import complete_row_or_revision
@@ -64,8 +66,9 @@ def log_command(
     if as_json:
         emit_json([e.to_json() for e in entries])
         return
-    for e in entries:
-        click.echo(f"{e.short}  {e.when}  {e.action:<8} {e.summary}")
+    listing = [(e.short, e.when, e.action, e.summary) for e in entries]
+    for line in table.rows(listing, free=3, columns=table.width()):
+        click.echo(line)
 
 
 def _row_id_anywhere(store: Store, prefix: str) -> str:
@@ -201,6 +204,8 @@ def _print_summary(result: diffs.Diff) -> None:
 
 
 def _print_changes(result: diffs.Diff, detail: bool) -> None:
+    columns = table.width()
+    listing = []
     for change in result.rows:
         row = change.new or change.old or {}
         kinds = (
@@ -208,13 +213,18 @@ def _print_changes(result: diffs.Diff, detail: bool) -> None:
             if change.status == "moved"
             else str(change.new_kind or change.old_kind)
         )
-        click.echo(
-            f"{change.status:<8} {change.id}  {kinds}  {rows.first_words(row, 50)}"
+        listing.append(
+            (change.status, change.id, kinds, rows.first_words(row, sys.maxsize))
         )
+    # One layout for every row, then each row's field changes under it.
+    lines = table.rows(listing, free=3, columns=columns)
+    for change, line in zip(result.rows, lines, strict=True):
+        click.echo(line)
         if detail:
             for field in change.fields:
-                old, new = diffs.show_value(field.old), diffs.show_value(field.new)
-                click.echo(f"    {field.path}: {old} -> {new}")
+                old = diffs.show_value(field.old, columns)
+                new = diffs.show_value(field.new, columns)
+                click.echo(table.pair(f"    {field.path}: ", old, new, columns))
     if result.other_files:
         click.echo("other files:")
     for verb, path, n in _grouped(result.other_files):

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from machine_git.cli.common import emit_json
+from machine_git.cli.common import json_option
 from machine_git.cli.common import project_of
 from machine_git.cli.common import warn
 
@@ -38,11 +40,13 @@ def _where(project: str | None, host: str) -> Path | None:
     return project_of(Path(project) if project else None)
 
 
-def _show(outcomes: list[Outcome]) -> None:
+def _show(outcomes: list[Outcome], as_json: bool = False) -> None:
     for o in outcomes:
         what = "the Tinker provider in " if o.path.name == "models.json" else ""
         if o.action == "skipped":
             warn(f"left {o.path} as it is: {o.detail}")
+        elif as_json:
+            continue  # the JSON lists every file
         elif o.action == "unchanged":
             click.echo(f"up to date: {what}{o.path}")
         elif o.action == "absent":
@@ -54,10 +58,17 @@ def _show(outcomes: list[Outcome]) -> None:
             click.echo(f"{o.action} {what}{o.path}")
 
 
+def _files(outcomes: list[Outcome]) -> list[dict[str, str]]:
+    return [
+        {"path": str(o.path), "action": o.action, "detail": o.detail} for o in outcomes
+    ]
+
+
 @click.command()
 @click.argument("host", type=click.Choice(HOSTS))
 @_project_flag
-def install(host: str, project: str | None) -> None:
+@json_option
+def install(host: str, project: str | None, as_json: bool) -> None:
     """Install the /good, /bad, /tagged, /machine and /train commands in an agent.
 
     Pi: ~/.pi/agent/extensions/machine.ts (or $PI_CODING_AGENT_DIR), or with
@@ -78,19 +89,35 @@ def install(host: str, project: str | None) -> None:
     from machine_git.agents import install as installer
 
     done = installer.install(host, _where(project, host))
-    _show(done.outcomes)
+    _show(done.outcomes, as_json)
     if host == "pi":
         names = ", ".join(done.skills)
-        click.echo(f"skills {names}: loaded by the extension from {done.skills_dir}")
-        click.echo("run /reload in pi (or start it again) to load the commands")
+        lines = [
+            f"skills {names}: loaded by the extension from {done.skills_dir}",
+            "run /reload in pi (or start it again) to load the commands",
+        ]
     else:
-        click.echo("run /reload in Letta Code (mods need Letta Code 0.30 or newer)")
+        lines = ["run /reload in Letta Code (mods need Letta Code 0.30 or newer)"]
+    if as_json:
+        skills = {"skills": done.skills, "skills_dir": str(done.skills_dir)}
+        emit_json(
+            {
+                "host": host,
+                "files": _files(done.outcomes),
+                **(skills if host == "pi" else {}),
+                "next": lines[-1],
+            }
+        )
+        return
+    for line in lines:
+        click.echo(line)
 
 
 @click.command()
 @click.argument("host", type=click.Choice(HOSTS))
 @_project_flag
-def uninstall(host: str, project: str | None) -> None:
+@json_option
+def uninstall(host: str, project: str | None, as_json: bool) -> None:
     """Remove what machine install wrote (only files machine wrote).
 
     \b
@@ -100,4 +127,7 @@ def uninstall(host: str, project: str | None) -> None:
     """
     from machine_git.agents import install as installer
 
-    _show(installer.uninstall(host, _where(project, host)))
+    outcomes = installer.uninstall(host, _where(project, host))
+    _show(outcomes, as_json)
+    if as_json:
+        emit_json({"host": host, "files": _files(outcomes)})

@@ -257,7 +257,11 @@ def _dry_run(f: click.decorators.FC) -> click.decorators.FC:
 
 
 def _fork(
-    project: Path | None, row_id: str | None, words: tuple[str, ...], dry_run: bool
+    project: Path | None,
+    row_id: str | None,
+    words: tuple[str, ...],
+    dry_run: bool,
+    as_json: bool = False,
 ) -> None:
     from machine_git.agents import fork as forks
 
@@ -267,25 +271,39 @@ def _fork(
         row_id=row_id,
         dry_run=dry_run,
         notify=lambda line: click.echo(line, err=True),
+        # With --json, stdout is the JSON document: pi's own output goes to stderr.
+        stdout=2 if as_json else None,
     )
+    made = done.fork
+    report = {
+        "parent": made.parent_id,
+        "prompt": made.prompt,
+        "command": made.shell_command(),
+    }
     if not done.ran:
         if done.pi_missing:
             warn("pi is not on PATH; run the command below yourself")
-        click.echo(f"prompt (fork of {done.fork.parent_id}):")
-        click.echo(done.fork.prompt)
+        if as_json:
+            emit_json({**report, "ran": False, "status": None, "observed": None})
+            return
+        click.echo(f"prompt (fork of {made.parent_id}):")
+        click.echo(made.prompt)
         click.echo("command:")
-        click.echo(done.fork.shell_command())
+        click.echo(made.shell_command())
         return
     for why in done.warnings:
         warn(why)
     recorded = done.recorded
+    row = None if recorded is None else recorded.row
     # A duplicate: auto-capture recorded the run already, and said so.
-    if recorded is not None and recorded.row and recorded.action == "observed":
+    if row and recorded is not None and recorded.action == "observed":
         click.echo(
-            f"observed {recorded.row['id']}: {rows.first_words(recorded.row)} "
-            f"(fork of {done.fork.parent_id})",
+            f"observed {row['id']}: {rows.first_words(row)} (fork of {made.parent_id})",
             err=True,
         )
+    if as_json:
+        observed = None if row is None else row["id"]
+        emit_json({**report, "ran": True, "status": done.status, "observed": observed})
     if done.status != 0:
         raise click.exceptions.Exit(done.status)  # pi's own code: it said why
 
@@ -294,7 +312,10 @@ def _fork(
 @click.argument("correction", nargs=-1)
 @_dry_run
 @project_option
-def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> None:
+@json_option
+def fork(
+    correction: tuple[str, ...], dry_run: bool, project: Path | None, as_json: bool
+) -> None:
     """Rerun the latest observed run in pi -p, with a correction.
 
     The prompt restates the run's task (for a fork of a fork: the original
@@ -309,7 +330,7 @@ def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> No
         machine fork use Julia, not Python
         machine fork --dry-run use the existing helper
     """
-    _fork(project, None, correction, dry_run)
+    _fork(project, None, correction, dry_run, as_json)
 
 
 @click.command()
@@ -323,8 +344,13 @@ def fork(correction: tuple[str, ...], dry_run: bool, project: Path | None) -> No
 @click.argument("correction_words", nargs=-1)
 @_dry_run
 @project_option
+@json_option
 def correction(
-    row_id: str, correction_words: tuple[str, ...], dry_run: bool, project: Path | None
+    row_id: str,
+    correction_words: tuple[str, ...],
+    dry_run: bool,
+    project: Path | None,
+    as_json: bool,
 ) -> None:
     """Rerun any row's task (observed, traces, train, ...) in pi -p with a correction.
 
@@ -332,4 +358,4 @@ def correction(
     Example usage:
         machine correction --id c0ffee123456 use Julia, not Python
     """
-    _fork(project, row_id, correction_words, dry_run)
+    _fork(project, row_id, correction_words, dry_run, as_json)

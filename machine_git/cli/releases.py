@@ -155,7 +155,8 @@ def release_check(
 @release.command(name="trial")
 @click.argument("release_id")
 @project_option
-def release_trial(release_id: str, project: Path | None) -> None:
+@json_option
+def release_trial(release_id: str, project: Path | None, as_json: bool) -> None:
     """Record an explicit trial: the candidate becomes this project's student, as trial.
 
     \b
@@ -165,6 +166,16 @@ def release_trial(release_id: str, project: Path | None) -> None:
     from machine_git import releases
 
     done = releases.trial(open_store(project), releases.check_id(release_id))
+    if as_json:
+        emit_json(
+            {
+                "release": release_id,
+                "status": "trial",
+                "commit": done.commit,
+                "already": done.already,
+            }
+        )
+        return
     if done.commit is None:
         click.echo(done.already)
         return
@@ -177,7 +188,8 @@ def release_trial(release_id: str, project: Path | None) -> None:
 @release.command(name="activate")
 @click.argument("release_id")
 @project_option
-def release_activate(release_id: str, project: Path | None) -> None:
+@json_option
+def release_activate(release_id: str, project: Path | None, as_json: bool) -> None:
     """Make the candidate the default student: only if every gate passed after a trial.
 
     \b
@@ -187,6 +199,16 @@ def release_activate(release_id: str, project: Path | None) -> None:
     from machine_git import releases
 
     done = releases.activate(open_store(project), releases.check_id(release_id))
+    if as_json:
+        emit_json(
+            {
+                "release": release_id,
+                "status": "active",
+                "commit": done.commit,
+                "already": done.already,
+            }
+        )
+        return
     if done.commit is None:
         click.echo(done.already)
         return

@@ -142,12 +142,14 @@ def _say(as_json: bool, message: str, info: dict[str, Any]) -> None:
     help="Longest answer.",
 )
 @project_option
+@json_option
 def ask(
     prompt_words: tuple[str, ...],
     handle: str | None,
     timeout: float,
     max_tokens: int,
     project: Path | None,
+    as_json: bool,
 ) -> None:
     """Ask the student from a shell (Tinker's OpenAI-compatible endpoint).
 
@@ -165,6 +167,9 @@ def ask(
     answer = students.ask_student(
         project_for(project), text, handle, timeout=timeout, max_tokens=max_tokens
     )
+    if as_json:
+        emit_json({"prompt": text, "answer": answer})
+        return
     click.echo(answer)
 
 

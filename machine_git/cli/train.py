@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from machine_git import table
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
@@ -434,35 +435,42 @@ def _prepare(project: Path | None, as_json: bool, **options: Any) -> None:
 @click.argument("run_id", metavar="[RUN]", required=False)
 @_yes
 @project_option
-def smoke(run_id: str | None, yes: bool, project: Path | None) -> None:
+@json_option
+def smoke(run_id: str | None, yes: bool, project: Path | None, as_json: bool) -> None:
     """Take two training steps on Tinker to prove the run works (default: newest run).
 
     \b
     Example usage:
         machine train smoke --yes
     """
-    _train(run_id, yes, project, smoke=True)
+    _train(run_id, yes, project, smoke=True, as_json=as_json)
 
 
 @train.command(name="run")
 @click.argument("run_id", metavar="[RUN]", required=False)
 @_yes
 @project_option
-def run_command(run_id: str | None, yes: bool, project: Path | None) -> None:
+@json_option
+def run_command(
+    run_id: str | None, yes: bool, project: Path | None, as_json: bool
+) -> None:
     """Train the whole run on Tinker, committing every step and checkpoint.
 
     \b
     Example usage:
         machine train run --yes
-        machine train run traces-1a2b3c4d-0f9e8d --yes
+        machine train run traces-1a2b3c4d-0f9e8d --yes --json
     """
-    _train(run_id, yes, project, smoke=False)
+    _train(run_id, yes, project, smoke=False, as_json=as_json)
 
 
-def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> None:
+def _train(
+    run_id: str | None, yes: bool, project: Path | None, smoke: bool, as_json: bool
+) -> None:
     what = "machine train smoke" if smoke else "machine train run"
     _confirm(yes, what)
     _stack()
+    from machine_git.train import runs
     from machine_git.train import trainer
 
     store = open_store(project)
@@ -482,26 +490,53 @@ def _train(run_id: str | None, yes: bool, project: Path | None, smoke: bool) -> 
 
     if smoke:
         record = trainer.execute(store, plan, report=retried)
-        result = record["smoke"]
-        click.echo(
-            f"smoke passed: {len(result['steps'])} steps, loss "
-            f"{_loss(result.get('final_loss'))}, checkpoint {result['checkpoint']}"
-        )
-        click.echo("next: machine train run --yes")
+        _smoke_done(record, as_json)
         return
-    with click.progressbar(
-        length=plan.steps, label="training", file=sys.stderr, show_pos=True
-    ) as bar:
-        record = trainer.execute(
-            store, plan, progress=lambda step: bar.update(1), report=retried
-        )
+    if as_json:  # no progress with --json
+        record = trainer.execute(store, plan, report=retried)
+    else:
+        with click.progressbar(
+            length=plan.steps, label="training", file=sys.stderr, show_pos=True
+        ) as bar:
+            record = trainer.execute(
+                store, plan, progress=lambda step: bar.update(1), report=retried
+            )
     final = record["checkpoints"][-1] if record["checkpoints"] else {}
+    if as_json:
+        emit_json(
+            {
+                **runs.summary(record),
+                "final_state": final.get("state_path"),
+                "final_sampler": final.get("sampler_path"),
+            }
+        )
+        return
     click.echo(
         f"done: {len(record['steps'])} steps, final loss "
         f"{_loss(record.get('final_loss'))}"
     )
     click.echo(f"sampler {final.get('sampler_path')}")
     click.echo(f"state   {final.get('state_path')}")
+
+
+def _smoke_done(record: dict[str, Any], as_json: bool) -> None:
+    result = record["smoke"]
+    if as_json:
+        emit_json(
+            {
+                "run": record["id"],
+                "status": result["status"],
+                "steps": len(result["steps"]),
+                "final_loss": result.get("final_loss"),
+                "checkpoint": result["checkpoint"],
+            }
+        )
+        return
+    click.echo(
+        f"smoke passed: {len(result['steps'])} steps, loss "
+        f"{_loss(result.get('final_loss'))}, checkpoint {result['checkpoint']}"
+    )
+    click.echo("next: machine train run --yes")
 
 
 def _loss(value: Any) -> str:
@@ -652,12 +687,12 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
     if not records:
         click.echo("no training runs yet (prepare one with 'machine train sft')")
         return
-    table = [
-        ("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CHECKPOINTS", "SMOKE", "TRAINED")
-    ]
+    # CKPT, not CHECKPOINTS: the fixed columns fit 80 characters and TRAINED,
+    # the free text, gets what is left.
+    listing = [("RUN", "STATUS", "DATA", "STEPS", "LOSS", "CKPT", "SMOKE", "TRAINED")]
     for r in records:
         s = runs.summary(r)
-        table.append(
+        listing.append(
             (
                 s["id"],
                 str(s["status"]),
@@ -669,10 +704,8 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
                 _epochs(s["epochs"]),
             )
         )
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row in table:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-        click.echo("  ".join(cells).rstrip())
+    for line in table.rows(listing, free=7, columns=table.width()):
+        click.echo(line)
 
 
 def _epochs(epochs: list[dict[str, Any]]) -> str:
@@ -721,8 +754,10 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         click.echo(f"last     {record['last_checkpoint']}")
     click.echo(f"folder   {runs.folder(store, record['id'])}")
     click.echo("")
-    head = store.head
-    for commit in history.walk(store, head):
-        entry = history.entry(commit)
-        if entry.trailers.get("Run") == record["id"]:
-            click.echo(f"{entry.short}  {entry.when}  {entry.summary}")
+    found = [
+        (e.short, e.when, e.summary)
+        for e in map(history.entry, history.walk(store, store.head))
+        if e.trailers.get("Run") == record["id"]
+    ]
+    for line in table.rows(found, free=2, columns=table.width()):
+        click.echo(line)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from machine_git import revs
+from machine_git import table
 from machine_git import versions as named
 from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
@@ -69,7 +70,15 @@ def versions(project: Path | None, as_json: bool) -> None:
         return
     if not listed:
         click.echo("no versions yet (machine version NAME)")
-    for v, counts in listed:
-        total = sum(counts.get(k, 0) for k in KINDS)
-        shown = ", ".join(f"{k} {counts.get(k, 0)}" for k in KINDS)
-        click.echo(f"{v.name:<16} {str(v.commit.id)[:12]}  {total} rows ({shown})")
+    lines = [
+        (
+            v.name,
+            str(v.commit.id)[:12],
+            f"{sum(counts.get(k, 0) for k in KINDS)} rows ("
+            + ", ".join(f"{k} {counts.get(k, 0)}" for k in KINDS)
+            + ")",
+        )
+        for v, counts in listed
+    ]
+    for line in table.rows(lines, free=2, columns=table.width()):
+        click.echo(line)

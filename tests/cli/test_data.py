@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 
 from machine_git import jsonio
 from machine_git import paths
@@ -63,7 +64,10 @@ def test_counts_follow_moves_and_stay_right_after_outside_commits(
     assert counts == {"train": 1, "traces": 0, "rejected": 1, "observed": 0}
 
 
-def test_tagged_lists_newest_first_with_kind_filter(project: Path, run: Run) -> None:
+def test_tagged_lists_newest_first_with_kind_filter(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # notes in full (tests/test_table.py: 80)
     install_session(project, "basic")
     run("good", "first")
     install_session(project, "multi-turn")

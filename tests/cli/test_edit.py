@@ -382,3 +382,53 @@ def test_changing_the_id_in_an_edit_is_refused(
         f"Error: the id cannot change ({row_id} -> 'ffffffffffff'); "
         "use machine rm and machine import\n"
     )
+
+
+def test_edit_json_reports_the_commit_or_nothing_changed(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row_id = tagged(project, run)
+    monkeypatch.setenv("EDITOR", "false")  # --from opens no editor
+    current = run("show", row_id).stdout
+    unchanged = run("edit", row_id[:6], "--from", "-", "--json", input=current)
+    assert (unchanged.exit_code, unchanged.stdout, unchanged.stderr) == (
+        0,
+        f'{{"action":"edited","commit":null,"id":"{row_id}","kind":"train"}}\n',
+        "",
+    )
+    value = orjson.loads(current)
+    value["note"] = "edited in pi"
+    done = run(
+        "edit", row_id, "--from", "-", "--json", input=orjson.dumps(value).decode()
+    )
+    assert done.stdout == (
+        f'{{"action":"edited","commit":"{head(project)}","id":"{row_id}",'
+        '"kind":"train"}\n'
+    )
+
+
+def test_edit_json_keeps_the_prompt_off_stdout(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row_id = tagged(project, run)
+    before = head(project)
+    monkeypatch.setenv(
+        "EDITOR",
+        write_editor(
+            tmp_path,
+            (
+                "import json, sys\n"
+                "p = sys.argv[1]; r = json.load(open(p))\n"
+                "r['kind'] = 'nonsense'\n"
+                "open(p, 'w').write(json.dumps(r))\n"
+            ),
+        ),
+    )
+    result = run("edit", row_id, "--json", input="abandon\n")
+    assert result.stdout == (
+        f'{{"action":"abandoned","commit":null,"id":"{row_id}","kind":"train"}}\n'
+    )
+    assert result.stderr.endswith(
+        "observed)\nedit again or abandon? (edit, abandon) [edit]: abandon\n"
+    )
+    assert head(project) == before

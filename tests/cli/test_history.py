@@ -17,7 +17,7 @@ from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
 
-WORDS = "Now two-tools: read notes.md and list /nonexisten…"
+WORDS = "Now two-tools: read notes.md and list /nonexiste…"  # 80 columns
 
 
 def tag_three(project: Path, run: Run) -> list[str]:
@@ -33,7 +33,10 @@ def shas(project: Path) -> list[str]:
     return git(paths.store_path(project), "log", "--format=%H").split()
 
 
-def test_log_lists_every_change_newest_first(project: Path, run: Run) -> None:
+def test_log_lists_every_change_newest_first(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # whole summaries (tests/test_table.py: 80)
     a, b, _ = tag_three(project, run)
     run("rewrite", a, "--as", "Short.")
     run("rm", b, "--why", "dup")
@@ -54,7 +57,10 @@ def test_log_lists_every_change_newest_first(project: Path, run: Run) -> None:
     assert run("log", "-n", "2").stdout.splitlines() == lines[:2]
 
 
-def test_log_kind_and_id_filters(project: Path, run: Run) -> None:
+def test_log_kind_and_id_filters(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # whole summaries
     a, b, c = tag_three(project, run)
     run("move", a, "--to", "bad")
     traces = run("log", "--kind", "traces").stdout.splitlines()
@@ -104,9 +110,8 @@ def test_show_a_commit_with_the_rows_it_touched(project: Path, run: Run) -> None
     assert (
         out[4] == f"    move {a} train -> rejected: Now two-tools: read notes.md and l…"
     )
-    assert out[-1] == (
-        f"moved    {a}  train -> rejected  "
-        "Now two-tools: read notes.md and list /nonexisten…"
+    assert out[-1] == (  # 80 columns: the prompt is cut, never the id
+        f"moved  {a}  train -> rejected  Now two-tools: read notes.md and list /…"
     )
 
 
@@ -127,12 +132,14 @@ def test_diff_default_is_the_last_commit_with_field_changes(
     assert out == [
         f"diff {h[1][:12]}..{h[0][:12]}: 1 row changed",
         "  train     +0  -0  ~1",
-        f"modified {a}  train  {WORDS}",
-        '    $.messages[1].content: "notes.md starts with \\"# Notes\\". '
-        'The command `ls /nonexistent-dir` … -> "Short."',
-        '    $.original_answer: (absent) -> "notes.md starts with \\"# Notes\\". The'
-        " command `ls /nonexistent-dir` …",
+        f"modified  {a}  train  {WORDS}",
+        # 80 columns: the values share what the path leaves, cut with an ellipsis
+        '    $.messages[1].content: "notes.md starts with \\"# Notes\\". The c… '
+        '-> "Short."',
+        '    $.original_answer: (absent) -> "notes.md starts with \\"# Notes\\". '
+        "The comma…",
     ]
+    assert max(map(len, out)) == 80
 
 
 def test_diff_between_versions_summary_ids_and_kind(project: Path, run: Run) -> None:
@@ -208,7 +215,9 @@ def test_diff_between_runs_compares_what_each_trained_on(
         "out): 1 row changed"
     )
     assert out[1] == "  train     +1  -0  ~0"
-    assert out[2].startswith(f"added    {added}  train  ")
+    assert out[2].startswith(
+        f"added  {added}  train  "
+    )  # status: as wide as its widest
     assert out[3:] == [
         "other files:",
         f"  added    evals/{eval_id}.json",

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import orjson
+
 from machine_git import paths
 from machine_git.agents import install
 from machine_git.errors import USAGE
@@ -78,4 +80,32 @@ def test_letta_mods_are_global_only(project: Path, run: Run) -> None:
     assert run("uninstall", "letta").stdout == (
         f"removed {target}\nremoved {provider}\n"
         + "".join(f"removed {path}\n" for path in skills)
+    )
+
+
+# -- --json ----------------------------------------------------------------------
+
+
+def test_install_and_uninstall_json(project: Path, run: Run) -> None:
+    agent = pi.agent_dir()
+    ext, models = agent / "extensions" / "machine.ts", agent / "models.json"
+    first = run("install", "pi", "--json")
+    assert first.exit_code == 0, first.stderr
+    assert orjson.loads(first.stdout) == {
+        "host": "pi",
+        "files": [
+            {"path": str(ext), "action": "installed", "detail": ""},
+            {"path": str(models), "action": "installed", "detail": ""},
+        ],
+        "skills": list(SKILLS),
+        "skills_dir": str(install.skills_dir()),
+        "next": "run /reload in pi (or start it again) to load the commands",
+    }
+    assert first.stdout.count("\n") == 1
+    gone = run("uninstall", "pi", "--json")
+    assert gone.stdout == (
+        '{"files":['
+        f'{{"action":"removed","detail":"","path":"{ext}"}},'
+        f'{{"action":"removed","detail":"","path":"{models}"}}'
+        '],"host":"pi"}\n'
     )

@@ -279,3 +279,70 @@ def test_correction_of_a_train_row_passes_pi_failures_on(
     args = (tmp_path / "pi-args").read_text()
     assert args.endswith("Correction:\nskip the read\n\n")
     assert f"Task:\n{BASIC_USER}\n" in args
+
+
+# -- --json ----------------------------------------------------------------------
+
+
+def test_fork_json_without_pi_gives_the_prompt_and_command(
+    project: Path, run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    install_session(project, "multi-turn")
+    run("observe")
+    row_id = observed_id("multi-turn")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = run("fork", "write", "it", "in", "markdown", "--json")
+    prompt = (
+        "Redo this task with a correction.\n\n"
+        "Task:\nTurn three: write-file summary.txt with a short summary.\n\n"
+        "Previous answer:\nWrote summary.txt.\n\n"
+        "Correction:\nwrite it in markdown\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout) == {
+        "parent": row_id,
+        "prompt": prompt,
+        "command": f"MACHINE_FORK=1 MACHINE_FORK_PARENT={row_id} pi -p '{prompt}'",
+        "ran": False,
+        "status": None,
+        "observed": None,
+    }
+    assert result.stdout.count("\n") == 1
+    assert result.stderr == (
+        "warning: pi is not on PATH; run the command below yourself\n"
+    )
+    same = run("correction", "--id", row_id, "write it in markdown", "--json")
+    assert same.stdout == result.stdout
+
+
+def test_fork_json_sends_pi_s_output_to_stderr(
+    project: Path,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    install_session(project, "multi-turn")
+    run("observe")
+    parent = observed_id("multi-turn")
+    target = pi.agent_dir() / "sessions" / pi.encode_cwd(project) / "src.jsonl"
+    target.write_bytes((PI_SESSIONS / "basic.jsonl").read_bytes())
+    folder = fake_pi(tmp_path, writes=target)
+    script = folder / "pi"
+    script.write_text(  # pi -p prints its answer on stdout
+        script.read_text().replace("#!/bin/sh\n", "#!/bin/sh\necho pi answered\n")
+    )
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin:/bin")
+    capfd.readouterr()
+    result = run("fork", "use", "markdown", "--json")
+    assert result.exit_code == 0, result.output
+    fork_id = observed_id()
+    found = orjson.loads(result.stdout)
+    assert (found["parent"], found["ran"], found["status"], found["observed"]) == (
+        parent,
+        True,
+        0,
+        fork_id,
+    )
+    assert result.stdout.count("\n") == 1
+    assert capfd.readouterr().err == "pi answered\n"  # pi's stdout, on fd 2

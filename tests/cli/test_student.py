@@ -264,3 +264,18 @@ def test_models_without_a_key_or_a_service(
     assert down.exit_code == 1
     assert down.stderr.startswith(f"Error: Tinker is unreachable at {url}: ")
     assert down.stderr.count("\n") == 1
+
+
+# -- --json ----------------------------------------------------------------------
+
+
+def test_ask_json(project: Path, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test")
+    run("student", INKLING)
+    with oai_stub.serve() as stub:
+        monkeypatch.setenv("MACHINE_TINKER_OAI_URL", stub.url)
+        result = run("ask", "What", "is", "2+2?", "--json")
+    assert (result.exit_code, result.stdout) == (
+        0,
+        '{"answer":"Four.","prompt":"What is 2+2?"}\n',
+    )

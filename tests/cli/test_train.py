@@ -630,6 +630,68 @@ def test_run_trains_every_batch_and_records_checkpoints(
     )
 
 
+def test_smoke_and_run_json_print_one_document_and_no_progress(
+    traces: Path, run: Run, fake: FakeTinker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = _sft(run, "--save-every", "4")
+    run_id, data = record["id"], record["dataset"]
+    prefix = "tinker://fake-run:train:0"
+    smoke = run("train", "smoke", "--yes", "--json")
+    assert smoke.exit_code == 0, smoke.stderr
+    assert smoke.stdout == (
+        f'{{"checkpoint":"{prefix}/sampler_weights/smoke","final_loss":0.25,'
+        f'"run":"{run_id}","status":"passed","steps":2}}\n'
+    )
+    done = run("train", "run", "--yes", "--json")
+    assert done.exit_code == 0, done.stderr
+    stored = _json(git(traces, "show", f"HEAD:runs/{run_id}.json"))
+    assert _json(done.stdout) == {
+        "id": run_id,
+        "method": "sft",
+        "created_at": stored["created_at"],
+        "rows": data["rows"],
+        "status": "done",
+        "dataset_commit": data["commit"],
+        "export_sha256": data["sha256"],
+        "kind": "traces",
+        "base_model": MODEL,
+        "steps": 8,
+        "steps_planned": 8,
+        "final_loss": 0.0625,
+        "checkpoints": 2,
+        "final_sampler": f"{prefix}/sampler_weights/final",
+        "final_state": f"{prefix}/weights/final",
+        "smoke": "passed",
+        "epochs": stored["trained"]["epochs"],
+    }
+    assert done.stdout.count("\n") == 1
+    assert "training" not in done.stderr  # no progress bar with --json
+    # The listing fits the terminal: only TRAINED, the free text, is cut.
+    epochs = _json(done.stdout)["epochs"]
+    trained = ", ".join(
+        f"e{e['epoch']} {e['rows']} rows {e['tokens']} tok" for e in epochs
+    )
+    for columns in (80, 200):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        lines = run("runs").stdout.splitlines()
+        fixed = [
+            ("RUN".ljust(len(run_id)), run_id),
+            ("STATUS", "done  "),
+            ("DATA        ", data["commit"][:12]),
+            ("STEPS", "8/8  "),
+            ("LOSS  ", "0.0625"),
+            ("CKPT", "2   "),
+            ("SMOKE ", "passed"),
+        ]
+        start = ["".join(f"{c[i]}  " for c in fixed) for i in (0, 1)]
+        room = columns - len(start[1])
+        assert lines == [
+            start[0] + ("TRAINED" if room >= 7 else "TRAINED"[: room - 1] + "…"),
+            start[1] + (trained if len(trained) <= room else trained[: room - 1] + "…"),
+        ]
+        assert max(map(len, lines)) == min(columns, len(start[1]) + len(trained))
+
+
 def test_a_run_id_is_a_revision(project: Path, run: Run) -> None:
     support.tag(run, project, support.SESSIONS[:4], "--trace")
     first = _sft(run)["id"]

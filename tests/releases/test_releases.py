@@ -55,11 +55,20 @@ def test_the_full_cycle_preregister_check_trial_activate(
     assert refused.stderr == (
         "Error: BR-002 has no trial: run 'machine release trial BR-002' first\n"
     )
-    assert run("release", "trial", "BR-002").exit_code == 0
+    trial = run("release", "trial", "BR-002", "--json")
+    head = git(store, "rev-parse", "HEAD").strip()
+    assert (trial.exit_code, trial.stdout) == (
+        0,
+        f'{{"already":null,"commit":"{head}","release":"BR-002","status":"trial"}}\n',
+    )
     settings = orjson.loads(git(store, "show", "HEAD:settings.json"))
     assert (settings["student"], settings["student_status"]) == (CHECKPOINT, "trial")
-    activated = run("release", "activate", "BR-002")
+    activated = run("release", "activate", "BR-002", "--json")
     assert activated.exit_code == 0, activated.stderr
+    head = git(store, "rev-parse", "HEAD").strip()
+    assert activated.stdout == (
+        f'{{"already":null,"commit":"{head}","release":"BR-002","status":"active"}}\n'
+    )
     settings = orjson.loads(git(store, "show", "HEAD:settings.json"))
     assert settings["student_status"] == "default"
     assert settings["student_release"] == "BR-002"
@@ -84,7 +93,11 @@ def test_a_failing_candidate_lists_its_regressed_cases_and_cannot_activate(
     )
     assert lines[2] == "  FAIL  no regressions (normalized): 1 cases regressed"
     assert "baseline " in lines[3] and "-> candidate 'I do not know.'" in lines[3]
-    assert run("release", "trial", "BR-003").exit_code == 0
+    trial = run("release", "trial", "BR-003")
+    head = git(trained["store"], "rev-parse", "HEAD").strip()
+    assert trial.stdout == (
+        f"trial BR-003: the student is its candidate, marked trial ({head[:12]})\n"
+    )
     refused = run("release", "activate", "BR-003")
     assert refused.exit_code == 1
     assert refused.stderr == (

@@ -107,7 +107,7 @@ def test_labeling_good_is_the_clis_commit_and_moves_to_the_next_row(
         "Machine-Tag: good\nMachine-From: observed\n\n"
     )
     log = machine(project, "log", "-n", "1")
-    assert f"label    label {ids[0]} observed -> traces" in log
+    assert f"  label  label {ids[0]} observed -> traces" in log
     assert queue_ids(client) == ids[1:]
 
 
