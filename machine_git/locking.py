@@ -57,16 +57,26 @@ def clear_stale_ref_lock(path: Path) -> None:
 
 def _acquire(fd: int, lock_path: Path) -> None:
     timeout = env.seconds(LOCK_TIMEOUT_ENV, 60.0)
-    deadline = time.monotonic() + timeout
+    if not flock_within(fd, timeout):
+        raise ConcurrentUpdateError(
+            f"another machine process has held {lock_path} for {timeout:.0f}s"
+        )
+
+
+def flock_within(fd: int, seconds: float) -> bool:
+    """Take an exclusive flock on ``fd``; False if it stays held ``seconds``.
+
+    Polled (not a blocking flock) so that no holder can make us wait forever.
+    OSError from a filesystem without locks is the caller's to judge.
+    """
+    deadline = time.monotonic() + seconds
     delay = 0.002
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
+            return True
         except BlockingIOError:
             if time.monotonic() > deadline:
-                raise ConcurrentUpdateError(
-                    f"another machine process has held {lock_path} for {timeout:.0f}s"
-                ) from None
+                return False
             time.sleep(delay)
             delay = min(delay * 2, 0.05)

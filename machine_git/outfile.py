@@ -9,10 +9,8 @@ character device such as ``/dev/null`` takes the line as it is).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +20,7 @@ from machine_git import paths
 from machine_git import schemas
 from machine_git.errors import FileWriteError
 from machine_git.errors import UsageError
+from machine_git.locking import flock_within
 
 if TYPE_CHECKING:
     from machine_git.rowtypes import Row
@@ -84,16 +83,9 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _lock(fd: int, path: Path, wait: float = 10.0) -> None:
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise FileWriteError(
-                    f"cannot write {path}: another process holds it locked"
-                ) from None
-            time.sleep(0.01)
-        except OSError:
-            return  # no locks on this filesystem: append unguarded
+    try:
+        held = not flock_within(fd, wait)
+    except OSError:
+        return  # no locks on this filesystem: append unguarded
+    if held:
+        raise FileWriteError(f"cannot write {path}: another process holds it locked")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import click
@@ -14,6 +15,9 @@ from machine_git.cli.common import project_option
 from machine_git.errors import FAILED
 from machine_git.errors import INVALID
 from machine_git.errors import UsageError
+
+if TYPE_CHECKING:
+    from machine_git.releases import Stepped
 
 
 @click.group()
@@ -166,22 +170,12 @@ def release_trial(release_id: str, project: Path | None, as_json: bool) -> None:
     from machine_git import releases
 
     done = releases.trial(open_store(project), releases.check_id(release_id))
-    if as_json:
-        emit_json(
-            {
-                "release": release_id,
-                "status": "trial",
-                "commit": done.commit,
-                "already": done.already,
-            }
-        )
-        return
-    if done.commit is None:
-        click.echo(done.already)
-        return
-    click.echo(
-        f"trial {release_id}: the student is its candidate, marked trial "
-        f"({done.commit[:12]})"
+    _show_step(
+        release_id,
+        "trial",
+        done,
+        as_json,
+        f"trial {release_id}: the student is its candidate, marked trial",
     )
 
 
@@ -199,20 +193,32 @@ def release_activate(release_id: str, project: Path | None, as_json: bool) -> No
     from machine_git import releases
 
     done = releases.activate(open_store(project), releases.check_id(release_id))
+    _show_step(
+        release_id,
+        "active",
+        done,
+        as_json,
+        f"activated {release_id}: the default student",
+    )
+
+
+def _show_step(
+    release_id: str, status: str, done: Stepped, as_json: bool, text: str
+) -> None:
+    # trial and activate report alike: the commit made, or why none was.
     if as_json:
         emit_json(
             {
                 "release": release_id,
-                "status": "active",
+                "status": status,
                 "commit": done.commit,
                 "already": done.already,
             }
         )
-        return
-    if done.commit is None:
+    elif done.commit is None:
         click.echo(done.already)
-        return
-    click.echo(f"activated {release_id}: the default student ({done.commit[:12]})")
+    else:
+        click.echo(f"{text} ({done.commit[:12]})")
 
 
 @release.command(name="list")
