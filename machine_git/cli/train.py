@@ -8,11 +8,8 @@ that says in one line how to install it.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 from typing import Any
 
 import click
@@ -25,9 +22,9 @@ from machine_git.errors import TrainingError
 from machine_git.errors import UsageError
 from machine_git.train.config import DEFAULT_BASE_MODEL
 from machine_git.train.config import DPO_BETA
+from machine_git.train.config import KINDS
 from machine_git.train.config import Hyper
 
-TRAIN_KINDS = ("train", "traces")
 _DEFAULTS = Hyper()
 
 _yes = click.option(
@@ -80,7 +77,7 @@ def train() -> None:
 @train.command()
 @click.argument("target", required=False)
 @_base_model
-@click.option("--kind", type=click.Choice(TRAIN_KINDS), help="Rows of this kind.")
+@click.option("--kind", type=click.Choice(KINDS), help="Rows of this kind.")
 @click.option(
     "--max-length",
     type=click.IntRange(min=1),
@@ -122,20 +119,12 @@ def validate(
         machine train validate data.jsonl
     """
     _stack()
+    from machine_git.cli.progress import bars
     from machine_git.train import sources
     from machine_git.train import validate as checking
 
-    if target is not None and Path(target).is_file():
-        src = sources.of_file(Path(target), kind)
-    else:
-        from machine_git import revs
-
-        store = open_store(project)
-        commit = revs.resolve(store, target)
-        src = sources.of_store(store, commit, target, kind or "train")
-    from machine_git.cli.progress import bars
-
-    with _dump_file(dump) as out, bars(as_json) as shown:
+    src = sources.of_target(target, kind, lambda: open_store(project))
+    with checking.dump_file(dump) as out, bars(as_json) as shown:
         report = checking.check_source(
             src,
             base_model=base_model,
@@ -151,22 +140,6 @@ def validate(
     if report.blocking:
         n = len(report.blocking)
         raise TrainingError(f"{n} blocking problem{'' if n == 1 else 's'}")
-
-
-@contextlib.contextmanager
-def _dump_file(dump: Path | None) -> Iterator[IO[bytes] | None]:
-    if dump is None:
-        yield None
-        return
-    from machine_git import paths
-
-    target = paths.check_out_path(str(dump))
-    try:
-        out = open(target, "wb")  # noqa: SIM115 - closed below
-    except OSError as e:
-        raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
-    with out:
-        yield out
 
 
 def _print_report(report: Any) -> None:
@@ -198,9 +171,7 @@ def _print_report(report: Any) -> None:
 
 @train.command()
 @click.option("--rev", help="Revision to train on (default: the newest).")
-@click.option(
-    "--kind", type=click.Choice(TRAIN_KINDS), default="train", show_default=True
-)
+@click.option("--kind", type=click.Choice(KINDS), default="train", show_default=True)
 @_base_model
 @click.option("--force", is_flag=True, help="Prepare the same run again.")
 @click.option(
@@ -685,7 +656,6 @@ def _epochs(epochs: list[dict[str, Any]]) -> str:
 
 
 def _print_run(store: Any, record: dict[str, Any]) -> None:
-    from machine_git import history
     from machine_git.train import runs
 
     data = record["dataset"]
@@ -721,8 +691,5 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         click.echo(f"last     {record['last_checkpoint']}")
     click.echo(f"folder   {runs.folder(store, record['id'])}")
     click.echo("")
-    head = store.head
-    for commit in history.walk(store, head):
-        entry = history.entry(commit)
-        if entry.trailers.get("Run") == record["id"]:
-            click.echo(f"{entry.short}  {entry.when}  {entry.summary}")
+    for entry in runs.commits(store, record["id"]):
+        click.echo(f"{entry.short}  {entry.when}  {entry.summary}")

@@ -38,12 +38,13 @@ from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import parse_row
+from machine_git.train import config
 from machine_git.train import pins
 
 EVALS_DIR = "evals"
 SALT = "machine-eval-v1"
 DEFAULT_SIZE = 20
-KINDS = ("train", "traces")
+KINDS = config.KINDS
 RULE = (
     f"sessions ordered by sha256('{SALT}' NUL host NUL session_id), lowest first; "
     "sessions sharing a row's normalized (prompt, answer) are one group; whole "

@@ -11,8 +11,10 @@ Heavy: imports tinker-cookbook (torch). Import after ``stack.require()``.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 from machine_git import jsonio
 from machine_git import schemas
 from machine_git.errors import TrainingError
+from machine_git.errors import UsageError
 from machine_git.progress import QUIET
 from machine_git.progress import Progress
 from machine_git.progress import track
@@ -274,6 +277,23 @@ def check_export(cfg: config.RunConfig, folder: Path) -> Report:
         too_few = datasets.too_few(pairs, cfg.hyper.batch_size)
         report.problems.insert(0, Problem(True, too_few.replace(" row", " pair")))
     return report
+
+
+@contextlib.contextmanager
+def dump_file(dump: Path | None) -> Iterator[IO[bytes] | None]:
+    """The ``--dump`` file opened for writing (None without one)."""
+    if dump is None:
+        yield None
+        return
+    from machine_git import paths
+
+    target = paths.check_out_path(str(dump))
+    try:
+        out = open(target, "wb")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
+    with out:
+        yield out
 
 
 def refuse_blocking(report: Report) -> None:
