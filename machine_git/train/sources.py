@@ -11,7 +11,9 @@ Light: no training stack.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
 
@@ -23,13 +25,16 @@ from machine_git.errors import UsageError
 from machine_git.store import Store
 from machine_git.train import config
 
-Item = tuple[str, dict[str, Any]]  # (label, row or {"messages": [...]})
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
+
+Item = tuple[str, "Row | dict[str, Any]"]  # (label, row or {"messages": [...]})
 
 
 class Source(NamedTuple):
     """Rows (or conversations) to check, and where they came from."""
 
-    items: list[Item]
+    items: Sequence[Item]
     kind: str
     conversations: bool  # items are exported lines, not rows
     label: str

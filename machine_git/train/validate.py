@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import IO
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 from machine_git import jsonio
 from machine_git import schemas
@@ -32,6 +34,9 @@ from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
 from machine_git.train import sources
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 
 @dataclass
@@ -104,7 +109,7 @@ class Report:
         }
 
 
-Item = tuple[str, dict[str, Any]]  # (label, row or {"messages": [...]})
+Item = sources.Item
 
 
 def check(
@@ -148,7 +153,7 @@ class _Pass:
     prompts: dict[str, list[str]] = field(default_factory=dict)
 
     def problems(
-        self, label: str, item: dict[str, Any], dump: IO[bytes] | None
+        self, label: str, item: Row | dict[str, Any], dump: IO[bytes] | None
     ) -> list[str]:
         """What is wrong with one item (its counts go to the report)."""
         convo, why = _conversation(item, self.conversations)
@@ -335,21 +340,21 @@ def _is_blocking(what: str) -> bool:
 
 
 def _conversation(
-    item: dict[str, Any], is_conversation: bool
+    item: Row | dict[str, Any], is_conversation: bool
 ) -> tuple[datasets.Conversation | None, str]:
     """What ``item`` (a row, or an exported line) renders; or why it cannot."""
     if is_conversation:
         shape = _conversation_problem(item)
         if shape:
             return None, f"not a conversation ({shape})"
-        return datasets.conversation_of(item), ""
+        return datasets.conversation_of(cast("dict[str, Any]", item)), ""
     errors = schemas.row_problems(item)
     if errors:
         return None, f"schema: {errors[0]}"
-    return datasets.row_conversation(item), ""
+    return datasets.row_conversation(cast("Row", item)), ""  # schema-checked
 
 
-def _conversation_problem(item: dict[str, Any]) -> str | None:
+def _conversation_problem(item: Row | dict[str, Any]) -> str | None:
     messages = item.get("messages")
     if not isinstance(messages, list) or not messages:
         return "no messages list"
