@@ -8,7 +8,9 @@ that says in one line how to install it.
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,48 +171,78 @@ def _print_report(report: Any) -> None:
 # -- sft -----------------------------------------------------------------------
 
 
+def _hyper_options(
+    learning_rate: float, batch_size: int, batch_help: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The hyperparameter options of ``train sft`` and ``dpo``, handed to the
+    command as one ``hyper`` (a Hyper)."""
+    options = [
+        click.option(
+            "--learning-rate",
+            type=click.FloatRange(min=0, min_open=True),
+            default=learning_rate,
+            show_default=True,
+        ),
+        click.option(
+            "--batch-size",
+            type=click.IntRange(min=1),
+            default=batch_size,
+            show_default=True,
+            help=batch_help,
+        ),
+        click.option(
+            "--epochs",
+            type=click.IntRange(min=1),
+            default=_DEFAULTS.num_epochs,
+            show_default=True,
+        ),
+        click.option(
+            "--lora-rank",
+            type=click.IntRange(min=1),
+            default=_DEFAULTS.lora_rank,
+            show_default=True,
+        ),
+        click.option(
+            "--max-length",
+            type=click.IntRange(min=1),
+            default=_DEFAULTS.max_length,
+            show_default=True,
+        ),
+        click.option(
+            "--save-every",
+            type=click.IntRange(min=0),
+            default=_DEFAULTS.save_every,
+            show_default=True,
+            help="Steps between checkpoints (0: final only).",
+        ),
+    ]
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def with_hyper(**given: Any) -> None:
+            hyper = Hyper(
+                learning_rate=given.pop("learning_rate"),
+                batch_size=given.pop("batch_size"),
+                num_epochs=given.pop("epochs"),
+                lora_rank=given.pop("lora_rank"),
+                max_length=given.pop("max_length"),
+                save_every=given.pop("save_every"),
+            )
+            command(hyper=hyper, **given)
+
+        for option in reversed(options):
+            with_hyper = option(with_hyper)
+        return with_hyper
+
+    return decorate
+
+
 @train.command()
 @click.option("--rev", help="Revision to train on (default: the newest).")
 @click.option("--kind", type=click.Choice(KINDS), default="train", show_default=True)
 @_base_model
 @click.option("--force", is_flag=True, help="Prepare the same run again.")
-@click.option(
-    "--learning-rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_DEFAULTS.learning_rate,
-    show_default=True,
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.batch_size,
-    show_default=True,
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.num_epochs,
-    show_default=True,
-)
-@click.option(
-    "--lora-rank",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.lora_rank,
-    show_default=True,
-)
-@click.option(
-    "--max-length",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.max_length,
-    show_default=True,
-)
-@click.option(
-    "--save-every",
-    type=click.IntRange(min=0),
-    default=_DEFAULTS.save_every,
-    show_default=True,
-    help="Steps between checkpoints (0: final only).",
-)
+@_hyper_options(_DEFAULTS.learning_rate, _DEFAULTS.batch_size)
 @_no_context
 @project_option
 @json_option
@@ -219,12 +251,7 @@ def sft(
     kind: str,
     base_model: str,
     force: bool,
-    learning_rate: float,
-    batch_size: int,
-    epochs: int,
-    lora_rank: int,
-    max_length: int,
-    save_every: int,
+    hyper: Hyper,
     no_context: bool,
     project: Path | None,
     as_json: bool,
@@ -246,14 +273,7 @@ def sft(
         kind=kind,
         base_model=base_model,
         force=force,
-        hyper=Hyper(
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            num_epochs=epochs,
-            lora_rank=lora_rank,
-            max_length=max_length,
-            save_every=save_every,
-        ),
+        hyper=hyper,
         context=not no_context,
     )
 
@@ -262,44 +282,7 @@ def sft(
 @click.option("--rev", help="Revision to train on (default: the newest).")
 @_base_model
 @click.option("--force", is_flag=True, help="Prepare the same run again.")
-@click.option(
-    "--learning-rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1e-5,
-    show_default=True,
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Pairs per step.",
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.num_epochs,
-    show_default=True,
-)
-@click.option(
-    "--lora-rank",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.lora_rank,
-    show_default=True,
-)
-@click.option(
-    "--max-length",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.max_length,
-    show_default=True,
-)
-@click.option(
-    "--save-every",
-    type=click.IntRange(min=0),
-    default=_DEFAULTS.save_every,
-    show_default=True,
-    help="Steps between checkpoints (0: final only).",
-)
+@_hyper_options(1e-5, 4, batch_help="Pairs per step.")
 @click.option(
     "--beta",
     type=click.FloatRange(min=0, min_open=True),
@@ -314,12 +297,7 @@ def dpo(
     rev: str | None,
     base_model: str,
     force: bool,
-    learning_rate: float,
-    batch_size: int,
-    epochs: int,
-    lora_rank: int,
-    max_length: int,
-    save_every: int,
+    hyper: Hyper,
     beta: float,
     no_context: bool,
     project: Path | None,
@@ -345,14 +323,7 @@ def dpo(
         kind="rejected",
         base_model=base_model,
         force=force,
-        hyper=Hyper(
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            num_epochs=epochs,
-            lora_rank=lora_rank,
-            max_length=max_length,
-            save_every=save_every,
-        ),
+        hyper=hyper,
         method="dpo",
         dpo_beta=beta,
         context=not no_context,
