@@ -12,6 +12,7 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import click
@@ -26,6 +27,10 @@ from machine_git.train.config import DEFAULT_BASE_MODEL
 from machine_git.train.config import DPO_BETA
 from machine_git.train.config import KINDS
 from machine_git.train.config import Hyper
+
+if TYPE_CHECKING:  # the training stack loads only inside the commands
+    from machine_git.store import Store
+    from machine_git.train.validate import Report
 
 _DEFAULTS = Hyper()
 
@@ -144,7 +149,7 @@ def validate(
         raise TrainingError(f"{n} blocking problem{'' if n == 1 else 's'}")
 
 
-def _print_report(report: Any) -> None:
+def _print_report(report: Report) -> None:
     held = f", {report.held_out} held out for eval" if report.held_out else ""
     click.echo(f"validate {report.source}: {report.rows} {report.kind} rows{held}")
     from machine_git.train import datasets
@@ -542,7 +547,7 @@ def eval_baseline(
     )
     results = done.results
     if as_json:
-        emit_json({**results, "commit": done.commit})
+        emit_json(done.to_json())
         return
     scores = results["scores"]
     skipped = results["skipped"]
@@ -626,7 +631,7 @@ def _epochs(epochs: list[dict[str, Any]]) -> str:
     )
 
 
-def _print_run(store: Any, record: dict[str, Any]) -> None:
+def _print_run(store: Store, record: dict[str, Any]) -> None:
     from machine_git.train import runs
 
     data = record["dataset"]
