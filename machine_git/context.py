@@ -32,6 +32,8 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 from typing import TypedDict
+from typing import TypeVar
+from typing import cast
 
 import pygit2
 
@@ -43,6 +45,7 @@ from machine_git.errors import SecretFoundError
 CONTEXT_DIR = "context"
 FIELD = "context"
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+R = TypeVar("R", bound=Mapping[str, Any])  # a row, typed or not
 
 
 class Tool(TypedDict):
@@ -153,7 +156,7 @@ def stored(
     return out, {path: data}
 
 
-def inline(row: dict[str, Any], read: Reader) -> dict[str, Any]:
+def inline(row: R, read: Reader) -> R:
     """``row`` with its stored context put back in place of the hash.
 
     A hash whose file is missing or unreadable becomes ``None`` (unknown):
@@ -163,7 +166,7 @@ def inline(row: dict[str, Any], read: Reader) -> dict[str, Any]:
     value = row.get(FIELD)
     if not isinstance(value, str):
         return row
-    return {**row, FIELD: load(value, read)}
+    return cast("R", {**row, FIELD: load(value, read)})
 
 
 def shown(row: dict[str, Any], read: Reader) -> dict[str, Any]:
@@ -229,11 +232,11 @@ def of_row(row: Mapping[str, Any]) -> Context | None:
     return {"system": value.get("system"), "tools": value.get("tools")}
 
 
-def without(row: dict[str, Any]) -> dict[str, Any]:
+def without(row: R) -> R:
     """``row`` with its context left out (``--no-context``)."""
     if FIELD not in row:
         return row
-    return {**row, FIELD: None}
+    return cast("R", {**row, FIELD: None})
 
 
 # -- checks: the store's write path, the pre-receive hook, machine validate -----

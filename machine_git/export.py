@@ -39,7 +39,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 import pygit2
 from pygit2 import Commit
@@ -59,6 +61,11 @@ from machine_git.schemas import KINDS
 from machine_git.store import Store
 from machine_git.store import blobs_under
 from machine_git.store import parse_row
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Record
+    from machine_git.rowtypes import RecordToolCall
+    from machine_git.rowtypes import Row
 
 FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
 PAIRS = ("dpo", "openai-dpo")  # the preference formats
@@ -95,7 +102,7 @@ def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
 
 
 def trajectory_to_messages(
-    records: Iterable[dict[str, Any]], *, null_content: bool
+    records: Iterable[Record], *, null_content: bool
 ) -> list[Message]:
     """Chat messages from trajectory-v1 records.
 
@@ -118,7 +125,8 @@ def trajectory_to_messages(
 
     for record in records:
         role = record.get("role")
-        if role == "assistant" and record.get("tool_calls"):
+        calls = cast("list[RecordToolCall] | None", record.get("tool_calls"))
+        if role == "assistant" and calls:
             text = pending_text
             pending_text = None
             content = text if text else (None if null_content else "")
@@ -126,7 +134,7 @@ def trajectory_to_messages(
                 {
                     "role": "assistant",
                     "content": content,
-                    "tool_calls": [_tool_call(c) for c in record["tool_calls"]],
+                    "tool_calls": [_tool_call(c) for c in calls],
                 }
             )
             continue
@@ -149,7 +157,7 @@ def trajectory_to_messages(
     return out
 
 
-def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+def _tool_call(call: RecordToolCall) -> dict[str, Any]:
     return {
         "type": "function",
         "id": call.get("id"),
@@ -157,7 +165,7 @@ def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def conversation(row: dict[str, Any], *, null_content: bool) -> list[Message]:
+def conversation(row: Row, *, null_content: bool) -> list[Message]:
     """A row's conversation as chat messages (stored messages, or a trajectory),
     led by its context's system prompt when it has one inline and the
     conversation does not start with a system message of its own."""
@@ -173,14 +181,14 @@ def conversation(row: dict[str, Any], *, null_content: bool) -> list[Message]:
     return messages
 
 
-def tool_specs(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+def tool_specs(row: Row) -> list[dict[str, Any]] | None:
     """The tools a row's turn was offered (cookbook ``ToolSpec``s), or None."""
     found = context.of_row(row)
     tools = found.get("tools") if found is not None else None
     return [dict(t) for t in tools] if tools else None
 
 
-def to_tinker(row: dict[str, Any]) -> dict[str, Any]:
+def to_tinker(row: Row) -> dict[str, Any]:
     """``{"messages": [...], "tools": [...]}`` as tinker-cookbook reads it."""
     messages = conversation(row, null_content=False)
     for m in messages:
@@ -193,7 +201,7 @@ def to_tinker(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def to_openai(row: dict[str, Any]) -> dict[str, Any]:
+def to_openai(row: Row) -> dict[str, Any]:
     """``{"messages": [...], "tools": [...]}`` for OpenAI chat fine-tuning."""
     out: dict[str, Any] = {
         "messages": [_openai_message(m) for m in _openai_conversation(row)]
@@ -215,7 +223,7 @@ def answers(messages: list[Message]) -> bool:
     )
 
 
-def _openai_conversation(row: dict[str, Any]) -> list[Message]:
+def _openai_conversation(row: Row) -> list[Message]:
     return conversation(row, null_content=True)
 
 
@@ -245,7 +253,7 @@ class Pair:
     other: str
 
 
-def pair(row: dict[str, Any], *, null_content: bool) -> Pair | None:
+def pair(row: Row, *, null_content: bool) -> Pair | None:
     """The preference pair of a row, or None if the row has no rewrite.
 
     Only a row tagged with ``--as`` has one: ``original_answer`` holds what
@@ -270,7 +278,7 @@ def pair(row: dict[str, Any], *, null_content: bool) -> Pair | None:
     return Pair(messages[:-1], rewrite, original)
 
 
-def to_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
+def to_dpo(row: Row) -> dict[str, Any] | None:
     """A pair as tinker-cookbook's comparison loader reads it (label A: the
     rewrite), with the turn's tools beside it; None without a rewrite."""
     found = pair(row, null_content=False)
@@ -296,7 +304,7 @@ def to_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def to_openai_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
+def to_openai_dpo(row: Row) -> dict[str, Any] | None:
     """An OpenAI preference pair, or None if the row has no rewrite."""
     found = pair(row, null_content=True)
     if found is None:
@@ -312,7 +320,7 @@ def to_openai_dpo(row: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-_RENDER: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+_RENDER: dict[str, Callable[[Row], dict[str, Any] | None]] = {
     "tinker": to_tinker,
     "openai": to_openai,
     "dpo": to_dpo,
@@ -320,7 +328,7 @@ _RENDER: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
 }
 
 
-def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
+def _prepare(row: Row, redact: bool = True) -> Row:
     """Every exported row passes through here before it is rendered.
 
     Rows are redacted when they are tagged and then carry ``redactions``;
@@ -335,7 +343,7 @@ def _prepare(row: dict[str, Any], redact: bool = True) -> dict[str, Any]:
 
 
 def render(
-    row: dict[str, Any], fmt: str, redact: bool = True, with_context: bool = True
+    row: Row, fmt: str, redact: bool = True, with_context: bool = True
 ) -> dict[str, Any] | None:
     """The output object of ``row`` in ``fmt``, or None if it has none: a dpo
     pair needs a rewrite, a chat line an answer.
@@ -461,7 +469,7 @@ def _render_part(
     for where, data in blobs_under(objects, path, oid, is_tree):
         if rows.id_of_path(where) is None:
             continue
-        row = parse_row(data, where)
+        row = cast("Row", parse_row(data, where))
         if row.get("kind") not in kinds:
             continue
         if with_context:

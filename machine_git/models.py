@@ -1,10 +1,13 @@
-"""pydantic models of the records machine writes and reads back.
+"""pydantic models of the records machine writes and reads back, and their loader.
 
 Such records can be edited or damaged by hand (``machine clone``, then a
 push), so each is validated whenever it is read: a bad one is one line naming
-the field (RecordError, exit 4), not a traceback later. Rows are not here:
-they are checked by their JSON Schemas and typed by ``rowtypes`` (pydantic
-costs about 0.25 s of start-up, and the tag path never loads it).
+the field (``<file>: $.json.path: problem``), not a traceback later.
+:func:`load` is that check for every record model (settings here, the
+training records in ``train.records``, the release records in
+``releases.records``). Rows are not here: they are checked by their JSON
+Schemas and typed by ``rowtypes`` (pydantic costs about 0.25 s of start-up,
+and the tag path never loads it).
 
 ``settings.json``: loaded by the commands that read settings whole
 (``student``, ``work``, ``ask``, ``auto on|off``, releases); the question
@@ -21,6 +24,7 @@ from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import ValidationError
 
+from machine_git.errors import MachineError
 from machine_git.errors import RecordError
 
 
@@ -48,18 +52,59 @@ class Settings(BaseModel):
 M = TypeVar("M", bound=BaseModel)
 
 
-def load(model: type[M], value: object, where: str) -> M:
+def load(
+    model: type[M],
+    value: object,
+    where: str,
+    error: type[MachineError] = RecordError,
+) -> M:
     """``value`` (a parsed record) as ``model``, or one line naming the field.
 
-    ``where`` is the record's path, at the start of the line.
+    The one loader of every pydantic record (settings, run records,
+    ``tinker.yaml``, export manifests, release records): the line is
+    ``<where>: <json path>: <problem>``, as a row's schema problems read, and
+    raised as ``error`` (the command's own class; RecordError by default).
     """
     try:
         return model.model_validate(value)
     except ValidationError as e:
-        problem = e.errors()[0]
-        field = ".".join(str(part) for part in problem["loc"])
-        at = f"$.{field}" if field else "$"
-        raise RecordError(f"{where}: {at}: {problem['msg']}") from None
+        raise error(f"{where}: {first_problem(e, value)}") from None
+
+
+def first_problem(error: ValidationError, value: object) -> str:
+    """``$.hyperparameters.batch_size: Input should be ...``, in one line.
+
+    A check of the whole record (a model validator) is at ``$``, unless its
+    message starts with the path of the field it names (``$.dataset.kind: ...``).
+    """
+    problem = error.errors()[0]
+    message = " ".join(str(problem["msg"]).split()).removeprefix("Value error, ")
+    path = json_path(problem["loc"], value)
+    named = path == "$" and message.startswith("$.")
+    return message if named else f"{path}: {message}"
+
+
+def json_path(loc: tuple[int | str, ...], value: object) -> str:
+    """pydantic's location of a problem in ``value`` as a JSON path.
+
+    pydantic puts the branch of a union it tried into the location (``int``,
+    ``literal['all']``, a model's name): a part is a key only where ``value``
+    has an object there, and holds it (or the part is the last, a field that
+    is missing).
+    """
+    out = "$"
+    for number, part in enumerate(loc, start=1):
+        if isinstance(part, int) and isinstance(value, list):
+            out += f"[{part}]"
+            value = value[part] if -len(value) <= part < len(value) else None
+        elif isinstance(part, str) and isinstance(value, dict):
+            if part in value:
+                out += f".{part}"
+                value = value[part]
+            elif number == len(loc):
+                out += f".{part}"
+        # else: the branch of a union pydantic tried, not a key
+    return out
 
 
 def load_settings(value: object, where: str) -> Settings:

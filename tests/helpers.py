@@ -24,7 +24,7 @@ def source(**extra: Any) -> dict[str, Any]:
     return {"host": "pi", "session_id": "s1", "entry_ids": ["e1", "e2"], **extra}
 
 
-def trajectory() -> list[dict[str, Any]]:
+def trajectory() -> list[Any]:
     return [
         {"role": "meta", "source": "pi", "cwd": "/p", "model": "fake-1"},
         {"role": "user", "content": "fix it", "timestamp": STAMP},

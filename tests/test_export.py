@@ -41,7 +41,7 @@ def test_trajectory_to_messages_keeps_the_conversation() -> None:
 
 def test_text_then_calls_merge_and_other_records_are_dropped_or_kept() -> None:
     calls = {"role": "assistant", "content": None, "timestamp": STAMP}
-    records: list[dict[str, Any]] = [
+    records: list[Any] = [  # partial records: only what the conversion reads
         {"role": "meta", "source": "pi"},
         {"role": "system", "content": "be brief", "timestamp": STAMP},
         {"role": "user", "content": "go", "timestamp": STAMP},
@@ -107,7 +107,9 @@ def test_dpo_needs_an_original_answer_and_a_rewrite() -> None:
     rejected = helpers.train_row(kind="rejected", tag="bad")
     assert export.to_dpo(rejected) is None
     assert export.to_openai_dpo(rejected) is None
-    rewritten = {**rejected, "original_answer": "hi there"}
+    rewritten = helpers.train_row(
+        kind="rejected", tag="bad", original_answer="hi there"
+    )
     assert export.to_openai_dpo(rewritten) == {
         "input": {"messages": [{"role": "user", "content": "hi"}]},
         "preferred_output": [{"role": "assistant", "content": "hello"}],
@@ -121,7 +123,8 @@ def test_dpo_needs_an_original_answer_and_a_rewrite() -> None:
         },
         "label": "A",
     }
-    assert export.to_dpo({**rejected, "original_answer": "hello"}) is None
+    same = helpers.train_row(kind="rejected", tag="bad", original_answer="hello")
+    assert export.to_dpo(same) is None
     ends_on_calls = helpers.traces_row(kind="rejected", tag="bad", original_answer="x")
     ends_on_calls["trajectory"] = ends_on_calls["trajectory"][:4]
     assert export.to_dpo(ends_on_calls) is None
@@ -151,7 +154,9 @@ def test_the_context_leads_the_conversation_and_gives_the_tools() -> None:
     assert mine is not None
     assert [m["content"] for m in mine["messages"][:2]] == ["be brief", "hi"]
     # the pair formats carry the tools as well
-    pair = {**row, "kind": "rejected", "tag": "bad", "original_answer": "nope"}
+    pair = helpers.traces_row(
+        context=helpers.CONTEXT, kind="rejected", tag="bad", original_answer="nope"
+    )
     dpo = export.render(pair, "dpo")
     openai_dpo = export.render(pair, "openai-dpo")
     assert dpo is not None and openai_dpo is not None

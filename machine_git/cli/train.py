@@ -8,11 +8,11 @@ that says in one line how to install it.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import TYPE_CHECKING
 from typing import Any
 
 import click
@@ -26,9 +26,13 @@ from machine_git.errors import TrainingError
 from machine_git.errors import UsageError
 from machine_git.train.config import DEFAULT_BASE_MODEL
 from machine_git.train.config import DPO_BETA
+from machine_git.train.config import KINDS
 from machine_git.train.config import Hyper
 
-TRAIN_KINDS = ("train", "traces")
+if TYPE_CHECKING:  # the training stack loads only inside the commands
+    from machine_git.store import Store
+    from machine_git.train.validate import Report
+
 _DEFAULTS = Hyper()
 
 _yes = click.option(
@@ -81,7 +85,7 @@ def train() -> None:
 @train.command()
 @click.argument("target", required=False)
 @_base_model
-@click.option("--kind", type=click.Choice(TRAIN_KINDS), help="Rows of this kind.")
+@click.option("--kind", type=click.Choice(KINDS), help="Rows of this kind.")
 @click.option(
     "--max-length",
     type=click.IntRange(min=1),
@@ -123,20 +127,12 @@ def validate(
         machine train validate data.jsonl
     """
     _stack()
+    from machine_git.cli.progress import bars
     from machine_git.train import sources
     from machine_git.train import validate as checking
 
-    if target is not None and Path(target).is_file():
-        src = sources.of_file(Path(target), kind)
-    else:
-        from machine_git import revs
-
-        store = open_store(project)
-        commit = revs.resolve(store, target)
-        src = sources.of_store(store, commit, target, kind or "train")
-    from machine_git.cli.progress import bars
-
-    with _dump_file(dump) as out, bars(as_json) as shown:
+    src = sources.of_target(target, kind, lambda: open_store(project))
+    with checking.dump_file(dump) as out, bars(as_json) as shown:
         report = checking.check_source(
             src,
             base_model=base_model,
@@ -154,23 +150,7 @@ def validate(
         raise TrainingError(f"{n} blocking problem{'' if n == 1 else 's'}")
 
 
-@contextlib.contextmanager
-def _dump_file(dump: Path | None) -> Iterator[IO[bytes] | None]:
-    if dump is None:
-        yield None
-        return
-    from machine_git import paths
-
-    target = paths.check_out_path(str(dump))
-    try:
-        out = open(target, "wb")  # noqa: SIM115 - closed below
-    except OSError as e:
-        raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
-    with out:
-        yield out
-
-
-def _print_report(report: Any) -> None:
+def _print_report(report: Report) -> None:
     held = f", {report.held_out} held out for eval" if report.held_out else ""
     click.echo(f"validate {report.source}: {report.rows} {report.kind} rows{held}")
     from machine_git.train import datasets
@@ -197,50 +177,78 @@ def _print_report(report: Any) -> None:
 # -- sft -----------------------------------------------------------------------
 
 
+def _hyper_options(
+    learning_rate: float, batch_size: int, batch_help: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The hyperparameter options of ``train sft`` and ``dpo``, handed to the
+    command as one ``hyper`` (a Hyper)."""
+    options = [
+        click.option(
+            "--learning-rate",
+            type=click.FloatRange(min=0, min_open=True),
+            default=learning_rate,
+            show_default=True,
+        ),
+        click.option(
+            "--batch-size",
+            type=click.IntRange(min=1),
+            default=batch_size,
+            show_default=True,
+            help=batch_help,
+        ),
+        click.option(
+            "--epochs",
+            type=click.IntRange(min=1),
+            default=_DEFAULTS.num_epochs,
+            show_default=True,
+        ),
+        click.option(
+            "--lora-rank",
+            type=click.IntRange(min=1),
+            default=_DEFAULTS.lora_rank,
+            show_default=True,
+        ),
+        click.option(
+            "--max-length",
+            type=click.IntRange(min=1),
+            default=_DEFAULTS.max_length,
+            show_default=True,
+        ),
+        click.option(
+            "--save-every",
+            type=click.IntRange(min=0),
+            default=_DEFAULTS.save_every,
+            show_default=True,
+            help="Steps between checkpoints (0: final only).",
+        ),
+    ]
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def with_hyper(**given: Any) -> None:
+            hyper = Hyper(
+                learning_rate=given.pop("learning_rate"),
+                batch_size=given.pop("batch_size"),
+                num_epochs=given.pop("epochs"),
+                lora_rank=given.pop("lora_rank"),
+                max_length=given.pop("max_length"),
+                save_every=given.pop("save_every"),
+            )
+            command(hyper=hyper, **given)
+
+        for option in reversed(options):
+            with_hyper = option(with_hyper)
+        return with_hyper
+
+    return decorate
+
+
 @train.command()
 @click.option("--rev", help="Revision to train on (default: the newest).")
-@click.option(
-    "--kind", type=click.Choice(TRAIN_KINDS), default="train", show_default=True
-)
+@click.option("--kind", type=click.Choice(KINDS), default="train", show_default=True)
 @_base_model
 @click.option("--force", is_flag=True, help="Prepare the same run again.")
-@click.option(
-    "--learning-rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_DEFAULTS.learning_rate,
-    show_default=True,
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.batch_size,
-    show_default=True,
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.num_epochs,
-    show_default=True,
-)
-@click.option(
-    "--lora-rank",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.lora_rank,
-    show_default=True,
-)
-@click.option(
-    "--max-length",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.max_length,
-    show_default=True,
-)
-@click.option(
-    "--save-every",
-    type=click.IntRange(min=0),
-    default=_DEFAULTS.save_every,
-    show_default=True,
-    help="Steps between checkpoints (0: final only).",
-)
+@_hyper_options(_DEFAULTS.learning_rate, _DEFAULTS.batch_size)
 @_no_context
 @project_option
 @json_option
@@ -249,12 +257,7 @@ def sft(
     kind: str,
     base_model: str,
     force: bool,
-    learning_rate: float,
-    batch_size: int,
-    epochs: int,
-    lora_rank: int,
-    max_length: int,
-    save_every: int,
+    hyper: Hyper,
     no_context: bool,
     project: Path | None,
     as_json: bool,
@@ -276,14 +279,7 @@ def sft(
         kind=kind,
         base_model=base_model,
         force=force,
-        hyper=Hyper(
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            num_epochs=epochs,
-            lora_rank=lora_rank,
-            max_length=max_length,
-            save_every=save_every,
-        ),
+        hyper=hyper,
         context=not no_context,
     )
 
@@ -292,44 +288,7 @@ def sft(
 @click.option("--rev", help="Revision to train on (default: the newest).")
 @_base_model
 @click.option("--force", is_flag=True, help="Prepare the same run again.")
-@click.option(
-    "--learning-rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1e-5,
-    show_default=True,
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Pairs per step.",
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.num_epochs,
-    show_default=True,
-)
-@click.option(
-    "--lora-rank",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.lora_rank,
-    show_default=True,
-)
-@click.option(
-    "--max-length",
-    type=click.IntRange(min=1),
-    default=_DEFAULTS.max_length,
-    show_default=True,
-)
-@click.option(
-    "--save-every",
-    type=click.IntRange(min=0),
-    default=_DEFAULTS.save_every,
-    show_default=True,
-    help="Steps between checkpoints (0: final only).",
-)
+@_hyper_options(1e-5, 4, batch_help="Pairs per step.")
 @click.option(
     "--beta",
     type=click.FloatRange(min=0, min_open=True),
@@ -344,12 +303,7 @@ def dpo(
     rev: str | None,
     base_model: str,
     force: bool,
-    learning_rate: float,
-    batch_size: int,
-    epochs: int,
-    lora_rank: int,
-    max_length: int,
-    save_every: int,
+    hyper: Hyper,
     beta: float,
     no_context: bool,
     project: Path | None,
@@ -375,14 +329,7 @@ def dpo(
         kind="rejected",
         base_model=base_model,
         force=force,
-        hyper=Hyper(
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            num_epochs=epochs,
-            lora_rank=lora_rank,
-            max_length=max_length,
-            save_every=save_every,
-        ),
+        hyper=hyper,
         method="dpo",
         dpo_beta=beta,
         context=not no_context,
@@ -635,7 +582,7 @@ def eval_baseline(
     )
     results = done.results
     if as_json:
-        emit_json({**results, "commit": done.commit})
+        emit_json(done.to_json())
         return
     scores = results["scores"]
     skipped = results["skipped"]
@@ -717,8 +664,7 @@ def _epochs(epochs: list[dict[str, Any]]) -> str:
     )
 
 
-def _print_run(store: Any, record: dict[str, Any]) -> None:
-    from machine_git import history
+def _print_run(store: Store, record: dict[str, Any]) -> None:
     from machine_git.train import runs
 
     data = record["dataset"]
@@ -754,10 +700,6 @@ def _print_run(store: Any, record: dict[str, Any]) -> None:
         click.echo(f"last     {record['last_checkpoint']}")
     click.echo(f"folder   {runs.folder(store, record['id'])}")
     click.echo("")
-    found = [
-        (e.short, e.when, e.summary)
-        for e in map(history.entry, history.walk(store, store.head))
-        if e.trailers.get("Run") == record["id"]
-    ]
+    found = [(e.short, e.when, e.summary) for e in runs.commits(store, record["id"])]
     for line in table.rows(found, free=2, columns=table.width()):
         click.echo(line)

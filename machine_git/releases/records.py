@@ -26,9 +26,9 @@ from typing import TypeVar
 from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import StringConstraints
-from pydantic import ValidationError
 
 from machine_git import jsonio
+from machine_git import models
 from machine_git.errors import ReleaseRecordError
 from machine_git.errors import UsageError
 
@@ -351,25 +351,4 @@ def load(model: type[M], data: bytes, where: str) -> M:
 
 def parse(model: type[M], value: Any, where: str) -> M:
     """Validate a JSON value as ``model``; one line naming the field if it fails."""
-    try:
-        return model.model_validate(value)
-    except ValidationError as e:
-        field, message = first_problem(e)
-        raise ReleaseRecordError(f"{where}: {field}: {message}") from None
-
-
-def first_problem(error: ValidationError) -> tuple[str, str]:
-    """The JSON path and message of a validation error's first problem."""
-    problem = error.errors()[0]
-    return json_path(problem["loc"]), str(problem["msg"])
-
-
-def json_path(loc: tuple[int | str, ...]) -> str:
-    out = "$"
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
-            out += f".{part}"
-        # else: pydantic names a branch of a union ("literal['all']"): no key
-    return out
+    return models.load(model, value, where, ReleaseRecordError)

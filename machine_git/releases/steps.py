@@ -21,6 +21,7 @@ import pygit2
 from pygit2 import Commit
 from pygit2 import Tree
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git import settings
 from machine_git.errors import NotFoundError
@@ -378,9 +379,7 @@ def _frozen_holdouts(spec: GateSpec, data: bytes | None) -> FrozenHoldouts | Non
 def parse_holdouts(data: bytes, name: str) -> list[Case]:
     """Each line a case: ``{"id", "messages", "reference"}``; one line if bad."""
     out = []
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in inputs.numbered_lines(data):
         try:
             case = jsonio.loads(line)
         except jsonio.JSONDecodeError as e:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
+from machine_git import inputs
 from machine_git import jsonio
 from machine_git.errors import NoSessionError
 from machine_git.errors import SessionError
@@ -123,9 +124,7 @@ def sniff(path: Path) -> Format:
             if form is not None and form.document:
                 return form
     seen = 0
-    for text in data.split(b"\n"):
-        if not text.strip():
-            continue
+    for _, text in inputs.numbered_lines(data):
         seen += 1
         if seen > _SNIFF_LINES:
             break

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
 from typing import cast
@@ -35,6 +36,9 @@ from machine_git.errors import TrainingError
 from machine_git.train import config
 from machine_git.train import rendering
 from machine_git.train import runs
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 Example = tuple[tinker.ModelInput, torch.Tensor]
 
@@ -79,12 +83,12 @@ def conversation_of(line: dict[str, Any]) -> Conversation:
     return Conversation(list(line["messages"]), specs)
 
 
-def row_conversation(row: dict[str, Any]) -> Conversation:
+def row_conversation(row: Row) -> Conversation:
     """A row's conversation as the tinker export writes it (context inline)."""
     return conversation_of(export.to_tinker(row))
 
 
-def row_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
+def row_messages(row: Row) -> list[dict[str, Any]]:
     """A row's conversation in the tinker export's message shape."""
     return row_conversation(row).messages
 

@@ -21,8 +21,12 @@ import re
 import string
 import unicodedata
 from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 from pygit2 import Commit
 from pygit2 import Tree
@@ -38,12 +42,16 @@ from machine_git.store import Change
 from machine_git.store import Snapshot
 from machine_git.store import Store
 from machine_git.store import parse_row
+from machine_git.train import config
 from machine_git.train import pins
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 EVALS_DIR = "evals"
 SALT = "machine-eval-v1"
 DEFAULT_SIZE = 20
-KINDS = ("train", "traces")
+KINDS = config.KINDS
 RULE = (
     f"sessions ordered by sha256('{SALT}' NUL host NUL session_id), lowest first; "
     "sessions sharing a row's normalized (prompt, answer) are one group; whole "
@@ -53,14 +61,14 @@ RULE = (
 )
 
 
-def session_hash(row: dict[str, Any]) -> str:
+def session_hash(row: Mapping[str, Any]) -> str:
     """The hash that decides which side a row's session is on."""
     source = row.get("source") or {}
     key = f"{SALT}\x00{source.get('host', '')}\x00{source.get('session_id', '')}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def content_key(row: dict[str, Any]) -> str:
+def content_key(row: Row) -> str:
     """What makes two rows the same example: the normalized first user
     message and final assistant answer (a trace that ends on a call: "")."""
     messages = export.conversation(row, null_content=True)
@@ -135,7 +143,7 @@ class HeldOut:
     sessions: frozenset[str]
     contents: frozenset[str] = frozenset()
 
-    def excludes(self, row: dict[str, Any]) -> bool:
+    def excludes(self, row: Row) -> bool:
         if self.eval_id is None:
             return False
         return (
@@ -239,7 +247,7 @@ def _groups(store: Store, head: Commit) -> list[Group]:
     for path, data in store.iter_row_blobs(head):
         if rows.id_of_path(path) is None:
             continue
-        row = parse_row(data, path)
+        row = cast("Row", parse_row(data, path))  # a stored row: schema-checked
         if row.get("kind") not in KINDS:
             continue
         session, key = session_hash(row), content_key(row)
@@ -296,7 +304,7 @@ def _draw(groups: list[Group], size: int) -> Drawn:
 
 
 def overlap(
-    store: Store, eval_set: dict[str, Any], items: list[tuple[str, dict[str, Any]]]
+    store: Store, eval_set: dict[str, Any], items: Sequence[tuple[str, Row]]
 ) -> list[str]:
     """The labels of ``items`` that share a session or content with the eval set.
 
@@ -310,8 +318,8 @@ def overlap(
     for row_id in eval_set.get("rows") or []:
         row = store.read_row(row_id, commit)
         if row is not None:
-            sessions.add(session_hash(dict(row)))
-            contents.add(content_key(dict(row)))
+            sessions.add(session_hash(row))
+            contents.add(content_key(row))
     return [
         label
         for label, row in items
@@ -357,9 +365,7 @@ def cases(store: Store, eval_set: dict[str, Any]) -> tuple[list[Case], list[str]
     skipped: list[str] = []
     for row_id in eval_set.get("rows") or []:
         row = store.read_row(row_id, commit)
-        line = (
-            export.to_tinker(context.inline(dict(row), read)) if row is not None else {}
-        )
+        line = export.to_tinker(context.inline(row, read)) if row is not None else {}
         messages = line.get("messages") or []
         last = messages[-1] if messages else {}
         answer = last.get("content")

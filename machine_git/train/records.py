@@ -18,10 +18,10 @@ from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import Field
 from pydantic import StringConstraints
-from pydantic import ValidationError
 from pydantic import field_validator
 from pydantic import model_validator
 
+from machine_git import models
 from machine_git.errors import TrainingError
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
@@ -35,19 +35,7 @@ KINDS = {"sft": ("train", "traces"), "dpo": ("rejected",)}
 
 def parse(model: type[M], data: Any, where: str) -> M:
     """``data`` as ``model``, or a TrainingError naming the first bad field."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise TrainingError(f"{where}: {first_error(e)}") from None
-
-
-def first_error(error: ValidationError) -> str:
-    """``'hyperparameters.batch_size' should be ...``, in one line."""
-    problem = error.errors()[0]
-    field = ".".join(str(part) for part in problem["loc"])
-    message = " ".join(str(problem["msg"]).split())
-    message = message.removeprefix("Value error, ").removeprefix("Input ")
-    return f"'{field}' {message}" if field else message
+    return models.load(model, data, where, TrainingError)
 
 
 class _Record(BaseModel):
@@ -112,7 +100,7 @@ class TinkerFile(_Strict):
         allowed = KINDS[self.method]
         if self.dataset.kind not in allowed:
             raise ValueError(
-                f"'dataset.kind' must be one of {', '.join(allowed)} for a "
+                f"$.dataset.kind: must be one of {', '.join(allowed)} for a "
                 f"{self.method} run"
             )
         return self

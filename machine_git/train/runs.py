@@ -35,6 +35,7 @@ from pygit2.enums import FileMode
 from machine_git import __version__
 from machine_git import bundled
 from machine_git import export
+from machine_git import history
 from machine_git import jsonio
 from machine_git import rows
 from machine_git.errors import TrainingError
@@ -144,6 +145,15 @@ def find(store: Store, text: str | None) -> dict[str, Any]:
         shown = ", ".join(str(r["id"]) for r in matches[:5])
         raise TrainingError(f"run {text!r} is ambiguous ({shown})")
     return matches[0]
+
+
+def commits(store: Store, run_id: str) -> list[history.Entry]:
+    """The commits of the run ``run_id`` (its ``Run`` trailer), newest first."""
+    head = store.head
+    if head is None:
+        return []
+    found = (history.entry(commit) for commit in history.walk(store, head))
+    return [entry for entry in found if entry.trailers.get("Run") == run_id]
 
 
 def run_config(store: Store, record: dict[str, Any]) -> tuple[RunConfig, Path]:

@@ -36,6 +36,10 @@ class Baseline(NamedTuple):
     results: dict[str, Any]
     commit: str
 
+    def to_json(self) -> dict[str, Any]:
+        """What ``train eval baseline --json`` prints: the results and commit."""
+        return {**self.results, "commit": self.commit}
+
 
 def baseline(
     store: Store,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
-from typing import Any
 from typing import NamedTuple
+from typing import cast
 
 from pygit2 import Commit
 
@@ -21,6 +21,7 @@ from machine_git.store import Store
 from machine_git.store import parse_row
 
 if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
     from machine_git.train.evals import HeldOut
 
 
@@ -28,14 +29,14 @@ class Selected(NamedTuple):
     """One row of the selection, and whether the eval set holds it out."""
 
     row_id: str
-    row: dict[str, Any]
+    row: Row
     held_out: bool
 
 
 class Selection(NamedTuple):
     """The trained rows (id order) and how many the eval set held out."""
 
-    items: list[tuple[str, dict[str, Any]]]
+    items: list[tuple[str, Row]]
     held_out: int
     eval_id: str | None
 
@@ -65,7 +66,7 @@ def training_rows(
         row_id = rows.id_of_path(path)
         if row_id is None:
             continue
-        row = parse_row(data, path)
+        row = cast("Row", parse_row(data, path))  # a stored row: schema-checked
         if row.get("kind") != kind:
             continue
         row = context.inline(row, read)
@@ -79,7 +80,7 @@ def select(store: Store, commit: Commit, kind: str) -> Selection:
     """The rows a run of ``kind`` trains on at ``commit``, and what was held out."""
     from machine_git.train import evals
 
-    items: list[tuple[str, dict[str, Any]]] = []
+    items: list[tuple[str, Row]] = []
     held = 0
     for chosen in training_rows(store, commit, kind, keep_held_out=True):
         if chosen.held_out:

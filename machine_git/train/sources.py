@@ -10,7 +10,10 @@ Light: no training stack.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
 
@@ -20,21 +23,37 @@ from machine_git import inputs
 from machine_git import jsonio
 from machine_git.errors import UsageError
 from machine_git.store import Store
+from machine_git.train import config
 
-TRAIN_KINDS = ("train", "traces")
-Item = tuple[str, dict[str, Any]]  # (label, row or {"messages": [...]})
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
+
+Item = tuple[str, "Row | dict[str, Any]"]  # (label, row or {"messages": [...]})
 
 
 class Source(NamedTuple):
     """Rows (or conversations) to check, and where they came from."""
 
-    items: list[Item]
+    items: Sequence[Item]
     kind: str
     conversations: bool  # items are exported lines, not rows
     label: str
     held_out: int = 0
     eval_id: str | None = None
     overlap: tuple[str, ...] = ()  # labels sharing a session or content with evals
+
+
+def of_target(
+    target: str | None, kind: str | None, open_store: Callable[[], Store]
+) -> Source:
+    """What ``train validate TARGET`` checks: the JSONL file ``target`` names,
+    else the rows at the revision it names (default: the newest)."""
+    if target is not None and Path(target).is_file():
+        return of_file(Path(target), kind)
+    from machine_git import revs
+
+    store = open_store()
+    return of_store(store, revs.resolve(store, target), target, kind or "train")
 
 
 def of_store(store: Store, commit: Commit, revision: str | None, kind: str) -> Source:
@@ -77,7 +96,7 @@ def of_file(path: Path, kind: str | None) -> Source:
         items.append((f"{path.name}:{number}", value))
     if conversations:
         return Source(items, kind or "train", True, str(path))
-    kinds = [str(v.get("kind")) for _, v in items if v.get("kind") in TRAIN_KINDS]
+    kinds = [str(v.get("kind")) for _, v in items if v.get("kind") in config.KINDS]
     chosen = kind or (kinds[0] if kinds else "train")
     wanted = [(label, v) for label, v in items if v.get("kind") == chosen]
     return Source(wanted, chosen, False, str(path))

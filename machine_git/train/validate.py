@@ -11,17 +11,22 @@ Heavy: imports tinker-cookbook (torch). Import after ``stack.require()``.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import IO
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 from machine_git import jsonio
 from machine_git import schemas
 from machine_git.errors import TrainingError
+from machine_git.errors import UsageError
 from machine_git.progress import QUIET
 from machine_git.progress import Progress
 from machine_git.progress import track
@@ -29,6 +34,9 @@ from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
 from machine_git.train import sources
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 
 @dataclass
@@ -101,7 +109,7 @@ class Report:
         }
 
 
-Item = tuple[str, dict[str, Any]]  # (label, row or {"messages": [...]})
+Item = sources.Item
 
 
 def check(
@@ -118,64 +126,82 @@ def check(
 ) -> Report:
     """Check and render every item; ``rows_are_conversations`` for export files."""
     seen = rendering.rendering(base_model, renderer)
-    train_on = datasets.train_on_what(kind)
     report = Report(
         source, kind, base_model, seen.renderer_name, max_length, batch_size
     )
+    one = _Pass(report, seen, datasets.train_on_what(kind), rows_are_conversations)
     found: dict[str, list[str]] = {}
-    prompts: dict[str, list[str]] = {}
-
-    def problem(what: str, label: str) -> None:
-        found.setdefault(what, []).append(label)
-
     for label, item in items:
         report.rows += 1
-        convo, why = _conversation(item, rows_are_conversations)
+        for what in one.problems(label, item, dump):
+            found.setdefault(what, []).append(label)
+    for what, labels in found.items():
+        report.problems.append(Problem(_is_blocking(what), what, labels))
+    _whole_set_problems(report, one.prompts)
+    report.problems.sort(key=lambda p: not p.blocking)  # blocking first, stable
+    return report
+
+
+@dataclass
+class _Pass:
+    """One pass of :func:`check`: renders each item, collects its problems."""
+
+    report: Report
+    seen: rendering.Rendering
+    train_on: Any
+    conversations: bool
+    prompts: dict[str, list[str]] = field(default_factory=dict)
+
+    def problems(
+        self, label: str, item: Row | dict[str, Any], dump: IO[bytes] | None
+    ) -> list[str]:
+        """What is wrong with one item (its counts go to the report)."""
+        convo, why = _conversation(item, self.conversations)
         if convo is None:
-            problem(why, label)
-            continue
+            return [why]
         messages, tools = convo
-        prompts.setdefault(_prompt_key(messages), []).append(label)
+        self.prompts.setdefault(_prompt_key(messages), []).append(label)
         if _empty_answer(messages):
-            problem(
-                "empty answer (an assistant message with no text or tool call)", label
-            )
-            continue
+            return ["empty answer (an assistant message with no text or tool call)"]
+        seen, max_length = self.seen, self.report.max_length
         try:
             conversation = datasets.cookbook_messages(messages)
-            sequences = datasets.examples(conversation, seen.renderer, train_on, tools)
+            sequences = datasets.examples(
+                conversation, seen.renderer, self.train_on, tools
+            )
         except Exception as e:  # noqa: BLE001 - any renderer failure is this row's problem
-            problem(f"does not render ({type(e).__name__}: {_first_line(e)})", label)
-            continue
+            return [f"does not render ({type(e).__name__}: {_first_line(e)})"]
         if dump is not None:
             for number, (mi, w) in enumerate(sequences, start=1):
                 dump.write(jsonio.line(dumped(label, number, mi, w, seen)))
         lengths = [mi.length for mi, _ in sequences]
-        report.tokens.append(sum(lengths))
-        report.sequences += len(sequences)
-        report.trainable += 1 if sequences else 0
+        self.report.tokens.append(sum(lengths))
+        self.report.sequences += len(sequences)
+        self.report.trainable += 1 if sequences else 0
+        found = []
         if any(n > max_length for n in lengths):
-            problem(f"longer than --max-length {max_length} (truncated)", label)
+            found.append(f"longer than --max-length {max_length} (truncated)")
         if not any(_trained_within(mi.length, w, max_length) for mi, w in sequences):
-            problem("nothing to learn (no trained token within --max-length)", label)
-        if _drops_tool_calls(conversation, seen, train_on, lengths, tools):
-            problem(f"tool calls dropped by the {seen.renderer_name} renderer", label)
-    for what, labels in found.items():
-        report.problems.append(Problem(_is_blocking(what), what, labels))
+            found.append("nothing to learn (no trained token within --max-length)")
+        if _drops_tool_calls(conversation, seen, self.train_on, lengths, tools):
+            found.append(f"tool calls dropped by the {seen.renderer_name} renderer")
+        return found
+
+
+def _whole_set_problems(report: Report, prompts: dict[str, list[str]]) -> None:
+    """Problems of the rows together: duplicate prompts, too few for a batch."""
     duplicates = [labels for labels in prompts.values() if len(labels) > 1]
     if duplicates:
         ids = [" = ".join(group) for group in duplicates]
         report.problems.append(
             Problem(False, f"{len(duplicates)} duplicate prompts", ids)
         )
-    if report.rows and report.trainable < batch_size:
+    if report.rows and report.trainable < report.batch_size:
         report.problems.append(
-            Problem(True, datasets.too_few(report.trainable, batch_size))
+            Problem(True, datasets.too_few(report.trainable, report.batch_size))
         )
     if report.rows == 0:
-        report.problems.append(Problem(True, f"no {kind} rows to train on"))
-    report.problems.sort(key=lambda p: not p.blocking)  # blocking first, stable
-    return report
+        report.problems.append(Problem(True, f"no {report.kind} rows to train on"))
 
 
 TRAINED_OPEN, TRAINED_CLOSE = "\u27e6", "\u27e7"  # ⟦ trained text ⟧
@@ -276,6 +302,23 @@ def check_export(cfg: config.RunConfig, folder: Path) -> Report:
     return report
 
 
+@contextlib.contextmanager
+def dump_file(dump: Path | None) -> Iterator[IO[bytes] | None]:
+    """The ``--dump`` file opened for writing (None without one)."""
+    if dump is None:
+        yield None
+        return
+    from machine_git import paths
+
+    target = paths.check_out_path(str(dump))
+    try:
+        out = open(target, "wb")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise UsageError(f"cannot write {dump}: {e.strerror or e}") from None
+    with out:
+        yield out
+
+
 def refuse_blocking(report: Report) -> None:
     """Stop before anything is spent if validation found a blocking problem.
 
@@ -297,21 +340,21 @@ def _is_blocking(what: str) -> bool:
 
 
 def _conversation(
-    item: dict[str, Any], is_conversation: bool
+    item: Row | dict[str, Any], is_conversation: bool
 ) -> tuple[datasets.Conversation | None, str]:
     """What ``item`` (a row, or an exported line) renders; or why it cannot."""
     if is_conversation:
         shape = _conversation_problem(item)
         if shape:
             return None, f"not a conversation ({shape})"
-        return datasets.conversation_of(item), ""
+        return datasets.conversation_of(cast("dict[str, Any]", item)), ""
     errors = schemas.row_problems(item)
     if errors:
         return None, f"schema: {errors[0]}"
-    return datasets.row_conversation(item), ""
+    return datasets.row_conversation(cast("Row", item)), ""  # schema-checked
 
 
-def _conversation_problem(item: dict[str, Any]) -> str | None:
+def _conversation_problem(item: Row | dict[str, Any]) -> str | None:
     messages = item.get("messages")
     if not isinstance(messages, list) or not messages:
         return "no messages list"

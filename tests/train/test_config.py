@@ -50,34 +50,34 @@ def test_edited_hyperparameters_are_the_ones_that_train(tmp_path: Path) -> None:
         (
             "batch_size: 4",
             "batch_size: 0",
-            "'hyperparameters.batch_size' should be greater than or equal to 1",
+            "$.hyperparameters.batch_size: Input should be greater than or equal to 1",
         ),
         (
             "batch_size: 4",
             "batch_size: four",
-            "'hyperparameters.batch_size' should be a valid integer, unable to parse "
-            "string as an integer",
+            "$.hyperparameters.batch_size: Input should be a valid integer, "
+            "unable to parse string as an integer",
         ),
         (
             "num_epochs: 2",
             "num_epochs: 1.5",
-            "'hyperparameters.num_epochs' should be a valid integer, got a number with "
-            "a fractional part",
+            "$.hyperparameters.num_epochs: Input should be a valid integer, "
+            "got a number with a fractional part",
         ),
         (
             'kind: "traces"',
             'kind: "rejected"',
-            "'dataset.kind' must be one of train, traces for a sft run",
+            "$.dataset.kind: must be one of train, traces for a sft run",
         ),
         (
             'file: "data.jsonl"',
             'file: "../x.jsonl"',
-            "'dataset.file' must be a file name in the run folder",
+            "$.dataset.file: must be a file name in the run folder",
         ),
         (
             'base_model: "Qwen',
             "base_model: 3 #",
-            "'model.base_model' should be a valid string",
+            "$.model.base_model: Input should be a valid string",
         ),
     ],
 )

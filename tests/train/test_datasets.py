@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pytest
@@ -17,18 +18,21 @@ from tests.conftest import Run
 from tests.conftest import install_session
 from tests.train import conftest as support
 
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
+
 IM_END = 151645
 TOOL_CALL = 151657  # <tool_call>
 TOOL_RESPONSE = 151665  # <tool_response>
 
 
-def _rows(project: Path, kind: str) -> list[dict[str, Any]]:
+def _rows(project: Path, kind: str) -> list[Row]:
     store = Store.open(support.store_path(project))
     found = [jsonio.loads(data) for _, data in store.iter_row_blobs()]
     return [r for r in found if r["kind"] == kind]
 
 
-def _data(row: dict[str, Any]) -> list[Any]:
+def _data(row: Row) -> list[Any]:
     seen = rendering.rendering(support.MODEL)
     messages = datasets.cookbook_messages(datasets.row_messages(row))
     examples = datasets.examples(

@@ -184,6 +184,19 @@ def test_baseline_samples_the_eval_set_and_commits_scores(
     )
 
 
+def test_baseline_json_is_the_committed_results_and_their_commit(
+    answers: Path, run: Run, fake: FakeTinker
+) -> None:
+    assert run("train", "eval", "init", "--size", "2").exit_code == 0
+    result = run("train", "eval", "baseline", "--yes", "--json")
+    assert result.exit_code == 0, result.stderr
+    found = orjson.loads(result.stdout)
+    head = git(answers, "rev-parse", "HEAD").strip()
+    path = f"evals/{found['eval_id']}/results/Qwen--Qwen3-30B-A3B.json"
+    committed = orjson.loads(git(answers, "show", f"HEAD:{path}"))
+    assert found == {**committed, "commit": head}
+
+
 def test_baseline_of_a_run_samples_its_final_checkpoint(
     project: Path, run: Run, fake: FakeTinker
 ) -> None:

@@ -28,10 +28,14 @@ def prepared(project: Path, run: Run) -> tuple[Store, dict[str, object]]:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("steps_planned", "many", "'steps_planned' should be a valid integer"),
-        ("status", "paused", "'status' should be 'prepared', 'running', 'done'"),
-        ("dataset", {"commit": "x"}, "'dataset.revision' Field required"),
-        ("steps", [{"step": 0, "loss": "low"}], "'steps.0.loss' should be a valid"),
+        ("steps_planned", "many", "$.steps_planned: Input should be a valid integer"),
+        ("status", "paused", "$.status: Input should be 'prepared', 'running', 'done'"),
+        ("dataset", {"commit": "x"}, "$.dataset.revision: Field required"),
+        (
+            "steps",
+            [{"step": 0, "loss": "low"}],
+            "$.steps[0].loss: Input should be a valid",
+        ),
     ],
 )
 def test_a_damaged_run_record_is_one_line_naming_the_field(
@@ -63,7 +67,7 @@ def test_a_damaged_manifest_is_one_line_and_a_missing_one_is_no_ids(
     manifest.write_bytes(orjson.dumps({**value, "row_ids": [1, 2]}))
     with pytest.raises(TrainingError) as e:
         runs.row_ids(data)
-    assert str(e.value) == f"{manifest}: 'row_ids.0' should be a valid string"
+    assert str(e.value) == f"{manifest}: $.row_ids[0]: Input should be a valid string"
     manifest.unlink()
     assert runs.row_ids(data) is None
 
@@ -88,5 +92,5 @@ def test_a_dpo_tinker_yaml_must_name_rejected_rows() -> None:
             "tinker.yaml",
         )
     assert str(e.value) == (
-        "tinker.yaml: 'dataset.kind' must be one of rejected for a dpo run"
+        "tinker.yaml: $.dataset.kind: must be one of rejected for a dpo run"
     )

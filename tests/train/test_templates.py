@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pytest
@@ -29,6 +30,9 @@ from machine_git.train import rendering
 from tests.conftest import FIXTURES
 from tests.conftest import Run
 from tests.train import conftest as support
+
+if TYPE_CHECKING:
+    from machine_git.rowtypes import Row
 
 TEMPLATES = FIXTURES / "templates"
 QWEN3 = json.loads((TEMPLATES / "qwen3" / "tokenizer_config.json").read_text())
@@ -124,11 +128,11 @@ def served(
     return hf_encode(tok, text[:cut]), hf_encode(tok, text[cut:-1])
 
 
-def _trace_row(project: Path, run: Run, name: str, *flags: str) -> dict[str, Any]:
+def _trace_row(project: Path, run: Run, name: str, *flags: str) -> Row:
     support.tag(run, project, (name,), "--trace", *flags)
     store = Store.open(support.store_path(project))
     rows = [jsonio.loads(data) for _, data in store.iter_row_blobs()]
-    row: dict[str, Any] = support.only([r for r in rows if r["kind"] == "traces"])
+    row: Row = support.only([r for r in rows if r["kind"] == "traces"])
     return row
 
 
@@ -222,6 +226,7 @@ def test_thinking_kept_with_reasoning_renders_as_the_template(
     project: Path, run: Run, model: str, template: str
 ) -> None:
     row = _trace_row(project, run, "file-repair", "--reasoning")
+    assert "trajectory" in row
     assert any(r["role"] == "reasoning" for r in row["trajectory"])
     messages = datasets.row_messages(row)
     assert check_examples(model, template, messages, "traces") == 4
