@@ -1,0 +1,104 @@
+"""Credentials known by the file or the syntax they sit in, not by a ``name=``.
+
+* ``.netrc``: ``machine <host> login <user> password <pw>`` (one line or
+  several; ``default`` too) -- curl, git, Heroku and ftp read it;
+* ``.pgpass``: ``host:port:database:user:password`` lines;
+* ``user/password@`` logins of Oracle tools and JDBC thin URLs
+  (``jdbc:oracle:thin:scott/tiger@db``, ``sqlplus system/pw@ORCL``);
+* PHP constants: ``define('DB_PASSWORD', '...')`` (``wp-config.php``), when
+  the constant's name says secret.
+
+Only the password is replaced. Each shape is gated on a literal that
+ordinary text rarely holds.
+"""
+
+from __future__ import annotations
+
+import re
+
+from machine_git.secrets import names
+from machine_git.secrets.found import HEADER
+from machine_git.secrets.found import Cand
+from machine_git.secrets.heuristics import LazyPattern
+from machine_git.secrets.heuristics import is_placeholder
+
+_NETRC_RE = LazyPattern(r"(?:^|(?<=\s))(?:machine[ \t]+\S+|default)(?=\s)")
+_NETRC_TOKEN_RE = LazyPattern(r"\s+(\S+)")
+_NETRC_KEYS = frozenset({"login", "password", "account", "port", "macdef"})
+# found from its port field (a literal ':' the regex engine skips to), then
+# checked back to the start of its line
+_PGPASS_RE = LazyPattern(
+    r":(?:[0-9]{1,5}|\*):[^:\s]+:[^:\s]+:(?P<pw>(?:[^:\s\\]|\\.)+)[ \t]*$",
+    re.MULTILINE,
+)
+_PGPASS_HOST_RE = LazyPattern(r"[ \t]*[A-Za-z0-9*._-]+")
+_ORACLE_RE = LazyPattern(
+    r"(?:jdbc:oracle:(?:thin|oci8?):|(?:sqlplus|sqlldr|expdp|impdp|exp|imp|rman"
+    r"|dgmgrl)[ \t]+(?:-\w+[ \t]+)*)"
+    r"[\"']?(?P<user>[A-Za-z_][\w$#]*)/(?P<pw>[^\s@/\"']+)@"
+)
+_TELEGRAM_RE = LazyPattern(r"api\.telegram\.org/(?:file/)?bot(?P<tok>[0-9]{5,12}:[\w-]{30,})")
+# an Azure (or any) shared access signature: the sig= of a URL that has sv=
+_SAS_RE = LazyPattern(r"[?&]sv=[^\s\"'<>]*?[?&]sig=(?P<sig>[\w%+/=-]{16,})")
+_REDIS_RE = LazyPattern(
+    r"(?i:\b(?:requirepass|masterauth)[ \t]+)[\"']?(?P<pw>[^\s\"']{4,256})"
+)
+_DEFINE_RE = LazyPattern(
+    r"define\([ \t]*(?P<q1>['\"])(?P<name>\w+)(?P=q1)[ \t]*,[ \t]*"
+    r"(?P<q2>['\"])(?P<val>[^'\"\\\r\n]{1,256})(?P=q2)[ \t]*\)"
+)
+
+
+def _ok(pw: str) -> bool:
+    return bool(pw) and pw[0] not in "$%{<" and not is_placeholder(pw)
+
+
+def scan_places(text: str, out: list[Cand]) -> None:
+    """Add the passwords of netrc, pgpass, Oracle logins and PHP constants."""
+    if "password" in text and ("machine" in text or "default" in text):
+        _netrc(text, out)
+    if text.count(":") >= 4:
+        _pgpass(text, out)
+    if "/" in text and "@" in text:
+        for m in _ORACLE_RE.finditer(text):
+            if _ok(m.group("pw")):
+                out.append((m.start("pw"), m.end("pw"), HEADER, "url-credentials"))
+    if "api.telegram.org/bot" in text:
+        for m in _TELEGRAM_RE.finditer(text):
+            out.append((m.start("tok"), m.end("tok"), HEADER, "url-credentials"))
+    if "sig=" in text:
+        for m in _SAS_RE.finditer(text):
+            out.append((m.start("sig"), m.end("sig"), HEADER, "url-credentials"))
+    if "requirepass" in text or "masterauth" in text:
+        for m in _REDIS_RE.finditer(text):
+            if _ok(m.group("pw")):
+                out.append((m.start("pw"), m.end("pw"), HEADER, "env-secret"))
+    if "define(" in text:
+        for m in _DEFINE_RE.finditer(text):
+            if names.named_secret(m.group("name"), m.group("val")):
+                out.append((m.start("val"), m.end("val"), HEADER, "env-secret"))
+
+
+def _pgpass(text: str, out: list[Cand]) -> None:
+    for m in _PGPASS_RE.finditer(text):
+        line = text.rfind("\n", 0, m.start()) + 1
+        host = _PGPASS_HOST_RE.fullmatch(text, line, m.start())
+        if host is None or host.group().strip().isdigit():
+            continue  # not a whole pgpass line (times, ports, addresses)
+        if _ok(m.group("pw")):
+            out.append((m.start("pw"), m.end("pw"), HEADER, "pgpass-password"))
+
+
+def _netrc(text: str, out: list[Cand]) -> None:
+    for m in _NETRC_RE.finditer(text):
+        pos = m.end()
+        for _ in range(8):  # a machine entry: a few key/value pairs
+            key = _NETRC_TOKEN_RE.match(text, pos)
+            if key is None or key.group(1) not in _NETRC_KEYS:
+                break
+            val = _NETRC_TOKEN_RE.match(text, key.end())
+            if val is None:
+                break
+            if key.group(1) == "password" and _ok(val.group(1)):
+                out.append((val.start(1), val.end(1), HEADER, "netrc-password"))
+            pos = val.end()
