@@ -52,12 +52,14 @@ __all__ = [
     "KINDS",
     "Finding",
     "all_kinds",
+    "file_leaks",
     "found_texts",
     "placeholder",
     "redact",
     "redact_text",
     "scan_bytes",
     "scan_text",
+    "version",
 ]
 
 JSON = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
@@ -99,6 +101,31 @@ def scan_bytes(data: bytes) -> list[Finding]:
     or not. Offsets are those of the decoded text.
     """
     return scan_text(data.decode("utf-8", "surrogateescape"))
+
+
+def file_leaks(data: bytes, old: bytes | None = None) -> list[str]:
+    """Kinds of the secrets in a file's bytes that its ``old`` version lacked.
+
+    For hooks: any file of a commit, rows or not. A binary file (a NUL byte
+    in its first 8,000 bytes, git's own test) is not text and is not scanned.
+    """
+    if b"\0" in data[:8000]:
+        return []
+    text = data.decode("utf-8", "surrogateescape")
+    found = {(f.kind, text[f.start : f.end]) for f in scan_text(text)}
+    if found and old is not None and b"\0" not in old[:8000]:
+        before = old.decode("utf-8", "surrogateescape")
+        found -= {(f.kind, before[f.start : f.end]) for f in scan_text(before)}
+    return sorted({kind for kind, _ in found})
+
+
+def version() -> str:
+    """``kingfisher-secret-scanner 1.5.0 (441 rules) + machine's context rules``."""
+    number, count = engine.version()
+    return (
+        f"{engine.PACKAGE} {number} ({count} rules) + machine's own rules "
+        f"({len(rules.PROVIDERS)} provider shapes, context rules)"
+    )
 
 
 def redact_text(

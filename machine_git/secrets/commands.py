@@ -59,13 +59,16 @@ def _segment_words(text: str, pos: int) -> set[str]:
     return {w.rsplit("/", 1)[-1] for w in text[start:pos].split()}
 
 
+_WORD_RE = re.compile(r"[\w./-]+")
+
+
 def _line_words(text: str, pos: int) -> set[str]:
     """The words of the command line holding ``pos``, across its quoted words."""
     lo = max(0, pos - 400)
     start = max(text.rfind(c, lo, pos) for c in "\n;|&") + 1
     escaped = text.rfind("\\n", lo, pos)  # a line break inside a JSON string
     start = max(start, lo, escaped + 2 if escaped != -1 else 0)
-    return {w.strip("\"'\\").rsplit("/", 1)[-1] for w in text[start:pos].split()}
+    return {w.rsplit("/", 1)[-1] for w in _WORD_RE.findall(text, start, pos)}
 
 
 def flag_value(text: str, vs: int) -> tuple[str, int, int] | None:
