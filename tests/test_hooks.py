@@ -353,6 +353,37 @@ def test_a_push_whose_commit_message_holds_a_secret_is_rejected(
     assert TOKEN not in git(store.path, "log", "--format=%B")
 
 
+def test_a_push_that_brings_a_secret_in_any_other_file_is_rejected(
+    store: Store, clone: Path
+) -> None:
+    # issue 28: every file of a pushed commit is scanned, not only rows
+    before = git(store.path, "rev-parse", "HEAD")
+    (clone / "notes").mkdir()
+    (clone / "notes" / "deploy.md").write_text(f"# deploy\n\nGITHUB_TOKEN={TOKEN}\n")
+    (clone / "logo.bin").write_bytes(b"\x89PNG\x00" + TOKEN.encode())  # binary
+    run(clone, "add", "notes", "logo.bin")
+    run(clone, "commit", "-q", "--no-verify", "-m", "deploy notes")
+    bad = run(clone, "rev-parse", "HEAD").stdout.strip()
+    done = run(clone, "push", "-q", "origin", "main")
+    assert done.returncode == 1
+    assert _remote_lines(done) == [
+        f"commit {bad[:12]}: deploy notes",
+        "notes/deploy.md:1: $: holds an unredacted secret (github-pat)",
+        "machine: push rejected: 1 invalid row in 1 commit; nothing was stored",
+    ]
+    assert git(store.path, "rev-parse", "HEAD") == before
+
+
+def test_check_file_secrets_names_only_what_the_old_version_lacked() -> None:
+    leaky = f"a\nkey {TOKEN}\n".encode()
+    problem = "holds an unredacted secret (github-pat)"
+    assert hooks.check_file_secrets("a.txt", leaky, None) == [
+        Finding("a.txt", 1, "$", problem)
+    ]
+    assert hooks.check_file_secrets("a.txt", leaky + b"more\n", leaky) == []
+    assert hooks.check_file_secrets("a.txt", b"clean\n", None) == []
+
+
 def test_an_explicit_no_redact_commit_is_let_through_and_its_secret_carried(
     store: Store, clone: Path
 ) -> None:
@@ -392,6 +423,19 @@ def test_the_clone_refuses_a_commit_that_brings_a_secret(clone: Path) -> None:
     assert done.returncode == 1
     assert done.stderr == (
         f"{ROW}:1: $: holds an unredacted secret (github-pat)\n"
+        "machine: commit refused: 1 invalid staged row\n"
+    )
+    assert run(clone, "rev-parse", "HEAD").stdout == before
+
+
+def test_the_clone_refuses_a_secret_in_a_file_that_is_not_a_row(clone: Path) -> None:
+    before = run(clone, "rev-parse", "HEAD").stdout
+    (clone / ".env").write_text(f"GITHUB_TOKEN={TOKEN}\n")
+    run(clone, "add", ".env")
+    done = run(clone, "commit", "-q", "-m", "env")
+    assert done.returncode == 1
+    assert done.stderr == (
+        ".env:1: $: holds an unredacted secret (github-pat)\n"
         "machine: commit refused: 1 invalid staged row\n"
     )
     assert run(clone, "rev-parse", "HEAD").stdout == before
@@ -484,6 +528,21 @@ def test_machine_secrets_reports_kind_and_line(
     assert hooks.secrets_main([str(clean), str(binary)]) == 0
     assert hooks.secrets_main([str(clean), str(leaky)]) == 1
     assert capsys.readouterr().out == f"{leaky}:2: secret of kind github-pat\n"
+
+
+def test_machine_secrets_version_names_the_engine_and_its_rules(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import kingfisher_sdk
+
+    assert hooks.secrets_main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"machine-secrets: kingfisher-secret-scanner {kingfisher_sdk.__version__} ("
+    )
+    count = int(out.split("(", 1)[1].split(" ", 1)[0])
+    assert count >= 400  # betterleaks' and Veles' rules
+    assert "+ machine's own rules" in out
 
 
 def test_the_hook_manifest_is_valid() -> None:
