@@ -303,6 +303,13 @@ def exit_code(e: Exception) -> int:
     return DAMAGED  # the only other errors users see are damaged reads
 
 
+class CorruptObjectError(Exception):
+    """An object whose bytes are not the object its id names (store/objects.py).
+
+    Not a MachineError: it is caught where a read fails and told as damage.
+    """
+
+
 def store_read_error(e: Exception) -> str | None:
     """The one line for a failed read of a damaged store, or None.
 
@@ -310,8 +317,6 @@ def store_read_error(e: Exception) -> str | None:
     a missing object); writes turn such failures into StoreErrors themselves.
     """
     import pygit2  # loaded already by whatever raised
-
-    from machine_git.store.objects import CorruptObjectError
 
     why: str | None = None
     # pygit2 raises KeyError(object id) for a missing object. A KeyError whose
