@@ -273,7 +273,7 @@ class ReviewStackMissingError(MachineError):
     is not installed."""
 
 
-# Every class above, for the README's table and tests/test_errors.py.
+# Every class above, for the README's table and tests/core/test_errors.py.
 def exit_codes() -> dict[str, int]:
     """Each error class's name and exit code, base classes first."""
     found: dict[str, int] = {}
