@@ -1,4 +1,4 @@
-"""The git hooks' entry point: ``python -m machine_git.sync.hooks <hook>``.
+"""The git hooks' entry point: ``python -m machine_git.hooks <hook>``.
 
 Like entry.py for ``machine``, this module sits above every package: the
 checks live in sync/hooks.py (rows, secrets, refs) and releases/audit.py

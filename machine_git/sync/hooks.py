@@ -244,7 +244,7 @@ def pre_receive(
     """Refuse the push if a new commit brings a bad row or release record.
 
     stdin: ``old new ref`` per updated ref. ``audit`` checks release records
-    (the hooks' entry point, machine_git/sync/hooks.py, passes the releases
+    (the hooks' entry point, machine_git/hooks.py, passes the releases
     layer's); without it a push that touches them is refused.
     """
     refs = [(p[0], p[1], p[2]) for p in (u.split() for u in updates) if len(p) == 3]
@@ -585,7 +585,7 @@ def secrets_main(argv: Sequence[str] | None = None) -> int:
     return retval
 
 
-# -- python -m machine_git.sync.hooks <hook> (machine_git/sync/hooks.py) ------------------------
+# -- python -m machine_git.hooks <hook> (machine_git/hooks.py) ------------------------
 
 
 def main(argv: Sequence[str] | None = None, audit: Audit | None = None) -> int:
@@ -608,7 +608,7 @@ def main(argv: Sequence[str] | None = None, audit: Audit | None = None) -> int:
         print(f"machine: {e}", file=sys.stderr)
         return 1
     print(
-        "usage: python -m machine_git.sync.hooks pre-receive|post-receive|pre-commit",
+        "usage: python -m machine_git.hooks pre-receive|post-receive|pre-commit",
         file=sys.stderr,
     )
     return 2
