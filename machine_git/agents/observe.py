@@ -25,9 +25,9 @@ from machine_git.store.store import Redaction
 from machine_git.store.store import Snapshot
 from machine_git.store.store import Store
 from machine_git.store.store import fit
-from machine_git.tagging.tagging.capture import PARENT_ENV as PARENT_ENV  # re-exported
-from machine_git.tagging.tagging.capture import auto_on as auto_on  # re-exported
-from machine_git.tagging.tagging.capture import (
+from machine_git.tagging.capture import PARENT_ENV as PARENT_ENV  # re-exported
+from machine_git.tagging.capture import auto_on as auto_on  # re-exported
+from machine_git.tagging.capture import (
     parent_from_env as parent_from_env,  # re-exported
 )
 
