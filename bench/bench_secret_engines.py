@@ -1,4 +1,4 @@
-"""Compare secret-detection engines on tests/secrets_agents.py's corpus (issue 28).
+"""Compare secret engines on the corpus of tests/secrets/secrets_agents.py (issue 28).
 
 Run from the repository root::
 
@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.secrets_agents import LOOKALIKES  # noqa: E402
-from tests.secrets_agents import SECRETS  # noqa: E402
+from tests.secrets.secrets_agents import LOOKALIKES  # noqa: E402
+from tests.secrets.secrets_agents import SECRETS  # noqa: E402
 
 Span = tuple[int, int]
 Engine = Callable[[str], list[Span]]
@@ -187,8 +187,10 @@ def main() -> None:
     lkinds = len({x.kind for x in LOOKALIKES})
     print(f"corpus: {n} secrets of {kinds} kinds, {nl} look-alikes of {lkinds} kinds")
     print(f"row: {len(row.encode()) / 1024:.1f} KB")
-    print("| engine | secrets found (any part) | found whole | look-alikes flagged "
-          "| ms per 48 KB row |")
+    print(
+        "| engine | secrets found (any part) | found whole | look-alikes flagged "
+        "| ms per 48 KB row |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name in args.engines.split(","):
         try:

@@ -29,7 +29,7 @@ escape and scans it again (a tool call's arguments are JSON in a string).
 Public-by-construction values (digests, ids, public keys, signatures,
 addresses, object keys) match no context rule and no provider shape, so they
 are kept. The scanner fails closed: any internal error is raised as
-:class:`~machine_git.errors.SecretScanError`, never swallowed. Redaction is
+:class:`~machine_git.core.errors.SecretScanError`, never swallowed. Redaction is
 idempotent: a placeholder is never flagged again.
 """
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from machine_git.errors import SecretScanError
+from machine_git.core.errors import SecretScanError
 from machine_git.secrets import engine
 from machine_git.secrets import names
 from machine_git.secrets import rules

@@ -5,7 +5,7 @@ more shapes) change every month; machine does not keep that list itself.
 It runs Kingfisher (``kingfisher-secret-scanner``, MongoDB, Apache-2.0):
 its built-in rules are betterleaks' (gitleaks' successor) default rules and
 Google's Veles detectors, compiled into one Vectorscan database and matched
-in Rust. Chosen on tests/secrets_agents.py's corpus (bench/RESULTS.md,
+in Rust. Chosen on tests/secrets/secrets_agents.py's corpus (bench/RESULTS.md,
 "Secret engines"): as few false positives as betterleaks on public data and
 about 40 times faster, which the 2 ms budget per 48 KB row needs.
 
@@ -22,13 +22,14 @@ pyproject.toml; ``scripts/update-secret-engine`` moves the pin.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import threading
 from pathlib import Path
 from typing import Any
 
-from machine_git.errors import SecretScanError
+from machine_git.core.errors import SecretScanError
 from machine_git.secrets.found import ENGINE
 from machine_git.secrets.found import Cand
 from machine_git.secrets.heuristics import is_placeholder
@@ -70,10 +71,8 @@ def _load() -> Any:
                 f"the secret engine is not installed ({PACKAGE}): {e}"
             ) from None
         folder = cache_dir()
-        try:
+        with contextlib.suppress(OSError):  # without a cache: slower, as good
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError:
-            pass  # the engine compiles without a cache, only slower
         try:
             _rules = kingfisher_sdk.Rules(cache_dir=folder, confidence="low")
             _scanner = kingfisher_sdk.Scanner(_rules)

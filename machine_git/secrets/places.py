@@ -37,7 +37,9 @@ _ORACLE_RE = LazyPattern(
     r"|dgmgrl)[ \t]+(?:-\w+[ \t]+)*)"
     r"[\"']?(?P<user>[A-Za-z_][\w$#]*)/(?P<pw>[^\s@/\"']+)@"
 )
-_TELEGRAM_RE = LazyPattern(r"api\.telegram\.org/(?:file/)?bot(?P<tok>[0-9]{5,12}:[\w-]{30,})")
+_TELEGRAM_RE = LazyPattern(
+    r"api\.telegram\.org/(?:file/)?bot(?P<tok>[0-9]{5,12}:[\w-]{30,})"
+)
 # an Azure (or any) shared access signature: the sig= of a URL that has sv=
 _SAS_RE = LazyPattern(r"[?&]sv=[^\s\"'<>]*?[?&]sig=(?P<sig>[\w%+/=-]{16,})")
 _REDIS_RE = LazyPattern(
@@ -60,23 +62,23 @@ def scan_places(text: str, out: list[Cand]) -> None:
     if text.count(":") >= 4:
         _pgpass(text, out)
     if "/" in text and "@" in text:
-        for m in _ORACLE_RE.finditer(text):
-            if _ok(m.group("pw")):
-                out.append((m.start("pw"), m.end("pw"), HEADER, "url-credentials"))
+        _found(_ORACLE_RE, text, "pw", "url-credentials", out)
     if "api.telegram.org/bot" in text:
-        for m in _TELEGRAM_RE.finditer(text):
-            out.append((m.start("tok"), m.end("tok"), HEADER, "url-credentials"))
+        _found(_TELEGRAM_RE, text, "tok", "url-credentials", out)
     if "sig=" in text:
-        for m in _SAS_RE.finditer(text):
-            out.append((m.start("sig"), m.end("sig"), HEADER, "url-credentials"))
+        _found(_SAS_RE, text, "sig", "url-credentials", out)
     if "requirepass" in text or "masterauth" in text:
-        for m in _REDIS_RE.finditer(text):
-            if _ok(m.group("pw")):
-                out.append((m.start("pw"), m.end("pw"), HEADER, "env-secret"))
+        _found(_REDIS_RE, text, "pw", "env-secret", out)
     if "define(" in text:
         for m in _DEFINE_RE.finditer(text):
             if names.named_secret(m.group("name"), m.group("val")):
                 out.append((m.start("val"), m.end("val"), HEADER, "env-secret"))
+
+
+def _found(rx: LazyPattern, text: str, group: str, kind: str, out: list[Cand]) -> None:
+    for m in rx.finditer(text):
+        if _ok(m.group(group)):
+            out.append((m.start(group), m.end(group), HEADER, kind))
 
 
 def _pgpass(text: str, out: list[Cand]) -> None:
