@@ -31,6 +31,8 @@ addresses, object keys) match no context rule and no provider shape, so they
 are kept. The scanner fails closed: any internal error is raised as
 :class:`~machine_git.core.errors.SecretScanError`, never swallowed. Redaction is
 idempotent: a placeholder is never flagged again.
+
+May use: core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations

@@ -89,9 +89,42 @@ CLAUDE = BY_NAME[formats.CLAUDE.name]
 CODEX = BY_NAME[formats.CODEX.name]
 
 
+# Each host's recognizer, from the small module that holds it.
+def _pi() -> formats.Recognize:
+    from machine_git.sessions.pi import turn
+
+    return turn.recognize
+
+
+def _letta() -> formats.Recognize:
+    from machine_git.sessions.letta import forms
+
+    return forms.recognize
+
+
+def _claude() -> formats.Recognize:
+    from machine_git.sessions.claude import turn
+
+    return turn.recognize
+
+
+def _codex() -> formats.Recognize:
+    from machine_git.sessions.codex import turn
+
+    return turn.recognize
+
+
+RECOGNIZERS: formats.Recognizers = {
+    "pi": _pi,
+    "letta": _letta,
+    "claude": _claude,
+    "codex": _codex,
+}
+
+
 def sniff(path: Path) -> Format:
     """The format of the session file at ``path``, recognized from its content."""
-    return BY_NAME[formats.sniff(path).name]
+    return BY_NAME[formats.sniff(path, RECOGNIZERS).name]
 
 
 def read(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
