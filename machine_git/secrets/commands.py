@@ -18,6 +18,7 @@ every flag.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from machine_git.secrets.found import HEADER
 from machine_git.secrets.found import Cand
@@ -207,8 +208,38 @@ _CONFIG_SET_RE = re.compile(
 )
 
 
+_CONFIG_TOOLS = frozenset(
+    {
+        "aws",
+        "npm",
+        "yarn",
+        "pnpm",
+        "pip",
+        "bundle",
+        "conda",
+        "git",
+        "poetry",
+        "composer",
+    }
+)
+
+
 def _config_set(text: str, out: list[Cand]) -> None:
-    for m in _CONFIG_SET_RE.finditer(text):
+    # found from each "config" (a fast search), then matched from its tool's name
+    i = text.find("config")
+    while i != -1:
+        j = i
+        while j > 0 and text[j - 1] in " \t":
+            j -= 1
+        k = j
+        while k > 0 and text[k - 1].isalpha():
+            k -= 1
+        m = None
+        if text[k:j] in _CONFIG_TOOLS and (k == 0 or not text[k - 1].isalnum()):
+            m = _CONFIG_SET_RE.match(text, k)
+        i = text.find("config", i + 6)
+        if m is None:
+            continue
         got = flag_value(text, m.end())
         name = re.split(r"[.:/]", m.group("name"))[-1]
         if got is not None and _ok(got[0]) and named_secret(name, got[0]):
@@ -218,10 +249,7 @@ def _config_set(text: str, out: list[Cand]) -> None:
 # Commands that take a password (or key) as a positional argument: the
 # command word, the words that must follow it, and which positional argument
 # after them is the secret.
-_POSITIONAL_RE = re.compile(
-    r"(?:^|[\s;|&(`\"'])(?:[\w./-]*/)?"
-    r"(?P<cmd>htpasswd|rabbitmqctl|wandb|vault)(?=[ \t])"
-)
+_POSITIONAL = ("htpasswd", "rabbitmqctl", "wandb", "vault")
 _STOPS = frozenset(";|&)\n`")
 
 
@@ -244,10 +272,26 @@ def _args(text: str, pos: int) -> list[tuple[str, int, int]]:
     return words
 
 
+_CMD_BEFORE = frozenset(" \t\r\n;|&(`\"'/")
+
+
+def _commands(text: str) -> Iterator[tuple[str, int]]:
+    """Each of the positional commands in ``text``, and where its word ends."""
+    for cmd in _POSITIONAL:
+        i = text.find(cmd)
+        while i != -1:
+            e = i + len(cmd)
+            if (i == 0 or text[i - 1] in _CMD_BEFORE) and text[e : e + 1] in (
+                " ",
+                "\t",
+            ):
+                yield cmd, e
+            i = text.find(cmd, e)
+
+
 def _positional(text: str, out: list[Cand]) -> None:
-    for m in _POSITIONAL_RE.finditer(text):
-        cmd = m.group("cmd")
-        words = _args(text, m.end())
+    for cmd, end in _commands(text):
+        words = _args(text, end)
         names = [w[0] for w in words]
         target: tuple[str, int, int] | None = None
         if cmd == "htpasswd":

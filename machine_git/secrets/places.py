@@ -15,6 +15,7 @@ ordinary text rarely holds.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from machine_git.secrets import names
 from machine_git.secrets.found import HEADER
@@ -22,7 +23,7 @@ from machine_git.secrets.found import Cand
 from machine_git.secrets.heuristics import LazyPattern
 from machine_git.secrets.heuristics import is_placeholder
 
-_NETRC_RE = LazyPattern(r"(?:^|(?<=\s))(?:machine[ \t]+\S+|default)(?=\s)")
+_NETRC_RE = LazyPattern(r"(?:machine[ \t]+\S+|default)(?=\s)")
 _NETRC_TOKEN_RE = LazyPattern(r"\s+(\S+)")
 _NETRC_KEYS = frozenset({"login", "password", "account", "port", "macdef"})
 # found from its port field (a literal ':' the regex engine skips to), then
@@ -33,10 +34,12 @@ _PGPASS_RE = LazyPattern(
 )
 _PGPASS_HOST_RE = LazyPattern(r"[ \t]*[A-Za-z0-9*._-]+")
 _ORACLE_RE = LazyPattern(
-    r"(?:jdbc:oracle:(?:thin|oci8?):|(?:sqlplus|sqlldr|expdp|impdp|exp|imp|rman"
+    r"(?:jdbc:oracle:(?:thin|oci8?):|(?:sqlplus|sqlldr|expdp|impdp|rman"
     r"|dgmgrl)[ \t]+(?:-\w+[ \t]+)*)"
     r"[\"']?(?P<user>[A-Za-z_][\w$#]*)/(?P<pw>[^\s@/\"']+)@"
 )
+# the tools' names (each a fast search); the full pattern runs only when one is there
+_ORACLE_WORDS = ("jdbc:oracle", "sqlplus", "sqlldr", "expdp", "impdp", "rman", "dgmgrl")
 _TELEGRAM_RE = LazyPattern(
     r"api\.telegram\.org/(?:file/)?bot(?P<tok>[0-9]{5,12}:[\w-]{30,})"
 )
@@ -57,11 +60,11 @@ def _ok(pw: str) -> bool:
 
 def scan_places(text: str, out: list[Cand]) -> None:
     """Add the passwords of netrc, pgpass, Oracle logins and PHP constants."""
-    if "password" in text and ("machine" in text or "default" in text):
-        _netrc(text, out)
+    if "password " in text and ("machine " in text or "default " in text):
+        _netrc(text, out)  # netrc's tokens are separated by blanks
     if text.count(":") >= 4:
         _pgpass(text, out)
-    if "/" in text and "@" in text:
+    if "@" in text and any(w in text for w in _ORACLE_WORDS):
         _found(_ORACLE_RE, text, "pw", "url-credentials", out)
     if "api.telegram.org/bot" in text:
         _found(_TELEGRAM_RE, text, "tok", "url-credentials", out)
@@ -91,9 +94,19 @@ def _pgpass(text: str, out: list[Cand]) -> None:
             out.append((m.start("pw"), m.end("pw"), HEADER, "pgpass-password"))
 
 
+def _netrc_entries(text: str) -> Iterator[int]:
+    """Where each ``machine <host>`` / ``default`` entry's head ends."""
+    for word in ("machine", "default"):
+        i = text.find(word)
+        while i != -1:
+            m = _NETRC_RE.match(text, i) if i == 0 or text[i - 1].isspace() else None
+            if m is not None:
+                yield m.end()
+            i = text.find(word, i + len(word))
+
+
 def _netrc(text: str, out: list[Cand]) -> None:
-    for m in _NETRC_RE.finditer(text):
-        pos = m.end()
+    for pos in _netrc_entries(text):
         for _ in range(8):  # a machine entry: a few key/value pairs
             key = _NETRC_TOKEN_RE.match(text, pos)
             if key is None or key.group(1) not in _NETRC_KEYS:
