@@ -73,7 +73,7 @@ def kingfisher_alone_engine() -> Engine:
 
 
 def betterleaks_engine() -> Engine:
-    import betterleaks
+    import betterleaks  # type: ignore[import-not-found]
 
     def scan(text: str) -> list[Span]:
         return _spans_of_values(text, [f.secret for f in betterleaks.scan_string(text)])
@@ -102,8 +102,8 @@ def kingfisher_engine() -> Engine:
 
 
 def detect_secrets_engine() -> Engine:
-    from detect_secrets import SecretsCollection
-    from detect_secrets.settings import default_settings
+    from detect_secrets import SecretsCollection  # type: ignore[import-not-found]
+    from detect_secrets.settings import default_settings  # type: ignore[import-not-found]
 
     folder = Path(tempfile.mkdtemp(prefix="machine-ds-"))
 

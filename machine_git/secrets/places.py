@@ -58,17 +58,20 @@ def _ok(pw: str) -> bool:
     return bool(pw) and pw[0] not in "$%{<" and not is_placeholder(pw)
 
 
-def scan_places(text: str, out: list[Cand]) -> None:
-    """Add the passwords of netrc, pgpass, Oracle logins and PHP constants."""
+def scan_places(text: str, url: bool, out: list[Cand]) -> None:
+    """Add the passwords of netrc, pgpass, Oracle logins and PHP constants.
+
+    ``url``: the text holds ``://`` (bot and signed URLs are looked for then).
+    """
     if "password " in text and ("machine " in text or "default " in text):
         _netrc(text, out)  # netrc's tokens are separated by blanks
     if text.count(":") >= 4:
         _pgpass(text, out)
     if "@" in text and any(w in text for w in _ORACLE_WORDS):
         _found(_ORACLE_RE, text, "pw", "url-credentials", out)
-    if "api.telegram.org/bot" in text:
+    if url and "api.telegram.org/bot" in text:
         _found(_TELEGRAM_RE, text, "tok", "url-credentials", out)
-    if "sig=" in text:
+    if url and "sig=" in text:
         _found(_SAS_RE, text, "sig", "url-credentials", out)
     if "requirepass" in text or "masterauth" in text:
         _found(_REDIS_RE, text, "pw", "env-secret", out)

@@ -70,8 +70,8 @@ def _collect(text: str, out: list[Cand], depth: int) -> None:
     tokens.scan_tokens(text, out)
     assignments.scan_keywords(text, lower, out)
     commands.scan_commands(text, out)
-    places.scan_places(text, out)
     url = "://" in text
+    places.scan_places(text, url, out)
     blocks.scan_literals(text, "~" in text, url, out)
     if url:
         blocks.scan_urls(text, out)

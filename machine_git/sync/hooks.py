@@ -152,11 +152,14 @@ def check_commits(
             try:
                 data = repo[new].peel(pygit2.Blob).data
             except (KeyError, ValueError, pygit2.GitError):
-                found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+                if _checked(path):  # a submodule elsewhere is no row's business
+                    found.append(
+                        Finding(path, 1, "$", "not a file (a link or submodule)")
+                    )
+                continue
             if not _checked(path):  # any other file: its secrets alone
                 if scan:
                     found.extend(check_file_secrets(path, data, _blob(repo, old)))
-                continue
                 continue
             problems = check_blob(path, data) or _reference(path, data, commit)
             if not problems and scan:
@@ -399,7 +402,8 @@ def pre_commit(git_dir: Path) -> int:
         try:
             data = repo[fields[3]].peel(pygit2.Blob).data
         except (KeyError, ValueError, pygit2.GitError):
-            found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+            if _checked(path):  # a submodule elsewhere is no row's business
+                found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
             continue
         old = None if fields[2] == _ZERO else _blob(repo, fields[2])
         if not _checked(path):  # any other file: its secrets alone
