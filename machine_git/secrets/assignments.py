@@ -257,6 +257,9 @@ def _suffixed(text: str, i: int, ke: int, out: list[Cand]) -> None:
 
 
 _FOLLOW = _AFTER_NAME | {"_", ".", "-", "$"}
+# the letters that may follow a keyword in a longer keyword (password, pwd,
+# credentials, Authorization): any other letter ends the hit at once
+_GROWS = {"pass": "wp", "pw": "d", "credential": "s", "auth": "o"}
 
 
 def scan_keywords(text: str, lower: str, out: list[Cand]) -> None:
@@ -264,11 +267,17 @@ def scan_keywords(text: str, lower: str, out: list[Cand]) -> None:
     n = len(text)
     for kw in names.KEYWORDS:
         covered = 0  # end of the last value found: keywords inside it are data
+        grows = _GROWS.get(kw, "")
         i = lower.find(kw)
         while i != -1:
+            after = i + len(kw)
+            nxt = lower[after : after + 1]
+            # most hits are words (passed, keys, tokenize, Author): one look at
+            # the next character sends them on
+            if nxt.islower() and nxt not in grows:
+                i = lower.find(kw, after)
+                continue
             ke = names.kw_end(lower, kw, i)
-            # most hits are words (keys, passes, tokenize, Author): one look at
-            # the next character sends them on without a call
             if i >= covered and (ke == n or text[ke] in _FOLLOW or kw == "auth"):
                 found = len(out)
                 _at_keyword(text, lower, i, ke, kw, out)

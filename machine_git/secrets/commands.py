@@ -193,7 +193,7 @@ def scan_commands(text: str, out: list[Cand]) -> None:
         _positional(text, out)
     if "/user:" in text:
         _net_use(text, out)
-    if " config" in text or "configure set" in text:
+    if " config" in text:  # also " configure set"
         _config_set(text, out)
 
 
