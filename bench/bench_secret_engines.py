@@ -69,7 +69,7 @@ def kingfisher_alone_engine() -> Engine:
     """The adopted engine as machine runs it (engine.scan_many), nothing else."""
     from machine_git.secrets import engine
 
-    return lambda text: [(c[0], c[1]) for c in engine.scan_many([text])[0]]
+    return lambda text: [(c[0], c[1]) for c in engine.scan_many([text])[0][0]]
 
 
 def betterleaks_engine() -> Engine:
@@ -209,7 +209,7 @@ def speed_ms(name: str, engine: Engine) -> float:
         real = engine_mod.scan_many
 
         def work() -> object:
-            engine_mod.scan_many = lambda texts: [[] for _ in texts]
+            engine_mod.scan_many = lambda texts: [([], None) for _ in texts]
             try:
                 return redaction.redact_row(row)
             finally:

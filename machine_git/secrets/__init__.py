@@ -44,7 +44,6 @@ from machine_git.secrets import engine
 from machine_git.secrets import names
 from machine_git.secrets import rules
 from machine_git.secrets import shapes
-from machine_git.secrets.found import Cand
 from machine_git.secrets.found import Finding
 from machine_git.secrets.found import placeholder
 from machine_git.secrets.scanner import scan
@@ -83,7 +82,7 @@ def all_kinds() -> frozenset[str]:
     return KINDS | engine.kinds()
 
 
-def scan_text(text: str, engine_found: list[Cand] | None = None) -> list[Finding]:
+def scan_text(text: str, engine_found: engine.Batch | None = None) -> list[Finding]:
     """Find the secrets in ``text``: non-overlapping findings sorted by position."""
     if not isinstance(text, str):
         raise SecretScanError(f"scan_text expects str, got {type(text).__name__}")
@@ -131,7 +130,7 @@ def version() -> str:
 
 
 def redact_text(
-    text: str, engine_found: list[Cand] | None = None
+    text: str, engine_found: engine.Batch | None = None
 ) -> tuple[str, dict[str, int]]:
     """Replace every secret in ``text`` by ``[REDACTED:<kind>]``; count per kind."""
     findings = scan_text(text, engine_found)
@@ -175,7 +174,7 @@ def _strings(value: JSON, skip: frozenset[str], out: list[str], depth: int) -> N
             _strings(v, skip, out, depth + 1)
 
 
-def _engine_batch(value: JSON, skip: frozenset[str]) -> Iterator[list[Cand]]:
+def _engine_batch(value: JSON, skip: frozenset[str]) -> Iterator[engine.Batch]:
     """The engine's findings for each string of ``value``, from one engine call."""
     texts: list[str] = []
     _strings(value, skip, texts, 0)
@@ -187,7 +186,7 @@ def _redact_value(
     counts: dict[str, int],
     depth: int,
     skip: frozenset[str],
-    batch: Iterator[list[Cand]],
+    batch: Iterator[engine.Batch],
 ) -> JSON:
     if isinstance(value, str):
         red, found = redact_text(value, next(batch))
@@ -263,7 +262,7 @@ def _collect_texts(
     out: set[tuple[str, str]],
     depth: int,
     skip: frozenset[str],
-    batch: Iterator[list[Cand]],
+    batch: Iterator[engine.Batch],
 ) -> None:
     if isinstance(value, str):
         found = scan_text(value, next(batch))

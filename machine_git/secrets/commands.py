@@ -174,8 +174,13 @@ _FLAG_RE = re.compile(
 )
 
 
-def scan_commands(text: str, out: list[Cand]) -> None:
-    """Add the passwords given to command-line flags in ``text``."""
+def scan_commands(
+    text: str, out: list[Cand], gates: frozenset[str] | None = None
+) -> None:
+    """Add the passwords given to command-line flags in ``text``.
+
+    ``gates``: the literals the engine found in ``text`` (None: look).
+    """
     for m in _FLAG_RE.finditer(text):
         i, flag = m.start(), m.group()[2:]
         if flag == "p":
@@ -189,12 +194,29 @@ def scan_commands(text: str, out: list[Cand]) -> None:
             _flag_user(text, i, m.end(), "%", out)
         else:  # -u, --user
             _flag_user(text, i, m.end(), ":", out)
-    if "htpasswd" in text or " login " in text or "rabbitmqctl" in text:
+    if gates is None:
+        gates = _gates(text)
+    if "htpasswd" in gates or "login" in gates or "rabbitmqctl" in gates:
         _positional(text, out)
-    if "/user:" in text:
+    if "net-use" in gates:
         _net_use(text, out)
-    if " config" in text:  # also " configure set"
+    if "config" in gates:  # also " configure set"
         _config_set(text, out)
+
+
+def _gates(text: str) -> frozenset[str]:
+    """The engine's gates of this module, looked for in ``text``."""
+    found = set()
+    for name, literal in (
+        ("htpasswd", "htpasswd"),
+        ("rabbitmqctl", "rabbitmqctl"),
+        ("login", " login "),
+        ("net-use", "/user:"),
+        ("config", " config"),
+    ):
+        if literal in text:
+            found.add(name)
+    return frozenset(found)
 
 
 # `<tool> config set <name> <value>`: a setting given on the command line,

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import hashlib
 import os
 import re
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,27 @@ _KIND_CHARS_RE = re.compile(r"[^a-z0-9]+")
 # Helpers (parts a rule needs to validate, not reported alone) that are
 # secrets themselves: AWS's secret access key, STS tokens, passphrases.
 _SECRET_HELPER_RE = re.compile(r"secret|token|passphrase|password")
+# Literals machine's own context rules start from (places.py, commands.py):
+# the engine finds them in the same pass as its rules, so those rules know
+# at once which texts to look at instead of searching each text for each
+# literal. (name, Vectorscan pattern)
+GATES: tuple[tuple[str, str], ...] = (
+    ("htpasswd", r"htpasswd"),
+    ("rabbitmqctl", r"rabbitmqctl"),
+    ("login", r"\slogin\s"),
+    ("net-use", r"/user:"),
+    ("config", r" config"),
+    ("netrc", r"(?:machine\s+\S+|default)\s+(?:login|password|account)\s"),
+    ("pgpass", r":(?:[0-9]{2,5}|\*):[^:\s\"',{}]+:[^:\s\"',{}]+:[^\s\"',{}]"),
+    ("oracle", r"jdbc:oracle|sqlplus|sqlldr|expdp|impdp|rman|dgmgrl"),
+    ("telegram", r"api\.telegram\.org/bot"),
+    ("sas", r"sig="),
+    ("redis", r"requirepass|masterauth"),
+    ("define", r"define\("),
+)
+GATE_PREFIX = "machine.gate."
+# a text's engine findings, and the gates in it (None: not scanned, too short)
+Batch = tuple[list[Cand], frozenset[str] | None]
 _lock = threading.Lock()
 _scanner: Any = None
 _rules: Any = None
@@ -74,11 +97,40 @@ def _load() -> Any:
         with contextlib.suppress(OSError):  # without a cache: slower, as good
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            _rules = kingfisher_sdk.Rules(cache_dir=folder, confidence="low")
+            gates = _gates_file(folder)
+            _rules = kingfisher_sdk.Rules([gates], cache_dir=folder, confidence="low")
             _scanner = kingfisher_sdk.Scanner(_rules)
         except Exception as e:  # noqa: BLE001 - any failure: nothing is scanned
             raise SecretScanError(f"the secret engine failed to load: {e}") from None
         return _scanner
+
+
+def _gates_file(folder: Path) -> Path:
+    """The rule file of :data:`GATES` (written once; its content names it)."""
+    lines = ["rules:"]
+    for name, pattern in GATES:
+        quoted = pattern.replace("'", "''")
+        lines += [
+            f"  - name: machine gate {name}",
+            f"    id: {GATE_PREFIX}{name}",
+            f"    pattern: '({quoted})'",
+            "    min_entropy: 0",
+            "    confidence: low",
+        ]
+    text = "\n".join(lines) + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    for where in (folder, Path(tempfile.gettempdir())):
+        path = where / f"machine-gates-{os.getuid()}-{digest}.yml"
+        with contextlib.suppress(OSError):
+            if not path.exists():
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+                os.replace(tmp, path)
+            if path.read_text() == text:
+                return path
+    raise SecretScanError("cannot write the secret engine's gate rules")
 
 
 def kind_of(rule_id: str) -> str:
@@ -87,16 +139,23 @@ def kind_of(rule_id: str) -> str:
     return _KIND_CHARS_RE.sub("-", name).strip("-")[:40] or "secret"
 
 
-def scan(text: str, out: list[Cand]) -> None:
-    """Add the engine's findings in ``text``: its rules' and the secret helpers'."""
-    if len(text) >= MIN_TEXT:
-        out.extend(scan_many([text])[0])
+def scan(text: str, out: list[Cand]) -> frozenset[str] | None:
+    """Add the engine's findings in ``text``: its rules' and the secret helpers'.
+
+    Returns the :data:`GATES` found in ``text`` (None: the text was too short
+    to scan, and the context rules look for themselves).
+    """
+    if len(text) < MIN_TEXT:
+        return None
+    cands, gates = scan_many([text])[0]
+    out.extend(cands)
+    return gates
 
 
 _SEPARATOR = b"\n\x00\n"
 
 
-def scan_many(texts: list[str]) -> list[list[Cand]]:
+def scan_many(texts: list[str]) -> list[Batch]:
     """The engine's findings in each of ``texts``, in one call of the engine.
 
     A row holds a few dozen strings; one scan of them joined costs a tenth
@@ -105,6 +164,7 @@ def scan_many(texts: list[str]) -> list[list[Cand]]:
     its text.
     """
     result: list[list[Cand]] = [[] for _ in texts]
+    gates: list[set[str]] = [set() for _ in texts]
     chunks: list[bytes] = []
     starts: list[int] = []  # byte offset of each text in the joined buffer
     pos = 0
@@ -114,13 +174,18 @@ def scan_many(texts: list[str]) -> list[list[Cand]]:
         starts.append(pos)
         pos += len(data) + len(_SEPARATOR)
     if pos == len(_SEPARATOR) * len(texts):
-        return result
+        return [(r, None) for r in result]
     found = _load().scan(_SEPARATOR.join(chunks))
     # a helper alone matches any string of its shape (AWS's secret key: any
     # 40 base64 characters); it counts when a rule that needs it fired
-    paired = any(f.visible for f in found)
+    paired = any(f.visible and not f.rule_id.startswith(GATE_PREFIX) for f in found)
     for f in found:
-        if not f.visible and not (paired and _SECRET_HELPER_RE.search(f.rule_id)):
+        rule = f.rule_id
+        if rule.startswith(GATE_PREFIX):
+            k = bisect.bisect_right(starts, f.location["start_offset"]) - 1
+            gates[k].add(rule[len(GATE_PREFIX) :])
+            continue
+        if not f.visible and not (paired and _SECRET_HELPER_RE.search(rule)):
             continue  # a helper that is an id, a host, a name: not a secret
         loc = f.location
         bs, be = loc["start_offset"], loc["end_offset"]
@@ -140,8 +205,11 @@ def scan_many(texts: list[str]) -> list[list[Cand]]:
             i = text.find(secret, s, e)
             if i != -1:
                 s, e = i, i + len(secret)
-        result[k].append((s, e, ENGINE, kind_of(f.rule_id)))
-    return result
+        result[k].append((s, e, ENGINE, kind_of(rule)))
+    return [
+        (r, frozenset(g) if len(c) >= MIN_TEXT else None)
+        for r, g, c in zip(result, gates, texts, strict=True)
+    ]
 
 
 def version() -> tuple[str, int]:
@@ -149,7 +217,11 @@ def version() -> tuple[str, int]:
     _load()
     import kingfisher_sdk
 
-    visible = sum(1 for r in _rules.metadata() if r.get("visible"))
+    visible = sum(
+        1
+        for r in _rules.metadata()
+        if r.get("visible") and not r["id"].startswith(GATE_PREFIX)
+    )
     return kingfisher_sdk.__version__, visible
 
 
@@ -159,5 +231,6 @@ def kinds() -> frozenset[str]:
     return frozenset(
         kind_of(r["id"])
         for r in _rules.metadata()
-        if r.get("visible") or _SECRET_HELPER_RE.search(r["id"])
+        if (r.get("visible") or _SECRET_HELPER_RE.search(r["id"]))
+        and not r["id"].startswith(GATE_PREFIX)
     )

@@ -58,27 +58,52 @@ def _ok(pw: str) -> bool:
     return bool(pw) and pw[0] not in "$%{<" and not is_placeholder(pw)
 
 
-def scan_places(text: str, url: bool, out: list[Cand]) -> None:
+def scan_places(
+    text: str, url: bool, out: list[Cand], gates: frozenset[str] | None = None
+) -> None:
     """Add the passwords of netrc, pgpass, Oracle logins and PHP constants.
 
-    ``url``: the text holds ``://`` (bot and signed URLs are looked for then).
+    ``url``: the text holds ``://``. ``gates``: the literals the engine found
+    in ``text`` (None: each shape looks for its own).
     """
-    if "password " in text and ("machine " in text or "default " in text):
-        _netrc(text, out)  # netrc's tokens are separated by blanks
-    if text.count(":") >= 4:
+    if gates is None:
+        gates = _gates(text, url)
+    if "netrc" in gates:
+        _netrc(text, out)
+    if "pgpass" in gates:
         _pgpass(text, out)
-    if "@" in text and any(w in text for w in _ORACLE_WORDS):
+    if "oracle" in gates and "@" in text:
         _found(_ORACLE_RE, text, "pw", "url-credentials", out)
-    if url and "api.telegram.org/bot" in text:
+    if url and "telegram" in gates:
         _found(_TELEGRAM_RE, text, "tok", "url-credentials", out)
-    if url and "sig=" in text:
+    if url and "sas" in gates:
         _found(_SAS_RE, text, "sig", "url-credentials", out)
-    if "requirepass" in text or "masterauth" in text:
+    if "redis" in gates:
         _found(_REDIS_RE, text, "pw", "env-secret", out)
-    if "define(" in text:
+    if "define" in gates:
         for m in _DEFINE_RE.finditer(text):
             if names.named_secret(m.group("name"), m.group("val")):
                 out.append((m.start("val"), m.end("val"), HEADER, "env-secret"))
+
+
+def _gates(text: str, url: bool) -> frozenset[str]:
+    """The engine's gates of this module, looked for in ``text``."""
+    found = set()
+    if "password " in text and ("machine " in text or "default " in text):
+        found.add("netrc")  # netrc's tokens are separated by blanks
+    if text.count(":") >= 4:
+        found.add("pgpass")
+    if "@" in text and any(w in text for w in _ORACLE_WORDS):
+        found.add("oracle")
+    if url and "api.telegram.org/bot" in text:
+        found.add("telegram")
+    if url and "sig=" in text:
+        found.add("sas")
+    if "requirepass" in text or "masterauth" in text:
+        found.add("redis")
+    if "define(" in text:
+        found.add("define")
+    return frozenset(found)
 
 
 def _found(rx: LazyPattern, text: str, group: str, kind: str, out: list[Cand]) -> None:

@@ -39,12 +39,12 @@ _SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}  # else: the c
 
 
 def scan(
-    text: str, engine: bool = True, engine_found: list[Cand] | None = None
+    text: str, engine: bool = True, engine_found: engine_mod.Batch | None = None
 ) -> list[Finding]:
     """Sorted, disjoint findings of every detector in ``text``.
 
-    ``engine_found``: the engine's findings, when a batch scan already has
-    them; ``engine=False`` runs machine's own context layer alone.
+    ``engine_found``: the engine's findings and gates, when a batch scan
+    already has them; ``engine=False`` runs machine's own context layer alone.
     """
     if len(text) < engine_mod.MIN_TEXT and (
         len(text) < 6 or _NO_SEPARATOR_RE.fullmatch(text)
@@ -53,15 +53,21 @@ def scan(
         # and a separator, and no provider token is this short
         return []
     cands: list[Cand] = []
+    gates: frozenset[str] | None = None
     if engine_found is not None:
-        cands.extend(engine_found)
+        cands.extend(engine_found[0])
+        gates = engine_found[1]
     elif engine:
-        engine_mod.scan(text, cands)
-    _collect(text, cands, 0)
+        gates = engine_mod.scan(text, cands)
+    _collect(text, cands, 0, gates)
     return merge(cands, text)
 
 
-def _collect(text: str, out: list[Cand], depth: int) -> None:
+def _collect(
+    text: str, out: list[Cand], depth: int, gates: frozenset[str] | None = None
+) -> None:
+    # ``gates``: the literals the engine found in ``text``; None (decoded
+    # literals, a scan without the engine) has each rule look for its own
     # The engine reads the raw text once (its rules know tokens ending at
     # a \" or \n escape); the context rules read each decoded literal too.
     lower = text.lower()
@@ -69,9 +75,9 @@ def _collect(text: str, out: list[Cand], depth: int) -> None:
         lower = text.translate(_ASCII_LOWER)
     tokens.scan_tokens(text, out)
     assignments.scan_keywords(text, lower, out)
-    commands.scan_commands(text, out)
+    commands.scan_commands(text, out, gates)
     url = "://" in text
-    places.scan_places(text, url, out)
+    places.scan_places(text, url, out, gates)
     blocks.scan_literals(text, "~" in text, url, out)
     if url:
         blocks.scan_urls(text, out)

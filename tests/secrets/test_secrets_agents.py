@@ -30,7 +30,9 @@ import orjson
 import pytest
 
 from machine_git.core import paths
+from machine_git.secrets import engine
 from machine_git.secrets import scan_text
+from machine_git.secrets import scanner
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
 from tests.conftest import git
@@ -66,6 +68,20 @@ def _covered(line: str, secret: str) -> bool:
 def test_each_secret_is_found_whole() -> None:
     missed = [(f.kind, f.line) for f in SECRETS if not _covered(f.line, f.secret)]
     assert missed == []
+
+
+def test_the_engines_gates_open_the_rules_looking_would() -> None:
+    # machine's context rules start from literals the engine finds in its own
+    # pass (engine.GATES); each rule looks for itself where the engine did not
+    # run. Both ways find the same.
+    lines = [f.line for f in SECRETS] + [x.line for x in LOOKALIKES]
+    lines += ["\n".join(f.line for f in SECRETS[i : i + 20]) for i in range(0, 220, 20)]
+    for line, (_, gates) in zip(lines, engine.scan_many(lines), strict=True):
+        opened: list[tuple[int, int, int, str]] = []
+        looked: list[tuple[int, int, int, str]] = []
+        scanner._collect(line, opened, 0, gates)
+        scanner._collect(line, looked, 0, None)
+        assert sorted(opened) == sorted(looked), line
 
 
 # The look-alikes the scanner redacts, each with why. None today: public data
