@@ -21,13 +21,11 @@ pyproject.toml; ``scripts/update-secret-engine`` moves the pin.
 
 from __future__ import annotations
 
+import _thread
 import bisect
 import contextlib
-import hashlib
 import os
 import re
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +64,7 @@ GATES: tuple[tuple[str, str], ...] = (
 GATE_PREFIX = "machine.gate."
 # a text's engine findings, and the gates in it (None: not scanned, too short)
 Batch = tuple[list[Cand], frozenset[str] | None]
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # threading costs a millisecond to import
 _scanner: Any = None
 _rules: Any = None
 
@@ -107,6 +105,9 @@ def _load() -> Any:
 
 def _gates_file(folder: Path) -> Path:
     """The rule file of :data:`GATES` (written once; its content names it)."""
+    import hashlib  # only when the engine loads: off machine good's start-up
+    import tempfile
+
     lines = ["rules:"]
     for name, pattern in GATES:
         quoted = pattern.replace("'", "''")
