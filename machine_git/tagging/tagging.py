@@ -231,6 +231,6 @@ def _auto_on(project: Project) -> bool:
 def _parent(options: TagOptions) -> str | None:
     if options.label != "observed" or options.parent is not None:
         return options.parent
-    from machine_git.tagging.tagging import capture
+    from machine_git.tagging import capture
 
     return capture.parent_from_env()
