@@ -143,12 +143,14 @@ def check_commits(
     # The changes first (tree walks, cheap next to parsing and scanning
     # rows): then the rows to check are known before the first is read.
     changes = [_changed_rows(repo, repo[oid].peel(Commit)) for oid in ids]
-    progress.begin("checking rows", sum(len(c[1]) for c in changes))
+    rows_ = sum(_checked(path) for _, changed in changes for path, _, _ in changed)
+    progress.begin("checking rows", rows_)
     for commit, changed in changes:
         scan = commit.message_trailers.get("Machine-Redaction") != "off"
         found = _message_secrets(commit) if scan else []
         for path, old, new in changed:
-            progress.advance()
+            if _checked(path):  # other files are only scanned for secrets
+                progress.advance()
             try:
                 data = repo[new].peel(pygit2.Blob).data
             except (KeyError, ValueError, pygit2.GitError):
