@@ -29,7 +29,7 @@ from tests.conftest import install_session
 LETTA = FIXTURES / "letta"
 LOCAL = LETTA / "local-backend" / "bash-tool"
 TRANSCRIPT = next(LETTA.glob("transcript/*/*/transcript.jsonl"))
-CLAUDE = next((FIXTURES / "claude").glob("*/*.jsonl"))
+CLAUDE = next((FIXTURES / "claude").glob("-*/*.jsonl"))
 CODEX = next((FIXTURES / "codex").glob("sessions/*/*/*/rollout-*.jsonl"))
 RETRY_USER = "Make it deterministic and run the tests."
 RETRY_ANSWER = (

@@ -14,7 +14,7 @@ as server-sent events (``message_start``, ``content_block_*`` with
 | ``no-tools`` | text only |
 | ``several-tools`` | ``Read notes.md``, then ``Bash cat notes.md | wc -l``, then text |
 | ``parallel-tools`` | one response with three calls: ``Bash echo one``, ``Bash echo two``, ``Read notes.md``; then text |
-| ``failing-tool`` | ``Bash ls /nonexistent-dir`` (exit 2), then text |
+| ``failing-tool`` | ``Bash cat missing.txt`` (exit 1), then text |
 | ``api-error`` | HTTP 400 ``invalid_request_error`` |
 | ``long-output`` | ``Bash seq 1 3000``, then text |
 | ``subagent`` | ``Task``/``Agent`` with the prompt ``subagent-job: run `echo from-subagent```, then text quoting its result |
@@ -192,10 +192,10 @@ def script(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | int:
         if step == 0:
             return [
                 call(
-                    0, "Bash", {"command": "ls /nonexistent-dir", "description": "List"}
+                    0, "Bash", {"command": "cat missing.txt", "description": "Show"}
                 )
             ], "tool_use"
-        return [text("The directory does not exist.")], "end_turn"
+        return [text("missing.txt does not exist.")], "end_turn"
     if "long-output" in prompt:
         if step == 0:
             return [
