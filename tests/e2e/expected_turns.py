@@ -387,13 +387,21 @@ CODEX: dict[str, tuple[Expected, str | None, str | None]] = {
 }
 
 
-def mismatches(records: list[dict[str, Any]], expected: Expected) -> list[str]:
-    """How ``records`` (timestamps dropped, the meta record skipped) differ."""
+def mismatches(
+    records: list[dict[str, Any]], expected: Expected, any_order: bool = False
+) -> list[str]:
+    """How ``records`` (timestamps dropped, the meta record skipped) differ.
+
+    With ``any_order``, results of parallel calls may come in any order (they
+    are written as the tools finish, which varies from run to run).
+    """
     got = [
         {k: v for k, v in r.items() if k != "timestamp"}
         for r in records
         if r["role"] != "meta"
     ]
+    if any_order:
+        got, expected = _by_call(got), _by_call(expected)
     problems: list[str] = []
     if len(got) != len(expected):
         problems.append(f"{len(got)} records, expected {len(expected)}")
@@ -414,3 +422,17 @@ def mismatches(records: list[dict[str, Any]], expected: Expected) -> list[str]:
                     f"record {index}: {key} {actual!r:.200} != {value!r:.200}"
                 )
     return problems
+
+
+def _by_call(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` with each run of consecutive tool results sorted by call id."""
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    for record in [*records, {"role": "end"}]:
+        if record["role"] == "tool":
+            run.append(record)
+            continue
+        out += sorted(run, key=lambda r: str(r.get("tool_call_id")))
+        run = []
+        out.append(record)
+    return out[:-1]

@@ -10,17 +10,20 @@ as server-sent events (``message_start``, ``content_block_*`` with
 
 | the prompt contains | the model does |
 |---|---|
-| *(default)* | thinking, then ``Bash`` with the first ``backticked`` command (else ``echo hello-from-tool``), then ``The command printed: <first line>`` |
+| *(default)* | thinking, ``Bash`` with the first backticked ``echo`` command |
+| | (else ``echo hello-from-tool``), then ``The command printed: <line>`` |
 | ``no-tools`` | text only |
 | ``several-tools`` | ``Read notes.md``, then ``Bash cat notes.md | wc -l``, then text |
-| ``parallel-tools`` | one response with three calls: ``Bash echo one``, ``Bash echo two``, ``Read notes.md``; then text |
+| ``parallel-tools`` | one response with three calls: ``Bash echo one``, |
+| | ``Bash echo two``, ``Read notes.md``; then text |
 | ``failing-tool`` | ``Bash cat missing.txt`` (exit 1), then text |
 | ``api-error`` | HTTP 400 ``invalid_request_error`` |
 | ``long-output`` | ``Bash seq 1 3000``, then text |
-| ``subagent`` | ``Task``/``Agent`` with the prompt ``subagent-job: run `echo from-subagent```, then text quoting its result |
-| ``subagent-job`` | (the subagent) ``Bash echo from-subagent``, then ``Subagent done: from-subagent`` |
+| ``subagent`` | ``Task``/``Agent`` (prompt ``subagent-job: ...``), then text |
+| ``subagent-job`` | (the subagent) ``Bash echo from-subagent``, then text |
 | ``slow-answer`` | streams text slowly (a turn to interrupt) |
 | a summary request | a fixed ``<summary>`` text (compaction) |
+| ``<machine-command>`` (machine's /good) | repeats what machine printed |
 
 Requests that offer no tools (titles, summaries, quota checks) get a short
 plain answer. Every request is kept in ``requests`` (and appended to the
@@ -106,116 +109,141 @@ def _call_id(prompt: str, step: int, k: int) -> str:
     return f"toolu_fake_{zlib.crc32(prompt.encode()):08x}_{step}_{k}"
 
 
-def _tool(name: str, wanted: str, tools: list[str]) -> str:
-    return wanted if wanted in tools or not tools else name
+class _Ask:
+    """One request: its prompt, how far the turn got, and block makers."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.tools = [
+            t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)
+        ]
+        self.prompt, self.step, last = _prompt(body.get("messages") or [])
+        first = _result_text(last[0]).strip().splitlines() if last else []
+        self.line = first[0] if first else ""
+
+    def call(self, k: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        call_id = _call_id(self.prompt, self.step, k)
+        return {"type": "tool_use", "id": call_id, "name": name, "input": args}
+
+    def bash(self, k: int, command: str, description: str) -> dict[str, Any]:
+        return self.call(k, "Bash", {"command": command, "description": description})
+
+    def read(self, k: int, name: str) -> dict[str, Any]:
+        return self.call(k, "Read", {"file_path": _abs(name, self.body)})
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def think(value: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": value, "signature": "fake-signature"}
+
+
+Steps = list[list[dict[str, Any]]]
+
+
+def _subagent_job(a: _Ask) -> Steps:
+    return [
+        [a.bash(0, "echo from-subagent", "Echo")],
+        [text(f"Subagent done: {a.line}")],
+    ]
+
+
+def _subagent(a: _Ask) -> Steps:
+    args = {
+        "description": "Run the job",
+        "prompt": SUBAGENT_PROMPT,
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    agent = "Task" if "Task" in a.tools else "Agent"
+    return [
+        [think("Delegate the job to a subagent."), a.call(0, agent, args)],
+        [text(f"The subagent said: {a.line}")],
+    ]
+
+
+def _parallel(a: _Ask) -> Steps:
+    return [
+        [
+            think("Run both echoes and read the notes at once."),
+            a.bash(0, "echo one", "Echo one"),
+            a.bash(1, "echo two", "Echo two"),
+            a.read(2, "notes.md"),
+        ],
+        [text("Ran three tools in parallel.")],
+    ]
+
+
+def _several(a: _Ask) -> Steps:
+    return [
+        [text("First I read the notes."), a.read(0, "notes.md")],
+        [a.bash(0, "cat notes.md | wc -l", "Count lines")],
+        [text(f"notes.md has {a.line} lines.")],
+    ]
+
+
+def _default(a: _Ask) -> Steps:
+    commands = [c for c in _BACKTICK.findall(a.prompt) if c.startswith("echo ")]
+    command = commands[0] if commands else "echo hello-from-tool"
+    return [
+        [think(f"I should run `{command}`."), a.bash(0, command, "Run it")],
+        [text(f"The command printed: {a.line}")],
+    ]
+
+
+# The first keyword the prompt contains chooses the script.
+SCRIPTS: list[tuple[str, Any]] = [
+    ("subagent-job", _subagent_job),
+    ("subagent", _subagent),
+    ("no-tools", lambda a: [[text("Plain answer without tools: 2 + 2 = 4.")]]),
+    ("parallel-tools", _parallel),
+    ("several-tools", _several),
+    (
+        "failing-tool",
+        lambda a: [
+            [a.bash(0, "cat missing.txt", "Show")],
+            [text("missing.txt does not exist.")],
+        ],
+    ),
+    (
+        "long-output",
+        lambda a: [
+            [a.bash(0, "seq 1 3000", "Count")],
+            [text("Printed 3000 numbers.")],
+        ],
+    ),
+    (
+        "image-read",
+        lambda a: [
+            [a.read(0, "pixel.png")],
+            [text("The image is a tiny 2x2 picture.")],
+        ],
+    ),
+    ("slow-answer", lambda a: [[text("Starting a very long essay. " * 40)]]),
+]
 
 
 def script(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | int:
     """The content blocks and stop reason of the answer, or an HTTP error status."""
-    messages = body.get("messages") or []
-    tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
-    prompt, step, last = _prompt(messages)
-    first = _result_text(last[0]).strip().splitlines() if last else []
-    line = first[0] if first else ""
-
-    def call(k: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "tool_use",
-            "id": _call_id(prompt, step, k),
-            "name": name,
-            "input": args,
-        }
-
-    def text(value: str) -> dict[str, Any]:
-        return {"type": "text", "text": value}
-
-    def think(value: str) -> dict[str, Any]:
-        return {"type": "thinking", "thinking": value, "signature": "fake-signature"}
-
-    if "<summary>" in prompt or (not tools and "summar" in prompt.lower()):
-        return [
-            text("<summary>\n1. Primary Request: the fixture turns.\n</summary>")
-        ], "end_turn"
-    if not tools:
+    a = _Ask(body)
+    if "<summary>" in a.prompt or (not a.tools and "summar" in a.prompt.lower()):
+        summary = "<summary>\n1. Primary Request: the fixture turns.\n</summary>"
+        return [text(summary)], "end_turn"
+    if not a.tools:
         return [text("Fake title")], "end_turn"
-    if "api-error" in prompt:
+    if "<machine-command>" in a.prompt:
+        # machine's /good, /bad, /machine: repeat what machine printed.
+        inner = a.prompt.split("<machine-command>", 1)[1]
+        return [text(inner.split("</machine-command>")[0].strip())], "end_turn"
+    if "api-error" in a.prompt:
         return 400
-    if "subagent-job" in prompt:
-        if step == 0:
-            return [
-                call(
-                    0, "Bash", {"command": "echo from-subagent", "description": "Echo"}
-                )
-            ], "tool_use"
-        return [text(f"Subagent done: {line}")], "end_turn"
-    if "subagent" in prompt:
-        agent = "Task" if "Task" in tools else "Agent"
-        if step == 0:
-            args = {
-                "description": "Run the job",
-                "prompt": SUBAGENT_PROMPT,
-                "subagent_type": "general-purpose",
-                "run_in_background": False,
-            }
-            return [
-                think("Delegate the job to a subagent."),
-                call(0, agent, args),
-            ], "tool_use"
-        return [text(f"The subagent said: {line}")], "end_turn"
-    if "no-tools" in prompt:
-        return [text("Plain answer without tools: 2 + 2 = 4.")], "end_turn"
-    if "parallel-tools" in prompt:
-        if step == 0:
-            return [
-                think("Run both echoes and read the notes at once."),
-                call(0, "Bash", {"command": "echo one", "description": "Echo one"}),
-                call(1, "Bash", {"command": "echo two", "description": "Echo two"}),
-                call(2, "Read", {"file_path": _abs("notes.md", body)}),
-            ], "tool_use"
-        return [text("Ran three tools in parallel.")], "end_turn"
-    if "several-tools" in prompt:
-        if step == 0:
-            return [
-                text("First I read the notes."),
-                call(0, "Read", {"file_path": _abs("notes.md", body)}),
-            ], "tool_use"
-        if step == 1:
-            return [
-                call(
-                    0,
-                    "Bash",
-                    {"command": "cat notes.md | wc -l", "description": "Count lines"},
-                )
-            ], "tool_use"
-        return [text(f"notes.md has {line} lines.")], "end_turn"
-    if "failing-tool" in prompt:
-        if step == 0:
-            return [
-                call(
-                    0, "Bash", {"command": "cat missing.txt", "description": "Show"}
-                )
-            ], "tool_use"
-        return [text("missing.txt does not exist.")], "end_turn"
-    if "long-output" in prompt:
-        if step == 0:
-            return [
-                call(0, "Bash", {"command": "seq 1 3000", "description": "Count"})
-            ], "tool_use"
-        return [text("Printed 3000 numbers.")], "end_turn"
-    if "image-read" in prompt:
-        if step == 0:
-            return [call(0, "Read", {"file_path": _abs("pixel.png", body)})], "tool_use"
-        return [text("The image is a tiny 2x2 picture.")], "end_turn"
-    if "slow-answer" in prompt:
-        return [text("Starting a very long essay. " * 40)], "end_turn"
-    commands = [c for c in _BACKTICK.findall(prompt) if c.startswith("echo ")]
-    command = commands[0] if commands else "echo hello-from-tool"
-    if step == 0:
-        return [
-            think(f"I should run `{command}`."),
-            call(0, "Bash", {"command": command, "description": "Run it"}),
-        ], "tool_use"
-    return [text(f"The command printed: {line}")], "end_turn"
+    make = next((f for word, f in SCRIPTS if word in a.prompt), _default)
+    steps = make(a)
+    blocks = steps[min(a.step, len(steps) - 1)]
+    tool_use = any(b["type"] == "tool_use" for b in blocks)
+    return blocks, "tool_use" if tool_use else "end_turn"
 
 
 def _abs(name: str, body: dict[str, Any]) -> str:

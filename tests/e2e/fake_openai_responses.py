@@ -10,15 +10,15 @@ came back since that prompt. Answers stream as server-sent events
 
 | the prompt contains | the model does |
 |---|---|
-| *(default)* | a reasoning summary, then the shell tool with the first ``backticked`` command (else ``echo hello-from-tool``), then ``The command printed: <first line>`` |
+| *(default)* | a reasoning summary, the shell tool with the first backticked |
+| | command (else ``echo hello-from-tool``), ``The command printed: <line>`` |
 | ``no-tools`` | text only |
-| ``parallel-tools`` | one response with two shell calls (``echo one``, ``echo two``), then text |
+| ``parallel-tools`` | one response with two calls (``echo one``, ``echo two``) |
 | ``several-tools`` | ``cat notes.md``, then ``wc -l notes.md``, then text |
 | ``failing-tool`` | ``ls /nonexistent-dir`` (exit 2), then text |
 | ``api-error`` | HTTP 400 ``invalid_request_error`` |
 | ``stream-error`` | a ``response.failed`` event |
 | ``long-output`` | ``seq 1 3000``, then text |
-| a compaction request | a fixed summary text |
 
 Every request is kept in ``requests`` (and appended to the ``--log`` file
 when run as a script). Run as a script: ``python fake_openai_responses.py
@@ -120,78 +120,102 @@ def _args(kind: str, command: str) -> dict[str, Any]:
     return {"command": ["bash", "-lc", command]}
 
 
-def script(body: dict[str, Any]) -> list[dict[str, Any]] | int | str:
-    """The output items of the answer, an HTTP error status, or "failed"."""
-    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
-    prompt, step, last = _prompt(items)
-    line = _output_line(last)
-    name, kind = _shell(body.get("tools") or [])
-    crc = zlib.crc32(prompt.encode())
+class _Ask:
+    """One request: its prompt, how far the turn got, and item makers."""
 
-    def call(k: int, command: str) -> dict[str, Any]:
+    def __init__(self, body: dict[str, Any]) -> None:
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        self.prompt, self.step, last = _prompt(items)
+        self.line = _output_line(last)
+        self.name, self.kind = _shell(body.get("tools") or [])
+        self.crc = zlib.crc32(self.prompt.encode())
+
+    def call(self, k: int, command: str) -> dict[str, Any]:
+        tag = f"{self.crc:08x}_{self.step}_{k}"
         return {
             "type": "function_call",
-            "id": f"fc_fake_{crc:08x}_{step}_{k}",
-            "call_id": f"call_fake_{crc:08x}_{step}_{k}",
-            "name": name,
-            "arguments": json.dumps(_args(kind, command)),
+            "id": f"fc_fake_{tag}",
+            "call_id": f"call_fake_{tag}",
+            "name": self.name,
+            "arguments": json.dumps(_args(self.kind, command)),
             "status": "completed",
         }
 
-    def say(text: str) -> dict[str, Any]:
+    def say(self, text: str) -> dict[str, Any]:
         return {
             "type": "message",
-            "id": f"msg_fake_{crc:08x}_{step}",
+            "id": f"msg_fake_{self.crc:08x}_{self.step}",
             "role": "assistant",
             "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
 
-    def think(text: str) -> dict[str, Any]:
+    def think(self, text: str) -> dict[str, Any]:
         return {
             "type": "reasoning",
-            "id": f"rs_fake_{crc:08x}_{step}",
+            "id": f"rs_fake_{self.crc:08x}_{self.step}",
             "summary": [{"type": "summary_text", "text": text}],
         }
 
-    instructions = str(body.get("instructions") or "")
-    if "summar" in prompt.lower() and (
-        "checkpoint" in prompt.lower() or "compact" in instructions.lower()
-    ):
-        return [say("Summary: the fixture turns so far.")]
-    if "api-error" in prompt:
-        return 400
-    if "stream-error" in prompt:
-        return "failed"
-    if "no-tools" in prompt:
-        return [say("Plain answer without tools: 2 + 2 = 4.")]
-    if "parallel-tools" in prompt:
-        if step == 0:
-            return [
-                think("Run both echoes at once."),
-                call(0, "echo one"),
-                call(1, "echo two"),
-            ]
-        return [say("Ran two commands in parallel.")]
-    if "several-tools" in prompt:
-        if step == 0:
-            return [call(0, "cat notes.md")]
-        if step == 1:
-            return [call(0, "wc -l notes.md")]
-        return [say(f"notes.md: {line}")]
-    if "failing-tool" in prompt:
-        if step == 0:
-            return [call(0, "ls /nonexistent-dir")]
-        return [say("The directory does not exist.")]
-    if "long-output" in prompt:
-        if step == 0:
-            return [call(0, "seq 1 3000")]
-        return [say("Printed 3000 numbers.")]
-    found = _BACKTICK.search(prompt)
+
+Steps = list[list[dict[str, Any]]]
+
+
+def _default(a: _Ask) -> Steps:
+    found = _BACKTICK.search(a.prompt)
     command = found.group(1) if found else "echo hello-from-tool"
-    if step == 0:
-        return [think(f"I should run `{command}`."), call(0, command)]
-    return [say(f"The command printed: {line}")]
+    return [
+        [a.think(f"I should run `{command}`."), a.call(0, command)],
+        [a.say(f"The command printed: {a.line}")],
+    ]
+
+
+# The first keyword the prompt contains chooses the script.
+SCRIPTS: list[tuple[str, Any]] = [
+    ("no-tools", lambda a: [[a.say("Plain answer without tools: 2 + 2 = 4.")]]),
+    (
+        "parallel-tools",
+        lambda a: [
+            [
+                a.think("Run both echoes at once."),
+                a.call(0, "echo one"),
+                a.call(1, "echo two"),
+            ],
+            [a.say("Ran two commands in parallel.")],
+        ],
+    ),
+    (
+        "several-tools",
+        lambda a: [
+            [a.call(0, "cat notes.md")],
+            [a.call(0, "wc -l notes.md")],
+            [a.say(f"notes.md: {a.line}")],
+        ],
+    ),
+    (
+        "failing-tool",
+        lambda a: [
+            [a.call(0, "ls /nonexistent-dir")],
+            [a.say("The directory does not exist.")],
+        ],
+    ),
+    (
+        "long-output",
+        lambda a: [[a.call(0, "seq 1 3000")], [a.say("Printed 3000 numbers.")]],
+    ),
+]
+
+
+def script(body: dict[str, Any]) -> list[dict[str, Any]] | int | str:
+    """The output items of the answer, an HTTP error status, or "failed"."""
+    a = _Ask(body)
+    if "api-error" in a.prompt:
+        return 400
+    if "stream-error" in a.prompt:
+        return "failed"
+    make = next((f for word, f in SCRIPTS if word in a.prompt), _default)
+    steps: Steps = make(a)
+    return steps[min(a.step, len(steps) - 1)]
 
 
 def _events(items: list[dict[str, Any]], response_id: str) -> Iterator[dict[str, Any]]:
@@ -247,7 +271,7 @@ def _events(items: list[dict[str, Any]], response_id: str) -> Iterator[dict[str,
 
 
 class Server:
-    """The fake API; ``url`` (ending in ``/v1``) once started, requests in ``requests``."""
+    """The fake API: ``url`` (ending in ``/v1``) once started; ``requests``."""
 
     def __init__(self, log: Path | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -353,8 +377,9 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                 events = _events(answer, response_id)
             try:
                 for event in events:
+                    data = json.dumps(event)
                     self.wfile.write(
-                        f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+                        f"event: {event['type']}\ndata: {data}\n\n".encode()
                     )
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):

@@ -1,4 +1,4 @@
-"""Running the real ``claude`` and ``codex`` CLIs offline, against the fake model servers.
+"""Running the real ``claude`` and ``codex`` CLIs offline, against fake models.
 
 Each run gets its own HOME (and ``CODEX_HOME``) in a scratch folder, the fake
 server's address and a fake key, and nothing else from the environment that
@@ -16,8 +16,22 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-# What a run may see of the caller's environment: enough to find node and git.
-_KEEP = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "TERM")
+# What a run may see of the caller's environment: enough to find node and git,
+# and for machine run from inside the agent (/good) to use the caller's store.
+_KEEP = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "PYTHONPATH",
+    "TERM",
+    "MACHINE_DATA_DIR",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_CONFIG_NOSYSTEM",
+)
 
 
 def _base(home: Path) -> dict[str, str]:
@@ -28,7 +42,7 @@ def _base(home: Path) -> dict[str, str]:
 
 
 def install(name: str) -> Path:
-    """The binary that ``tests/e2e/install_<name>.sh`` installed (installing it once)."""
+    """The binary ``tests/e2e/install_<name>.sh`` installed (installing it once)."""
     done = subprocess.run(
         ["bash", str(HERE / f"install_{name}.sh")],
         capture_output=True,

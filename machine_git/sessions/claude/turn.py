@@ -64,6 +64,9 @@ NOISE_PREFIXES = (
     "<task-notification",
 )
 _INTERRUPTED = "[Request interrupted by user"
+# What machine's own commands (/good, /bad, /machine: agents/claude_commands.py)
+# expand to: their turns are machine's, never the user's.
+MACHINE_COMMAND = "<machine-command>"
 _SYNTHETIC = "<synthetic>"  # the model name of rows the harness made up
 
 
@@ -149,16 +152,48 @@ def read_turn(
     if not order:
         raise SessionError(f"{path}: not a Claude Code session (no rows with a type)")
     chain, cut = _chain(path, order, by_uuid, entry)
-    turn_rows = [_Row(n, r, r["message"]) for n, r in chain if _conversational(r)]
+    branch = [_Row(n, r, r["message"]) for n, r in chain if _conversational(r)]
+    turn_rows = _before_machine(branch)
     opening = _opening(turn_rows)
     if opening is None:
         if cut is not None and report.corrupt_lines:
             raise TurnError(files.cut_short(path, report, cut))
         raise TurnError(f"{path}: no user message on the active branch")
     start, text = opening
-    files.check_whole(path, report, turn_rows[start].line, chain[-1][0])
-    rows_ = _siblings(turn_rows[start:], order, standalone, chain[-1][0])
-    return _turn(path, rows_, text, chain[-1], report, _shapes(order))
+    leaf = chain[-1]
+    if len(turn_rows) < len(branch):  # the turn ends before machine's commands
+        leaf = (turn_rows[-1].line, turn_rows[-1].data)
+    files.check_whole(path, report, turn_rows[start].line, leaf[0])
+    rows_ = _siblings(turn_rows[start:], order, standalone, leaf[0])
+    return _turn(path, rows_, text, leaf, report, _shapes(order))
+
+
+def _before_machine(rows: list[_Row]) -> list[_Row]:
+    """The branch without machine's own command turns at its end.
+
+    ``/good`` typed in Claude Code tags the turn before it; its expansion and
+    the model's reply are written after that turn, and must not become it.
+    """
+    while True:
+        opening = _opening(rows)
+        if opening is None:
+            return rows
+        cut = next(
+            (
+                j
+                for j in range(opening[0], len(rows))
+                if rows[j].is_user
+                and rows[j].data.get("isMeta") is True
+                and _raw_text(rows[j]).lstrip().startswith(MACHINE_COMMAND)
+            ),
+            None,
+        )
+        if cut is None:
+            return rows
+        # The command row just before the expansion goes too.
+        if cut > 0 and _is_command(rows[cut - 1]):
+            cut -= 1
+        rows = rows[:cut]
 
 
 def _conversational(row: dict[str, Any]) -> bool:
@@ -189,6 +224,8 @@ def _opening(rows: list[_Row]) -> tuple[int, str] | None:
             continue
         if following.is_user and following.data.get("isMeta") is True:
             expanded = _raw_text(following)
+            if expanded.lstrip().startswith(MACHINE_COMMAND):
+                continue
             if (
                 expanded.strip()
                 and not _noise(expanded)
