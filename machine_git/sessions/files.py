@@ -15,15 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git.errors import SessionError
-from machine_git.errors import TurnError
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import SessionError
+from machine_git.core.errors import TurnError
 from machine_git.sessions import ReadReport
 
 MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
 _FIRST_LINE = 4 * 1024 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def read_bytes(path: Path) -> bytes:
@@ -81,8 +82,15 @@ def _lenient(text: bytes) -> Any:
     if len(text) > MAX_LINE:
         return None
     try:
-        value = json.loads(text.decode("utf-8", errors="replace"))
-    except ValueError:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError:
+        decoded = text.decode("utf-8", errors="replace")
+    else:
+        if _SURROGATE_ESCAPE.search(decoded) is None:
+            return None  # broken for another reason: strict JSON was right
+    try:
+        value = json.loads(decoded)
+    except (ValueError, RecursionError):
         return None
     return _replace_surrogates(value)
 

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import paths
-from machine_git import rows
+from machine_git.core import paths
+from machine_git.rows import rows
 from machine_git.sessions import claude as claude_sessions
 from machine_git.sessions import codex as codex_sessions
 from tests.conftest import Run

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git.errors import TurnError
+from machine_git.core.errors import TurnError
 from machine_git.sessions import claude
 from machine_git.sessions import codex
 from machine_git.sessions import pi
