@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 Expected = list[dict[str, Any]]
@@ -388,14 +390,16 @@ CODEX: dict[str, tuple[Expected, str | None, str | None]] = {
 
 
 def mismatches(
-    records: list[dict[str, Any]], expected: Expected, any_order: bool = False
+    records: Sequence[Mapping[str, object]],
+    expected: Expected,
+    any_order: bool = False,
 ) -> list[str]:
     """How ``records`` (timestamps dropped, the meta record skipped) differ.
 
     With ``any_order``, results of parallel calls may come in any order (they
     are written as the tools finish, which varies from run to run).
     """
-    got = [
+    got: list[dict[str, Any]] = [
         {k: v for k, v in r.items() if k != "timestamp"}
         for r in records
         if r["role"] != "meta"

@@ -34,7 +34,7 @@ def test_every_generated_file_has_an_expectation() -> None:
 def test_claude_code_last_turn(name: str) -> None:
     records, stop, error = expected_turns.CLAUDE[name]
     turn, report = claude.read_turn(CLAUDE_REAL / f"{name}.jsonl")
-    assert expected_turns.mismatches(list(turn.records), records) == []
+    assert expected_turns.mismatches(turn.records, records) == []
     assert (turn.stop_reason, turn.error) == (stop, error)
     assert turn.cwd == expected_turns.CLAUDE_CWD
     assert report.warning() is None  # 2.1.x's new row types are known
@@ -118,14 +118,14 @@ def test_claude_code_parallel_siblings_without_the_chain(tmp_path: Path) -> None
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
     turn, _ = claude.read_turn(path)
     records, _, _ = expected_turns.CLAUDE["parallel-tools"]
-    assert expected_turns.mismatches(list(turn.records), records) == []
+    assert expected_turns.mismatches(turn.records, records) == []
 
 
 @pytest.mark.parametrize("name", sorted(expected_turns.CODEX))
 def test_codex_last_turn(name: str) -> None:
     records, stop, error = expected_turns.CODEX[name]
     turn, report = codex.read_turn(CODEX_REAL / f"{name}.jsonl")
-    assert expected_turns.mismatches(list(turn.records), records) == []
+    assert expected_turns.mismatches(turn.records, records) == []
     assert (turn.stop_reason, turn.error) == (stop, error)
     assert (turn.cwd, turn.model, turn.provider) == (
         "/tmp/machine-fixture/codex-proj",
