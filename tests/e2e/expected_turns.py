@@ -235,6 +235,19 @@ CLAUDE: dict[str, tuple[Expected, str | None, str | None]] = {
         "aborted",
         "Request interrupted by user",
     ),
+    # An MCP tool (tests/e2e/fake_mcp.py, started from --mcp-config).
+    "mcp": (
+        [
+            user("mcp-tool: echo through the MCP server."),
+            calls(
+                ("toolu_fake_ca3085cc_0_0", "mcp__fake__echo", '{"text":"from mcp"}')
+            ),
+            result("toolu_fake_ca3085cc_0_0", "FROM MCP"),
+            says("The MCP tool said: FROM MCP"),
+        ],
+        "end_turn",
+        None,
+    ),
 }
 
 # The subagent's own file (real/subagent/subagents/agent-*.jsonl), read alone.
@@ -378,6 +391,13 @@ CODEX: dict[str, tuple[Expected, str | None, str | None]] = {
         ],
         None,
         None,
+    ),
+    # SIGINT while the answer streamed: nothing of it was kept, and the
+    # "<turn_aborted>" user message Codex writes for the model is not the user.
+    "interrupt": (
+        [user("slow-answer: write a long essay.")],
+        "aborted",
+        "interrupted",
     ),
     "resume": (
         _codex_echo(

@@ -22,6 +22,7 @@ as server-sent events (``message_start``, ``content_block_*`` with
 | ``subagent`` | ``Task``/``Agent`` (prompt ``subagent-job: ...``), then text |
 | ``subagent-job`` | (the subagent) ``Bash echo from-subagent``, then text |
 | ``slow-answer`` | streams text slowly (a turn to interrupt) |
+| ``mcp-tool`` | ``mcp__fake__echo {"text": "from mcp"}`` (fake_mcp.py), then text |
 | a summary request | a fixed ``<summary>`` text (compaction) |
 | ``<machine-command>`` (machine's /good) | repeats what machine printed |
 
@@ -222,6 +223,13 @@ SCRIPTS: list[tuple[str, Any]] = [
         ],
     ),
     ("slow-answer", lambda a: [[text("Starting a very long essay. " * 40)]]),
+    (
+        "mcp-tool",
+        lambda a: [
+            [a.call(0, "mcp__fake__echo", {"text": "from mcp"})],
+            [text(f"The MCP tool said: {a.line}")],
+        ],
+    ),
 ]
 
 

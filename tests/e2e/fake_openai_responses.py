@@ -18,6 +18,7 @@ came back since that prompt. Answers stream as server-sent events
 | ``failing-tool`` | ``ls /nonexistent-dir`` (exit 2), then text |
 | ``api-error`` | HTTP 400 ``invalid_request_error`` |
 | ``stream-error`` | a ``response.failed`` event |
+| ``slow-answer`` | streams text slowly (a turn to interrupt) |
 | ``long-output`` | ``seq 1 3000``, then text |
 
 Every request is kept in ``requests`` (and appended to the ``--log`` file
@@ -31,6 +32,7 @@ import argparse
 import json
 import re
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -199,6 +201,7 @@ SCRIPTS: list[tuple[str, Any]] = [
             [a.say("The directory does not exist.")],
         ],
     ),
+    ("slow-answer", lambda a: [[a.say("Starting a very long essay. " * 40)]]),
     (
         "long-output",
         lambda a: [[a.call(0, "seq 1 3000")], [a.say("Printed 3000 numbers.")]],
@@ -375,6 +378,7 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             else:
                 assert isinstance(answer, list)
                 events = _events(answer, response_id)
+            slow = "slow-answer" in _Ask(body).prompt
             try:
                 for event in events:
                     data = json.dumps(event)
@@ -382,6 +386,8 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                         f"event: {event['type']}\ndata: {data}\n\n".encode()
                     )
                     self.wfile.flush()
+                    if slow:
+                        time.sleep(0.05)
             except (BrokenPipeError, ConnectionResetError):
                 return
             self.close_connection = True

@@ -40,6 +40,8 @@ INJECTED_PREFIXES = (
     "<permissions instructions>",
     "<turn_context>",
     "# AGENTS.md instructions for ",
+    # 0.17x tells the model, as a user message, that the last turn was interrupted.
+    "<turn_aborted>",
 )
 _CALLS = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
