@@ -24,7 +24,13 @@ from machine_git.sessions import formats
 from machine_git.sessions.formats import HOSTS as HOSTS
 
 AUTO = "auto"
-NAMES = {"pi": "Pi", "letta": "Letta Code", "claude": "Claude Code", "codex": "Codex"}
+NAMES = {
+    "pi": "Pi",
+    "letta": "Letta Code",
+    "claude": "Claude Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+}
 
 
 # Each host's reader loads when a session of that host is read or looked for:
@@ -55,11 +61,18 @@ def _codex() -> SessionReader:
     return codex
 
 
+def _gemini() -> SessionReader:
+    from machine_git.sessions import gemini
+
+    return gemini
+
+
 READERS: dict[str, Callable[[], SessionReader]] = {
     "pi": _pi,
     "letta": _letta,
     "claude": _claude,
     "codex": _codex,
+    "gemini": _gemini,
 }
 
 
@@ -87,6 +100,7 @@ LETTA_HISTORY = BY_NAME[formats.LETTA_HISTORY.name]
 LETTA_AGENT_FILE = BY_NAME[formats.LETTA_AGENT_FILE.name]
 CLAUDE = BY_NAME[formats.CLAUDE.name]
 CODEX = BY_NAME[formats.CODEX.name]
+GEMINI = BY_NAME[formats.GEMINI.name]
 
 
 def sniff(path: Path) -> Format:

@@ -31,7 +31,7 @@ def thinks(text: str) -> dict[str, Any]:
     return {"role": "reasoning", "content": text}
 
 
-def says(text: str) -> dict[str, Any]:
+def says(text: str | re.Pattern[str]) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
@@ -413,11 +413,14 @@ def mismatches(
     records: Sequence[Mapping[str, object]],
     expected: Expected,
     any_order: bool = False,
+    ignore_ids: bool = False,
 ) -> list[str]:
     """How ``records`` (timestamps dropped, the meta record skipped) differ.
 
     With ``any_order``, results of parallel calls may come in any order (they
-    are written as the tools finish, which varies from run to run).
+    are written as the tools finish, which varies from run to run). With
+    ``ignore_ids``, tool-call ids are not compared (Gemini CLI makes them from
+    the clock), only that each result answers the call at its place.
     """
     got: list[dict[str, Any]] = [
         {k: v for k, v in r.items() if k != "timestamp"}
@@ -426,6 +429,8 @@ def mismatches(
     ]
     if any_order:
         got, expected = _by_call(got), _by_call(expected)
+    if ignore_ids:
+        got, expected = _numbered(got), _numbered(expected)
     problems: list[str] = []
     if len(got) != len(expected):
         problems.append(f"{len(got)} records, expected {len(expected)}")
@@ -460,3 +465,120 @@ def _by_call(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         run = []
         out.append(record)
     return out[:-1]
+
+
+def _numbered(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` with each tool-call id replaced by its number of appearance."""
+    numbers: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    for record in records:
+        record = dict(record)
+        if record.get("tool_calls"):
+            record["tool_calls"] = [
+                {**c, "id": numbers.setdefault(c["id"], f"call-{len(numbers)}")}
+                for c in record["tool_calls"]
+            ]
+        if "tool_call_id" in record:
+            record["tool_call_id"] = numbers.get(record["tool_call_id"], "unpaired")
+        out.append(record)
+    return out
+
+
+def _gemini_read(call: str, out: str) -> Expected:
+    return [
+        thinks("I should read notes.md."),
+        calls((call, "read_file", '{"file_path":"notes.md"}')),
+        result(call, out, ok=True),
+    ]
+
+
+NOTES_TEXT = "# Notes\nfixture notes line 2\n"
+GEMINI: dict[str, tuple[Expected, str | None, str | None]] = {
+    "basic": (
+        [
+            user("Please read the notes."),
+            *_gemini_read("read_file__read_file_1796170566490_0", NOTES_TEXT),
+            says("The tools said: # Notes"),
+        ],
+        None,
+        None,
+    ),
+    "no-tools": (
+        [
+            user("no-tools: what is 2 + 2?"),
+            says("Plain answer without tools: 2 + 2 = 4."),
+        ],
+        None,
+        None,
+    ),
+    "parallel-tools": (
+        [
+            user("parallel-tools: read notes.md and list the folder."),
+            thinks("Read the notes and list the folder."),
+            calls(
+                (
+                    "read_file__read_file_1796170578608_0",
+                    "read_file",
+                    '{"file_path":"notes.md"}',
+                ),
+                (
+                    "list_directory__list_directory_1796170578798_1",
+                    "list_directory",
+                    '{"dir_path":"."}',
+                ),
+            ),
+            result("read_file__read_file_1796170578608_0", NOTES_TEXT, ok=True),
+            result(
+                "list_directory__list_directory_1796170578798_1",
+                re.compile(
+                    r"Directory listing for \S+:\n"
+                    r"notes\.md \(29 bytes\)\n\n\(1 ignored\)"
+                ),
+                ok=True,
+            ),
+            says(re.compile(r"The tools said: # Notes; Directory listing for \S+:")),
+        ],
+        None,
+        None,
+    ),
+    "failing-tool": (
+        [
+            user("failing-tool: read missing.txt."),
+            thinks("I should read missing.txt."),
+            calls(
+                (
+                    "read_file__read_file_1796170584929_0",
+                    "read_file",
+                    '{"file_path":"missing.txt"}',
+                )
+            ),
+            result(
+                "read_file__read_file_1796170584929_0",
+                re.compile(r"Error: File not found: \S+/missing\.txt"),
+                ok=False,
+            ),
+            says(re.compile(r"It failed: File not found: \S+/missing\.txt")),
+        ],
+        None,
+        None,
+    ),
+    # Gemini CLI takes a prompt whose request failed back out of the session
+    # ($set of messages): the turn before it is the last one.
+    "api-error": (
+        [
+            user("no-tools: before the error."),
+            says("Plain answer without tools: 2 + 2 = 4."),
+        ],
+        None,
+        None,
+    ),
+    "resume": (
+        [
+            user("Resumed: please read the notes."),
+            *_gemini_read("read_file__read_file_1796170614843_0", NOTES_TEXT),
+            says("The tools said: # Notes"),
+        ],
+        None,
+        None,
+    ),
+}

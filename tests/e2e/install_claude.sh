@@ -3,7 +3,7 @@
 #
 #   bash tests/e2e/install_claude.sh   # -> <cache>/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 #
-# Used by tests/e2e (test_claude_real.py), tests/fixtures/claude/make_sessions.sh
+# Used by tests/e2e (test_real_agents.py), tests/fixtures/claude/make_sessions.py
 # and .ci/run. The install goes into a cache folder outside the repository:
 # ${MACHINE_CLAUDE_CACHE:-${TMPDIR:-/tmp}/machine-e2e-claude}. Only the first run
 # reaches the network (the npm registry); later runs reuse it.

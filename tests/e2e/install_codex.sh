@@ -3,7 +3,7 @@
 #
 #   bash tests/e2e/install_codex.sh    # -> <cache>/node_modules/.bin/codex
 #
-# Used by tests/e2e (test_codex_real.py), tests/fixtures/codex/make_sessions.sh
+# Used by tests/e2e (test_real_agents.py), tests/fixtures/codex/make_sessions.py
 # and .ci/run. The install goes into a cache folder outside the repository:
 # ${MACHINE_CODEX_CACHE:-${TMPDIR:-/tmp}/machine-e2e-codex}. Only the first run
 # reaches the network (the npm registry); later runs reuse it.

@@ -9,6 +9,7 @@ and by the fixture generators (tests/fixtures/{claude,codex}/make_sessions.py).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -82,6 +83,30 @@ def codex_env(home: Path, url: str) -> dict[str, str]:
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(config_toml(url))
     env.update(CODEX_HOME=str(codex_home), FAKE_OPENAI_KEY="sk-fake-key")
+    return env
+
+
+def gemini_env(home: Path, url: str) -> dict[str, str]:
+    """The environment of a ``gemini`` run against the fake Gemini API at ``url``.
+
+    ``~/.gemini/settings.json`` chooses the API-key sign-in (the key is fake)
+    and turns off updates and usage statistics; the workspace is trusted.
+    """
+    env = _base(home)
+    folder = home / ".gemini"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"disableAutoUpdate": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+    (folder / "settings.json").write_text(json.dumps(settings))
+    env.update(
+        GEMINI_API_KEY="fake-gemini-key",
+        GOOGLE_GEMINI_BASE_URL=url,
+        GEMINI_CLI_TRUST_WORKSPACE="true",
+    )
     return env
 
 

@@ -28,6 +28,7 @@ from tests.conftest import Run
 from tests.conftest import git
 from tests.e2e import expected_turns
 from tests.e2e import fake_anthropic
+from tests.e2e import fake_gemini
 from tests.e2e import fake_openai_responses
 from tests.e2e import realagents
 
@@ -57,6 +58,17 @@ def claude_bin() -> Path:
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
     return _binary("codex")
+
+
+@pytest.fixture(scope="module")
+def gemini_bin() -> Path:
+    return _binary("gemini")
+
+
+@pytest.fixture(scope="module")
+def gemini_api() -> Iterator[fake_gemini.Server]:
+    with fake_gemini.serve() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -124,23 +136,32 @@ def tagged(project: Path, stdout: str) -> dict[str, Any]:
 
 
 def check_rows(
-    run: Run, project: Path, host: str, expected: expected_turns.Expected
+    run: Run,
+    project: Path,
+    host: str,
+    expected: expected_turns.Expected,
+    context: bool = True,
 ) -> None:
     """``machine good`` then ``machine good --trace``: both rows are the turn."""
     records = [r for r in expected if r["role"] != "reasoning"]
     result = run("good", "--host", host)
     assert result.exit_code == 0, result.output
     row = tagged(project, result.stdout)
-    assert row["messages"] == [
-        {"role": "user", "content": records[0]["content"]},
-        {"role": "assistant", "content": records[-1]["content"]},
-    ]
+    pair = [{"role": "user", **records[0]}, {"role": "assistant", **records[-1]}]
+    assert expected_turns.mismatches(row["messages"], pair) == []
     assert row["source"]["host"] == host
     result = run("good", "--trace", "--host", host)
     assert result.exit_code == 0, result.output
     row = tagged(project, result.stdout)
-    assert expected_turns.mismatches(row["trajectory"], records, any_order=True) == []
-    assert row["context"] is not None  # both CLIs record their system prompt
+    ignore_ids = host == "gemini"  # Gemini CLI's call ids come from the clock
+    assert (
+        expected_turns.mismatches(
+            row["trajectory"], records, any_order=True, ignore_ids=ignore_ids
+        )
+        == []
+    )
+    # Claude Code and Codex record their system prompt; Gemini CLI does not.
+    assert (row["context"] is not None) == context
 
 
 # -- Claude Code -----------------------------------------------------------------
@@ -273,3 +294,28 @@ def test_machine_runs_from_this_python() -> None:
     from machine_git.agents import claude_commands
 
     assert sys.executable in claude_commands.render("good")
+
+
+# -- Gemini CLI ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "prompt"),
+    [
+        ("parallel-tools", "parallel-tools: read notes.md and list the folder."),
+        ("failing-tool", "failing-tool: read missing.txt."),
+    ],
+)
+def test_gemini_cli_sessions_are_tagged(
+    gemini_bin: Path,
+    gemini_api: fake_gemini.Server,
+    workdir: Path,
+    run: Run,
+    name: str,
+    prompt: str,
+) -> None:
+    env = realagents.gemini_env(Path.home(), gemini_api.url)
+    done = realagents.run([str(gemini_bin), "-p", prompt], workdir, env, timeout=90)
+    assert done.returncode == 0, done.stderr
+    expected, _, _ = expected_turns.GEMINI[name]
+    check_rows(run, workdir, "gemini", expected, context=False)

@@ -35,10 +35,12 @@ FILES = [
     (LETTA / "agent.af", "letta-agent-file"),
     (CLAUDE_SESSION, "claude"),
     (CODEX_ROLLOUT, "codex"),
+    (FIXTURES / "gemini" / "real" / "basic.jsonl", "gemini"),
 ]
 TRIED = (
     "Pi session, Letta Code local-backend conversation, Letta Code transcript, "
-    "Letta API message history, Letta Agent File, Claude Code session, Codex rollout"
+    "Letta API message history, Letta Agent File, Claude Code session, Codex "
+    "rollout, Gemini CLI session"
 )
 
 

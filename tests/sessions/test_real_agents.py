@@ -16,6 +16,8 @@ import pytest
 from machine_git.core.errors import TurnError
 from machine_git.sessions import claude
 from machine_git.sessions import codex
+from machine_git.sessions import detect
+from machine_git.sessions import gemini
 from machine_git.sessions import pi
 from tests.conftest import FIXTURES
 from tests.conftest import PI_SESSIONS
@@ -23,11 +25,13 @@ from tests.e2e import expected_turns
 
 CLAUDE_REAL = FIXTURES / "claude" / "real"
 CODEX_REAL = FIXTURES / "codex" / "real"
+GEMINI_REAL = FIXTURES / "gemini" / "real"
 
 
 def test_every_generated_file_has_an_expectation() -> None:
     assert {p.stem for p in CLAUDE_REAL.glob("*.jsonl")} == set(expected_turns.CLAUDE)
     assert {p.stem for p in CODEX_REAL.glob("*.jsonl")} == set(expected_turns.CODEX)
+    assert {p.stem for p in GEMINI_REAL.glob("*.jsonl")} == set(expected_turns.GEMINI)
 
 
 @pytest.mark.parametrize("name", sorted(expected_turns.CLAUDE))
@@ -138,6 +142,18 @@ def test_codex_last_turn(name: str) -> None:
     assert (turn.context["system"] or "").startswith(
         "You are a coding agent running in the Codex CLI"
     )
+
+
+@pytest.mark.parametrize("name", sorted(expected_turns.GEMINI))
+def test_gemini_cli_last_turn(name: str) -> None:
+    records, stop, error = expected_turns.GEMINI[name]
+    path = GEMINI_REAL / f"{name}.jsonl"
+    assert detect.sniff(path).host == "gemini"
+    turn, report = gemini.read_turn(path)
+    assert expected_turns.mismatches(turn.records, records) == []
+    assert (turn.stop_reason, turn.error) == (stop, error)
+    assert report.warning() is None
+    assert turn.context is None  # Gemini CLI records neither prompt nor tools
 
 
 def test_codex_prompt_only_as_an_event(tmp_path: Path) -> None:
