@@ -5,7 +5,7 @@ the end of the active branch) as trajectory-v1 records, plus where it came
 from. Every reader produces the same records, so tagging, traces and diffs do
 not care which agent wrote the session.
 
-Each host's module (pi, letta, claude, codex) is a :class:`SessionReader`;
+Each host's module (pi, letta, claude, codex, gemini) is a :class:`SessionReader`;
 ``detect.py`` reaches the hosts only through that interface, and loads a
 host's module only when a session of that host is looked for or read.
 """

@@ -333,7 +333,8 @@ def test_a_file_of_no_known_format(project: Path, run: Run, tmp_path: Path) -> N
     assert result.stderr == (
         f"Error: {path}: not a session file of a known format (tried: Pi session, "
         "Letta Code local-backend conversation, Letta Code transcript, Letta API "
-        "message history, Letta Agent File, Claude Code session, Codex rollout)\n"
+        "message history, Letta Agent File, Claude Code session, Codex rollout, "
+        "Gemini CLI session)\n"
     )
 
 
