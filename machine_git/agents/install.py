@@ -230,7 +230,7 @@ def render_letta_provider() -> str:
 
 # -- install and uninstall -------------------------------------------------------
 
-HOSTS = ("pi", "letta", "claude")  # agents machine installs into
+HOSTS = ("pi", "letta")  # agents machine installs into (Claude Code: claude_commands)
 
 
 class Installed(NamedTuple):
@@ -244,10 +244,6 @@ class Installed(NamedTuple):
 def install(host: str, project: Path | None = None) -> Installed:
     """Install machine into ``host``: Pi (globally, or in ``project``) or Letta Code."""
     _check_project(host, project)
-    if host == "claude":
-        from machine_git.agents import claude_commands
-
-        return Installed(claude_commands.install_claude(project), [], skills_dir())
     done = install_pi(project) if host == "pi" else install_letta()
     return Installed(done, list(skills()), skills_dir())
 
@@ -255,16 +251,12 @@ def install(host: str, project: Path | None = None) -> Installed:
 def uninstall(host: str, project: Path | None = None) -> list[Outcome]:
     """Remove what :func:`install` wrote (only files machine wrote)."""
     _check_project(host, project)
-    if host == "claude":
-        from machine_git.agents import claude_commands
-
-        return claude_commands.uninstall_claude(project)
     return uninstall_pi(project) if host == "pi" else uninstall_letta()
 
 
 def _check_project(host: str, project: Path | None) -> None:
     if host not in HOSTS:
-        raise InstallError(f"machine installs into {', '.join(HOSTS)}, not {host}")
+        raise InstallError(f"machine installs into {' and '.join(HOSTS)}, not {host}")
     if host == "letta" and project is not None:
         raise UsageError(
             "Letta Code loads mods from ~/.letta/mods only; drop --project"

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The commands import machine_git.agents.install when they run: its templates
 # and JSON handling stay off the start-up path of every other command.
-HOSTS = ("pi", "letta", "claude")  # agents.install.HOSTS
+HOSTS = ("pi", "letta", "claude")  # agents.install.HOSTS and Claude Code
 
 
 def _project_flag(f: Any) -> Any:
@@ -94,7 +94,13 @@ def install(host: str, project: str | None, as_json: bool) -> None:
     """
     from machine_git.agents import install as installer
 
-    done = installer.install(host, _where(project, host))
+    if host == "claude":
+        from machine_git.agents import claude_commands
+
+        files = claude_commands.install_claude(_where(project, host))
+        done = installer.Installed(files, [], installer.skills_dir())
+    else:
+        done = installer.install(host, _where(project, host))
     _show(done.outcomes, as_json)
     if host == "claude":
         lines = ["type /good, /bad or /machine in Claude Code (claude -p too)"]
@@ -135,7 +141,12 @@ def uninstall(host: str, project: str | None, as_json: bool) -> None:
     """
     from machine_git.agents import install as installer
 
-    outcomes = installer.uninstall(host, _where(project, host))
+    if host == "claude":
+        from machine_git.agents import claude_commands
+
+        outcomes = claude_commands.uninstall_claude(_where(project, host))
+    else:
+        outcomes = installer.uninstall(host, _where(project, host))
     _show(outcomes, as_json)
     if as_json:
         emit_json({"host": host, "files": _files(outcomes)})
