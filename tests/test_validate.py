@@ -148,7 +148,7 @@ def test_problems_name_the_field_as_for_rows() -> None:
         ([export.to_openai(helpers.train_row())], "tinker"),  # the same bytes
         ([DPO], "openai-dpo"),
         ([COMPARISON], "dpo"),
-        ([{"trajectory": helpers.trajectory()}], "trajectory"),
+        ([{"trajectory": helpers.trajectory()}], "traces"),
         ([{"kind": "train", "id": "a1b2c3d4e5f6", "messages": []}], "rows"),
         ([{"name": "package", "version": "1.0.0"}], "rows"),  # no known shape
         ([], "rows"),
