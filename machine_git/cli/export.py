@@ -12,8 +12,6 @@ from typing import NoReturn
 
 import click
 
-from machine_git import inputs
-from machine_git import paths
 from machine_git.cli import progress
 from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
@@ -22,18 +20,21 @@ from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.cli.common import warn
-from machine_git.errors import ImportProblemsError
-from machine_git.schemas import KINDS
+from machine_git.core import inputs
+from machine_git.core import paths
+from machine_git.core.errors import ImportProblemsError
+from machine_git.rows.schemas import KINDS
 
 if TYPE_CHECKING:
-    from machine_git.importer import Loaded
+    from machine_git.export.importer import Loaded
 
-# Kept here rather than imported from machine_git.formats: this module loads
-# on every command, ``machine good`` included, and the format code need not.
+# Kept here rather than imported from machine_git.export.formats: this module
+# loads on every command, ``machine good`` included, and the format code need not.
 FORMATS = ("tinker", "openai", "dpo", "openai-dpo", "traces", "rows")
-# What import reads besides (tests/test_export.py holds both to the registry).
+# What import reads besides (tests/export/test_export.py holds both to the
+# registry).
 IMPORT_FORMATS = (*FORMATS, "sharegpt", "hf")
-# What a row needs to have a line, by format (machine_git.formats.Format.needs)
+# What a row needs to have a line, by format (formats.Format.needs).
 _NEEDS = {"dpo": "a rewrite", "openai-dpo": "a rewrite", "traces": "a trajectory"}
 
 
@@ -107,8 +108,8 @@ def export(
         machine export --format rows -o backup.jsonl
         machine export -o - --manifest train.manifest.json | gzip > train.jsonl.gz
     """
-    from machine_git import export as exporting
-    from machine_git import revs
+    from machine_git.export import export as exporting
+    from machine_git.history import revs
 
     to_stdout = output is None or output == "-"
     if as_json and to_stdout:
@@ -263,7 +264,7 @@ def import_(
         machine import chats.parquet --format hf
         machine export --project ../other --format rows | machine import -
     """
-    from machine_git import importer
+    from machine_git.export import importer
 
     project_of(project)  # a bad --project is refused before stdin is read
     stdin = file == inputs.STDIN
@@ -308,7 +309,7 @@ def import_(
 
 def _import_notes(loaded: Loaded, name: str) -> None:
     """What an import left out of its rows, and the secrets it redacted."""
-    from machine_git import formats
+    from machine_git.export import formats
 
     for fmt, lacks in loaded.missing.items():
         if lacks:
@@ -330,6 +331,6 @@ def _import_notes(loaded: Loaded, name: str) -> None:
         )
         warn(f"{name}: ignored keys a row has no place for: {keys}")
     if loaded.redacted:
-        from machine_git import redaction
+        from machine_git.secrets import redaction
 
         click.echo(f"redacted {redaction.describe(loaded.redacted)}", err=True)

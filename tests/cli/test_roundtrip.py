@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import jsonio
-from machine_git import paths
-from machine_git.formats import FORMATS
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.export.formats import FORMATS
 from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git
