@@ -315,7 +315,9 @@ def _import_notes(loaded: Loaded, name: str) -> None:
         if lacks:
             # what the rows could not get back from these lines, said once
             n = loaded.formats[fmt]
-            lines = f"{n} {formats.FORMATS[fmt].noun}{'' if n == 1 else 's'}"
+            # tinker and OpenAI chat lines read alike: one name for both
+            noun = "chat line" if fmt in formats.CHAT else formats.FORMATS[fmt].noun
+            lines = f"{n} {noun}{'' if n == 1 else 's'}"
             verb = "carries" if n == 1 else "carry"
             ids = "; ids are made from the content" if "id" in lacks else ""
             lost = formats.describe_missing(lacks)

@@ -458,7 +458,7 @@ def test_import_takes_each_line_shape_in_one_commit(
         f"(commit {commit[:12]})\n"
     )
     assert result.stderr == (
-        f"{seed}: 1 tinker chat line carries no id, original answer or "
+        f"{seed}: 1 chat line carries no id, original answer or "
         "redactions; ids are made from the content\n"
     )
     messages_id = hashlib.sha256(jsonio.canonical({"messages": messages})).hexdigest()[

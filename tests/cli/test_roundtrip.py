@@ -140,7 +140,7 @@ def test_a_tinker_trace_imported_with_kind_traces_is_a_trace_again(
     assert result.exit_code == 0, result.output
     assert "traces" in result.stdout
     assert result.stderr == (
-        f"{out}: 3 tinker chat lines carry no id, note, time, original answer or "
+        f"{out}: 3 chat lines carry no id, note, time, original answer or "
         "redactions; ids are made from the content\n"
     )
     found = rows_of(target).values()

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
 
+from machine_git.export.formats import chat
 from machine_git.export.formats import dpo
 from machine_git.export.formats import hf
 from machine_git.export.formats import openai
@@ -187,8 +188,7 @@ def chat_flavor(value: dict[str, Any]) -> str | None:
         return "openai" if "function" in tools[0] else "tinker"
     messages = value.get("messages")
     if isinstance(messages, list) and any(
-        isinstance(m, dict) and "content" in m and m["content"] is None
-        for m in messages
+        isinstance(m, dict) and m.get("content", "") is None for m in messages
     ):
         return "openai"
     return None
@@ -224,14 +224,18 @@ def read_line(
     """
     spec = FORMATS[fmt]
     schema = spec.schema
-    if fmt in CHAT and not strict:
-        schema = f"line-{chat_flavor(value) or fmt}"
-    if fmt in CHAT and value.get("tools") == []:
-        value = {k: v for k, v in value.items() if k != "tools"}  # no tools
+    dropped: list[str] = []
+    if fmt in CHAT:
+        value, dropped = chat.normalized(value)
+        if not strict:
+            schema = f"line-{chat_flavor(value) or fmt}"
     if schema is not None:
         problems = schemas.check(schemas.validator(schema), value)
         if problems:
             found.extend((p.path, p.message) for p in problems)
             return None
     assert spec.read is not None
-    return spec.read(value, found)
+    parsed = spec.read(value, found)
+    if parsed is not None:
+        parsed.ignored.extend(dropped)
+    return parsed

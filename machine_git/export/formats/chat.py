@@ -16,6 +16,7 @@ from typing import Any
 from typing import cast
 
 from machine_git.core import jsonio
+from machine_git.export.formats.lines import text_of
 from machine_git.rows import context
 
 if TYPE_CHECKING:
@@ -284,3 +285,35 @@ def arguments_text(value: Any) -> Any:
     if isinstance(value, dict | list):
         return jsonio.compact(value)
     return value
+
+
+def normalized(value: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A chat line as other tools write it, in the shape machine checks, and
+    the message keys dropped on the way.
+
+    OpenAI's own examples leave out ``content`` on a message that only calls
+    tools (null here) and weigh messages (``weight``, which a row has no
+    place for); many datasets keep content as a list of text parts; an empty
+    ``tools`` list is no tools. Lines machine writes pass unchanged.
+    """
+    out = dict(value)
+    if out.get("tools") == []:
+        del out["tools"]
+    messages = out.get("messages")
+    if not isinstance(messages, list):
+        return out, []
+    dropped: list[str] = []
+    fixed = []
+    for m in messages:
+        if isinstance(m, dict):
+            m = dict(m)
+            if "tool_calls" in m and "content" not in m:
+                m["content"] = None
+            if "weight" in m:
+                del m["weight"]
+                dropped.append("messages[].weight")
+            if "content" in m:
+                m["content"] = text_of(m["content"])
+        fixed.append(m)
+    out["messages"] = fixed
+    return out, sorted(set(dropped))
