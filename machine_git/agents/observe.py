@@ -25,9 +25,9 @@ from machine_git.store.store import Redaction
 from machine_git.store.store import Snapshot
 from machine_git.store.store import Store
 from machine_git.store.store import fit
-from machine_git.tagging.tagging.capture import PARENT_ENV as PARENT_ENV  # re-exported
-from machine_git.tagging.tagging.capture import auto_on as auto_on  # re-exported
-from machine_git.tagging.tagging.capture import (
+from machine_git.tagging.capture import PARENT_ENV as PARENT_ENV  # re-exported
+from machine_git.tagging.capture import auto_on as auto_on  # re-exported
+from machine_git.tagging.capture import (
     parent_from_env as parent_from_env,  # re-exported
 )
 
@@ -64,8 +64,7 @@ def label(
     """
     if verdict not in rows.LABELS:
         raise UsageError(f"label must be good or bad, not {verdict!r}")
-    if rewrite is not None and not rewrite.strip():
-        raise UsageError("the --as answer is empty")
+    rows.check_answer(rewrite)
     row_id = lookup.resolve_id(store, prefix)
     path = rows.row_path(row_id)
     seen: list[Row] = []

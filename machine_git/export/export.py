@@ -40,6 +40,8 @@ from machine_git.core import paths
 from machine_git.core.errors import UsageError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
+from machine_git.export import formats
+from machine_git.export.formats import chat
 from machine_git.rows import context
 from machine_git.rows import rows
 from machine_git.rows.schemas import KINDS
@@ -52,8 +54,6 @@ from machine_git.store.store import parse_row
 
 if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row
-from machine_git.export import formats
-from machine_git.export.formats import chat
 
 FORMATS = formats.EXPORTS
 PAIRS = formats.PAIRS  # the preference formats

@@ -33,6 +33,10 @@ from machine_git.core.errors import ImportProblemsError
 from machine_git.core.errors import UsageError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
+from machine_git.export import formats
+from machine_git.export.formats import chat
+from machine_git.export.formats import hf
+from machine_git.export.formats.lines import Parsed
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
 from machine_git.rows import rows
@@ -45,14 +49,8 @@ from machine_git.store.store import Snapshot
 from machine_git.store.store import Store
 
 if TYPE_CHECKING:
-    from machine_git.rows.rowtypes import Row
-from machine_git.export import formats
-from machine_git.export.formats import chat
-from machine_git.export.formats import hf
-from machine_git.export.formats.lines import Parsed
-
-if TYPE_CHECKING:
     from machine_git.rows.context import Context
+    from machine_git.rows.rowtypes import Row
 
 HOST = "import"
 _TIMESTAMP = re.compile(
@@ -143,6 +141,9 @@ def load(
         row = _row_of_line(text, number, origin, kind, fmt, loaded, found)
         if row is not None and not found:
             found = [(p.path, p.message) for p in schemas.row_problems(row)]
+            blank = rows.blank_answer(row) if not found else None
+            if blank is not None:
+                found = [(blank, rows.BLANK_ANSWER)]
         if row is not None and not found and _repeats(row, number, seen, loaded, found):
             continue
         if found:
