@@ -222,9 +222,7 @@ def tag(
 
 
 def _auto_on(project: Project) -> bool:
-    from machine_git.tagging.tagging import (
-        capture,  # only machine observe --if-auto asks
-    )
+    from machine_git.tagging import capture  # only machine observe --if-auto asks
 
     return capture.auto_on(project.store_path)
 
@@ -232,6 +230,6 @@ def _auto_on(project: Project) -> bool:
 def _parent(options: TagOptions) -> str | None:
     if options.label != "observed" or options.parent is not None:
         return options.parent
-    from machine_git.tagging.tagging import capture
+    from machine_git.tagging import capture
 
     return capture.parent_from_env()
