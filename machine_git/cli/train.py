@@ -101,8 +101,9 @@ def train() -> None:
 @click.option(
     "--dump",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write each rendered example (tokens, weights, marked text) as JSONL.",
+    help="Write each datum a run sends (tokens, weights, marked text) as JSONL.",
 )
+@_no_context
 @project_option
 @json_option
 def validate(
@@ -112,6 +113,7 @@ def validate(
     max_length: int,
     batch_size: int,
     dump: Path | None,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -140,6 +142,7 @@ def validate(
             batch_size=batch_size,
             dump=out,
             progress=shown,
+            with_context=not no_context,
         )
     if as_json:
         emit_json(report.to_json())

@@ -32,6 +32,7 @@ from tinker_cookbook.exceptions import ConfigurationError
 from tinker_cookbook.renderers.base import RenderContext
 from tinker_cookbook.renderers.base import RenderedMessage
 from tinker_cookbook.renderers.base import ToolSpec
+from tinker_cookbook.renderers.base import _tool_call_payload
 from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 from tinker_cookbook.renderers.qwen3_5 import Qwen3_5Renderer
 
@@ -190,6 +191,8 @@ class GroupedQwen3Renderer(Qwen3Renderer):
 
     def render_message(self, message: Any, ctx: RenderContext) -> RenderedMessage:
         rendered = super().render_message(message, ctx)
+        if message.get("tool_calls"):
+            return self._utf8_calls(rendered, message["tool_calls"])
         if message["role"] != "tool":
             return rendered
         header = rendered.header
@@ -201,6 +204,31 @@ class GroupedQwen3Renderer(Qwen3Renderer):
         if following is not None and following["role"] == "tool":
             output = output[:-1]  # no <|im_end|>: the next result continues
         return RenderedMessage(header=header, output=output)
+
+    def _utf8_calls(
+        self, rendered: RenderedMessage, calls: list[Any]
+    ) -> RenderedMessage:
+        """Tool calls as the template writes them: ``tojson``, text kept UTF-8.
+
+        The cookbook (0.5.8) writes each ``<tool_call>`` with ``json.dumps``,
+        which escapes non-ASCII (``caf\\u00e9``); the template's ``tojson``
+        does not. The separators are the same (``", "``, ``": "``).
+        """
+        first = rendered.output[0]
+        if not isinstance(first, tinker.types.EncodedTextChunk):
+            return rendered
+        text = self.tokenizer.decode(list(first.tokens))
+        fixed = text
+        for call in calls:
+            payload = _tool_call_payload(call)
+            fixed = fixed.replace(json.dumps(payload), _tojson(payload))
+        if fixed == text:
+            return rendered
+        tokens = self.tokenizer.encode(
+            fixed, add_special_tokens=False, split_special_tokens=True
+        )
+        output = [tinker.types.EncodedTextChunk(tokens=tokens), *rendered.output[1:]]
+        return RenderedMessage(header=rendered.header, output=output)
 
     def create_conversation_prefix_with_tools(
         self, tools: list[ToolSpec], system_prompt: str = ""
@@ -236,6 +264,13 @@ class Qwen35Renderer(Qwen3_5Renderer):
     ``tojson``, and the system prompt after the declaration, trimmed; the
     cookbook (0.5.8) writes the bare function, ASCII-escaped, untrimmed.
     """
+
+    def _format_tool_call_argument(self, value: object) -> str:
+        # The template: objects and arrays through tojson (UTF-8 kept; the
+        # cookbook escapes it), anything else through |string.
+        if isinstance(value, dict | list):
+            return _tojson(value)
+        return str(value)
 
     def create_conversation_prefix_with_tools(
         self, tools: list[ToolSpec], system_prompt: str = ""

@@ -213,10 +213,9 @@ def write_export(
     chosen = selection.select(store, commit, kind)
     with open(target, "wb") as out:
         for row_id, row in chosen.items:
-            rendered = export.render(row, fmt, with_context=with_context)
-            if rendered is None:
+            line = export.row_line(row, fmt, with_context=with_context)
+            if line is None:
                 continue
-            line = jsonio.line(rendered)
             out.write(line)
             digest.update(line)
             ids.append(row_id)
