@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from machine_git.errors import TrainingError
+from machine_git.core.errors import TrainingError
 from machine_git.train import datasets
 from machine_git.train import rendering
 from machine_git.train import validate
