@@ -16,6 +16,7 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.cli.common import warn
 from machine_git.core import jsonio
 from machine_git.core import table
 from machine_git.core.errors import BadRevisionError
@@ -163,7 +164,7 @@ def diff_command(
         machine diff v1 v2 --stat
     """
     store = open_store(project)
-    result = diffs.compare(store, old, new, [kind] if kind else None)
+    result = diffs.compare(store, old, new, [kind] if kind else None, warn=warn)
     if as_json:
         emit_json(_diff_json(result))
         return

@@ -21,6 +21,7 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.cli.common import warn
 from machine_git.core import table
 from machine_git.core.errors import TrainingError
 from machine_git.core.errors import UsageError
@@ -624,13 +625,13 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
 
     store = open_store(project)
     if run_id is not None:
-        record = runs.find(store, run_id)
+        record = runs.find(store, run_id, on_bad=_skipped)
         if as_json:
             emit_json(record)
             return
         _print_run(store, record)
         return
-    records = runs.all_runs(store)
+    records = runs.all_runs(store, on_bad=_skipped)
     if as_json:
         emit_json([runs.summary(r) for r in records])
         return
@@ -656,6 +657,10 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
         )
     for line in table.rows(listing, free=7, columns=table.width()):
         click.echo(line)
+
+
+def _skipped(line: str) -> None:
+    warn(f"{line} (record skipped)")
 
 
 def _epochs(epochs: list[dict[str, Any]]) -> str:

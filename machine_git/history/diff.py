@@ -10,6 +10,7 @@ JSON arguments are compared key by key.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
@@ -19,6 +20,7 @@ import pygit2
 from pygit2 import Commit
 
 from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
 from machine_git.history import revs
 from machine_git.rows import context
 from machine_git.rows import rows
@@ -244,7 +246,11 @@ def _status(old: pygit2.Oid | None, new: pygit2.Oid | None) -> str:
 
 
 def compare(
-    store: Store, old: str | None, new: str | None, kinds: Iterable[str] | None
+    store: Store,
+    old: str | None,
+    new: str | None,
+    kinds: Iterable[str] | None,
+    warn: Callable[[str], None] | None = None,
 ) -> Diff:
     """``machine diff [OLD [NEW]]``: revisions by name; a run id means its rows.
 
@@ -257,17 +263,25 @@ def compare(
         newer = revs.resolve(store, None)
         older = newer.parents[0] if newer.parents else None
         return diff_commits(store, older, newer, kinds)
-    return diff_sides(store, _side(store, old), _side(store, new), kinds)
+    return diff_sides(store, _side(store, old, warn), _side(store, new, warn), kinds)
 
 
-def _side(store: Store, text: str | None) -> Side:
+def _side(
+    store: Store, text: str | None, warn: Callable[[str], None] | None = None
+) -> Side:
     commit = revs.resolve(store, text)
     if text is None or not _is_run_ref(store, text):
         return Side(commit)
     from machine_git.releases import lineage
     from machine_git.train import runs
 
-    record = runs.read(store, text)
+    try:
+        record = runs.read(store, text)
+    except TrainingError as e:
+        # A damaged record must not stop the diff: its data commit still is.
+        if warn is not None:
+            warn(f"{e} (comparing all rows at {str(commit.id)[:12]})")
+        return Side(commit)
     if record is None:
         return Side(commit)
     return Side(commit, text, frozenset(lineage.learned_rows(store, record)))

@@ -16,6 +16,7 @@ Heavy: imports tinker and tinker-cookbook. Import after ``stack.require()``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from collections.abc import Callable
@@ -231,6 +232,13 @@ def train(
             f"step {step + 1}",
             functools.partial(method.step, training, batch, adam),
         )
+        if not math.isfinite(loss):
+            # A NaN would be written as null and poison the run's record;
+            # the weights are no better for it either. Stop here, failed.
+            raise TrainingError(
+                f"the loss is {loss} (not a finite number); the run stops "
+                "(check the data with 'machine train validate')"
+            )
         weights = [d.loss_fn_inputs["weights"] for d in batch]
         done = Step(
             step=step,

@@ -164,6 +164,7 @@ class FakeTinker:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     batches: list[list[tinker.Datum]] = field(default_factory=list)
     fail_at_step: int | None = None  # forward_backward number (1-based) that fails
+    nan_at_step: int | None = None  # forward_backward number whose log-probs are NaN
     hang: threading.Event | None = None  # set: capabilities wait on it (never answer)
     answers: dict[str, str] = field(default_factory=dict)  # prompt substring -> answer
     raise_on: dict[str, BaseException] = field(default_factory=dict)  # call -> raise
@@ -249,6 +250,8 @@ class FakeTrainingClient:
             )
         # logprob -0.5 per token for step 1, -0.25 for step 2, ...: a falling loss
         value = -0.5 / self.steps
+        if self.fake.nan_at_step == self.steps:
+            value = float("nan")  # what a diverged (or empty) batch gives back
         outs = [
             {
                 "logprobs": types.TensorData.from_numpy(
