@@ -399,11 +399,21 @@ def smoke(run_id: str | None, yes: bool, project: Path | None, as_json: bool) ->
 
 @train.command(name="run")
 @click.argument("run_id", metavar="[RUN]", required=False)
+@click.option(
+    "--resume",
+    "resume",
+    metavar="RUN",
+    help="Continue a failed or interrupted run from its last saved checkpoint.",
+)
 @_yes
 @project_option
 @json_option
 def run_command(
-    run_id: str | None, yes: bool, project: Path | None, as_json: bool
+    run_id: str | None,
+    resume: str | None,
+    yes: bool,
+    project: Path | None,
+    as_json: bool,
 ) -> None:
     """Train the whole run on Tinker, committing every step and checkpoint.
 
@@ -411,12 +421,27 @@ def run_command(
     Example usage:
         machine train run --yes
         machine train run traces-1a2b3c4d-0f9e8d --yes --json
+        machine train run --resume traces-1a2b3c4d-0f9e8d --yes
     """
-    _train(run_id, yes, project, smoke=False, as_json=as_json)
+    if resume is not None and run_id is not None and run_id != resume:
+        raise UsageError(f"name one run: {run_id} or --resume {resume}")
+    _train(
+        resume or run_id,
+        yes,
+        project,
+        smoke=False,
+        as_json=as_json,
+        resume=resume is not None,
+    )
 
 
 def _train(
-    run_id: str | None, yes: bool, project: Path | None, smoke: bool, as_json: bool
+    run_id: str | None,
+    yes: bool,
+    project: Path | None,
+    smoke: bool,
+    as_json: bool,
+    resume: bool = False,
 ) -> None:
     what = "machine train smoke" if smoke else "machine train run"
     _confirm(yes, what)
@@ -425,10 +450,16 @@ def _train(
     from machine_git.train import trainer
 
     store = open_store(project)
-    plan = trainer.plan(store, run_id, smoke)
+    plan = trainer.plan(store, run_id, smoke, resume)
     cfg = plan.cfg
+    start = (
+        f"steps {plan.resume.step + 1}-{plan.steps} of {plan.steps} (resumed from "
+        f"{plan.resume.state_path})"
+        if plan.resume is not None
+        else f"{plan.steps} steps"
+    )
     click.echo(
-        f"{'smoke' if smoke else 'run'} {cfg.run_id}: {plan.steps} steps on "
+        f"{'smoke' if smoke else 'run'} {cfg.run_id}: {start} on "
         f"{cfg.base_model} (data {cfg.dataset_commit[:12]}, sha256 "
         f"{cfg.export_sha256[:12]})",
         err=True,
@@ -446,8 +477,9 @@ def _train(
     if as_json:  # no progress with --json
         record = trainer.execute(store, plan, report=retried)
     else:
+        done = plan.resume.step if plan.resume is not None else 0
         with click.progressbar(
-            length=plan.steps, label="training", file=sys.stderr, show_pos=True
+            length=plan.steps - done, label="training", file=sys.stderr, show_pos=True
         ) as bar:
             record = trainer.execute(
                 store, plan, progress=lambda step: bar.update(1), report=retried

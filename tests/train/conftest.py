@@ -218,6 +218,15 @@ class FakeServiceClient:
         )
         return Done(FakeTrainingClient(self.fake))
 
+    def create_training_client_from_state_with_optimizer(
+        self, path: str, base_model: str | None = None, **kw: Any
+    ) -> Done:
+        """A training client with the weights and optimizer state at ``path``."""
+        self.fake.record(
+            "create_training_client_from_state_with_optimizer", {"path": path, **kw}
+        )
+        return Done(FakeTrainingClient(self.fake))
+
     def create_sampling_client(
         self, model_path: str | None = None, base_model: str | None = None, **kw: Any
     ) -> Done:
