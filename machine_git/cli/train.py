@@ -77,6 +77,7 @@ def train() -> None:
         machine train dpo
         machine train smoke --yes
         machine train run --yes
+        machine train models
     """
 
 
@@ -527,6 +528,43 @@ def _loss(value: Any) -> str:
 
 
 # -- eval ----------------------------------------------------------------------
+
+
+@train.command(name="models")
+@json_option
+def models_command(as_json: bool) -> None:
+    """List the base models Tinker serves: which machine trains, and why not.
+
+    A model is accepted when its chat template is a fixture of machine's
+    tests and machine's rendering equals it token for token; every other
+    one is refused with the reason. Offline (the pinned tinker-cookbook's
+    model table).
+
+    \b
+    Example usage:
+        machine train models
+        machine train models --json
+    """
+    from machine_git.train import families
+    from machine_git.train import stack
+
+    try:
+        verdicts = families.models()
+    except ImportError:
+        stack.require()  # says in one line how to install the stack
+        raise
+    if as_json:
+        emit_json([v.to_json() for v in verdicts])
+        return
+    # Grouped by reason: the reasons are sentences, the names are short.
+    groups: dict[tuple[bool, str], list[str]] = {}
+    for v in verdicts:
+        shown = f"{v.model}  (renderer {v.renderer})" if v.accepted else v.model
+        groups.setdefault((v.accepted, v.why), []).append(shown)
+    for (accepted, why), names in groups.items():
+        click.echo(f"{'accepted' if accepted else 'refused'}: {why}")
+        for name in names:
+            click.echo(f"  {name}")
 
 
 @train.group(name="eval")

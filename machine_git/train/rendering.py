@@ -21,7 +21,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from typing import NamedTuple
 from typing import cast
 
 import tinker
@@ -37,7 +36,12 @@ from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 from tinker_cookbook.renderers.qwen3_5 import Qwen3_5Renderer
 
 from machine_git.core.errors import TrainingError
-from machine_git.train.config import DEFAULT_BASE_MODEL
+from machine_git.train.families import QWEN3
+from machine_git.train.families import QWEN3_5
+from machine_git.train.families import Family
+from machine_git.train.families import family
+
+__all__ = ["QWEN3", "QWEN3_5", "Family", "family"]  # the families, from families.py
 
 _EOS = "<|im_end|>"
 
@@ -60,56 +64,6 @@ NOT_SPECIAL = frozenset(
         "<think>",
         "</think>",
     }
-)
-
-
-class Family(NamedTuple):
-    """A model family machine renders, and the template that proves it."""
-
-    name: str
-    tokenizer_class: str  # in tml_renderers.tokenizers
-    renderer: str  # the cookbook renderer name machine uses
-    template: str  # tests/fixtures/templates/<template>/
-
-
-QWEN3 = Family("Qwen3", "Qwen3Tokenizer", "qwen3", "qwen3")
-QWEN3_5 = Family("Qwen3.5", "Qwen35Tokenizer", "qwen3_5", "qwen3_5")
-
-# Why the others are refused, in one line each (the README says the same).
-_REFUSED = (
-    (
-        "-Instruct-2507",
-        "its published chat template is not among machine's fixtures, so its "
-        "rendering cannot be checked token for token",
-    ),
-    (
-        "-Thinking-2507",
-        "its renderer is not one machine checks against the template",
-    ),
-    (
-        "-Base",
-        "a base model's renderer (role_colon) follows no chat template and drops "
-        "tool calls",
-    ),
-    ("-VL-", "vision-language models are not rendered offline"),
-)
-
-
-def family(base_model: str) -> Family:
-    """The accepted family of ``base_model``, or a one-line refusal."""
-    for part, why in _REFUSED:
-        if part in base_model:
-            raise TrainingError(f"{base_model} is not accepted: {why}{_ACCEPTED}")
-    if base_model.startswith("Qwen/Qwen3.5-"):
-        return QWEN3_5
-    if base_model.startswith("Qwen/Qwen3-"):
-        return QWEN3
-    raise TrainingError(f"{base_model} is not accepted{_ACCEPTED}")
-
-
-_ACCEPTED = (
-    " (machine renders Qwen3 and Qwen3.5 chat models, checked against their "
-    f"published chat templates; default {DEFAULT_BASE_MODEL})"
 )
 
 
