@@ -139,11 +139,11 @@ def bad_records(store: Store, commit: Commit | None = None) -> list[str]:
     if snap.tree is None or EVALS_DIR not in snap.tree:
         return out
     for path in sorted(_result_paths(store, snap.tree[EVALS_DIR])):
-        data = snap.read(path)
-        if data is None:
+        result = snap.read(path)
+        if result is None:
             continue
         try:
-            jsonio.load_object(data, path, TrainingError, "an eval result")
+            jsonio.load_object(result, path, TrainingError, "an eval result")
         except TrainingError as e:
             out.append(str(e))
     return out

@@ -171,7 +171,7 @@ class GroupedQwen3Renderer(Qwen3Renderer):
         first = rendered.output[0]
         if not isinstance(first, tinker.types.EncodedTextChunk):
             return rendered
-        text = self.tokenizer.decode(list(first.tokens))
+        text = str(self.tokenizer.decode(list(first.tokens)))
         fixed = text
         for call in calls:
             payload = _tool_call_payload(call)
