@@ -39,7 +39,8 @@ _ONLY_ON_THE_HUB = (
     "cannot be checked token for token"
 )
 
-# Why the others are refused, in one line each: (part of the name, why).
+# Why the others are refused, in one line each: (part of the name, why);
+# docs/training.md says the same.
 # The first that matches decides.
 _REFUSED = (
     ("-Instruct-2507", _NO_TEMPLATE),

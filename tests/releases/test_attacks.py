@@ -463,7 +463,7 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     from machine_git import releases
     from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     refs = trained["refs"]
     assert run("release", "new", "BR-002", "--run", trained["run"]).exit_code == 0

@@ -75,7 +75,7 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
 ) -> None:
     from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     def answering(right: bool) -> releases.Sampler:
         def sample(cases: list[Any], base: str, checkpoint: str) -> list[Any]:
