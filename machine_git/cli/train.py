@@ -772,6 +772,14 @@ def _print_run(store: Store, record: dict[str, Any]) -> None:
             f"ckpt     {c['name']} step {c['step']}: "
             f"{c.get('sampler_path') or c.get('state_path')}"
         )
+    for a in record.get("attempt_log") or []:
+        start = (
+            f"resumed at step {a['from_step'] + 1} from {a['from_checkpoint']}"
+            if a.get("from_checkpoint")
+            else "from the start"
+        )
+        done = f", {a['steps']} steps" if a.get("steps") is not None else ""
+        click.echo(f"attempt  {a['attempt']} {start}: {a['status']}{done}")
     if record.get("error"):
         click.echo(f"error    {record['error']}")
     if record.get("last_checkpoint"):

@@ -198,6 +198,10 @@ def train(
     if resume is None:
         for path in (metrics_path, checkpoints_path):
             _truncate(path)  # a new attempt starts its own logs; git keeps the old
+    else:
+        # The logs go on from the saved state: what came after it was lost.
+        _keep(metrics_path, lambda r: int(r.get("step", 0)) < resume.step)
+        _keep(checkpoints_path, lambda r: int(r.get("batch", 0)) <= resume.step)
     stamp = {**metadata(cfg), "run_id": cfg.run_id}
     del stamp["machine_run"]
     outcome = Outcome()
@@ -345,6 +349,27 @@ def _save_state(
     return training.save_state(
         name, ttl_seconds=ttl, user_metadata=user_metadata
     ).result()
+
+
+def _keep(path: Path, wanted: Callable[[dict[str, Any]], bool]) -> None:
+    """Rewrite a JSONL log keeping the records ``wanted`` says (0600)."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        lines = []
+    kept = []
+    for line in lines:
+        try:
+            record = jsonio.loads(line)
+        except jsonio.JSONDecodeError:
+            continue  # a line cut by the crash that ended the attempt
+        if isinstance(record, dict) and wanted(record):
+            kept.append(line + b"\n")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, b"".join(kept))
+    finally:
+        os.close(fd)
 
 
 def _truncate(path: Path) -> None:

@@ -50,10 +50,11 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_same_batches(
 ) -> None:
     support.tag(run, project, support.SESSIONS, "--trace")
     # 16 sequences in batches of 6: 3 steps an epoch, 9 in 3 epochs; a
-    # checkpoint after step 4 (mid-epoch 2)
+    # checkpoint after step 4 (mid-epoch 2); interrupted in step 6, so step 5
+    # was taken after the checkpoint and is lost with the attempt
     run_id = _prepare(run, "--batch-size", "6", "--epochs", "3", "--save-every", "4")
     fake.on_call["forward_backward"] = lambda n: (
-        os.kill(os.getpid(), signal.SIGTERM) if n == 5 else None
+        os.kill(os.getpid(), signal.SIGTERM) if n == 6 else None
     )
     first = run("train", "run", "--yes")
     assert first.exit_code == 130
@@ -63,7 +64,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_same_batches(
         "interrupted",
         checkpoint,
     )
-    assert len(stopped["steps"]) == 4
+    assert len(stopped["steps"]) == 5
     fake.on_call.clear()
     before = len(fake.calls)
     resumed = run("train", "run", "--resume", run_id, "--yes")
@@ -88,13 +89,25 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_same_batches(
     assert [
         (a["attempt"], a["from_step"], a["from_checkpoint"], a["status"], a["steps"])
         for a in record["attempt_log"]
-    ] == [(1, 0, None, "interrupted", 4), (2, 4, checkpoint, "done", 9)]
+    ] == [(1, 0, None, "interrupted", 5), (2, 4, checkpoint, "done", 9)]
     # what it learned is counted once: every epoch its 8 rows
     assert [
         (e["epoch"], e["seed"], e["steps"], e["rows"])
         for e in record["trained"]["epochs"]
     ] == [(1, 0, 3, 8), (2, 1, 3, 8), (3, 2, 3, 8)]
     assert len({e["tokens"] for e in record["trained"]["epochs"]}) == 1
+    # the run folder's logs tell the same story: each step once
+    store = Store.open(support.store_path(project))
+    folder = runs.folder(store, run_id)
+    metrics = [
+        orjson.loads(x)
+        for x in (folder / "metrics.jsonl").read_bytes().split(b"\n")
+        if x
+    ]
+    assert [m["step"] for m in metrics] == list(range(9))
+    shown = run("runs", run_id).stdout.splitlines()
+    assert "attempt  1 from the start: interrupted, 5 steps" in shown
+    assert f"attempt  2 resumed at step 5 from {checkpoint}: done, 9 steps" in shown
     # the run's story: one run, its attempts
     log = git(support.store_path(project), "log", "--format=%s").splitlines()
     assert f"train resume {run_id}: steps 5-9 from {checkpoint}" in log
