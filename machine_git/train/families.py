@@ -72,7 +72,11 @@ _REFUSED = (
     ("deepseek-ai/DeepSeek-", f"DeepSeek: {_ONLY_ON_THE_HUB}"),
     (
         "moonshotai/Kimi-K2-Thinking",
-        "Kimi K2 Thinking: " + _NOT_YET.format("moonshotai-Kimi-K2-Thinking.jinja"),
+        "Kimi K2 Thinking: "
+        + _NOT_YET.format("moonshotai-Kimi-K2-Thinking.jinja")
+        + "; the model serializes its tool declaration with its own code "
+        "(sorted keys, per tinker-cookbook), which is not available, so the "
+        "declaration the model saw cannot be established from the template",
     ),
     ("moonshotai/Kimi-", f"Kimi: {_ONLY_ON_THE_HUB}"),
     (
