@@ -145,6 +145,33 @@ def _format(fmt: str) -> formats.Format:
 # -- writing ---------------------------------------------------------------------
 
 
+def line(rendered: dict[str, Any]) -> bytes:
+    """One exported line: sorted keys, except inside ``tools``.
+
+    The tools are written exactly in the order and key order the agent sent
+    them (:func:`machine_git.rows.context.load` gives them so): a chat template
+    renders them in that order, so sorting them would train a prompt the
+    model never saw. Everything else is sorted, so the same revision still
+    gives the same bytes.
+    """
+    tools = rendered.get("tools")
+    if tools is None:
+        return jsonio.line(rendered)
+    return jsonio.line({**rendered, "tools": jsonio.fragment(tools)})
+
+
+def row_line(
+    row: Row, fmt: str, redact: bool = True, with_context: bool = True
+) -> bytes | None:
+    """The exported line of ``row`` (:func:`render` then :func:`line`), or None.
+
+    Every export and every training run writes its lines with this, and
+    ``machine train validate`` renders these very bytes.
+    """
+    rendered = render(row, fmt, redact, with_context)
+    return None if rendered is None else line(rendered)
+
+
 @dataclass
 class Tally:
     """What an export wrote and skipped (and the sha256 of what it wrote)."""
@@ -254,11 +281,11 @@ def _render_part(
             continue
         if with_context:
             row = context.inline(row, read)
-        rendered = render(row, fmt, redact, with_context)
-        if rendered is None:
+        exported = row_line(row, fmt, redact, with_context)
+        if exported is None:
             skipped += 1
             continue
-        out.append(jsonio.line(rendered))
+        out.append(exported)
     return _Part(b"".join(out), len(out), skipped)
 
 
