@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import Any
 
 import pygit2
 from pygit2 import Commit
@@ -46,6 +47,7 @@ from machine_git.errors import MachineError
 from machine_git.errors import ReleaseRecordError
 from machine_git.errors import TamperedReleaseError
 from machine_git.releases import steps
+from machine_git.releases import trust
 from machine_git.releases.records import RELEASES
 from machine_git.releases.records import Activation
 from machine_git.releases.records import Check
@@ -65,7 +67,7 @@ from machine_git.validate import Finding
 APPEND_ONLY = "(release records are append-only)"
 _CLAIM = b"Machine-Action: release-"
 CACHE = "release-audit.json"
-_CACHE_VERSION = f"1/{__version__}"  # a new machine re-audits everything once
+_CACHE_VERSION = f"2/{__version__}"  # a new machine re-audits everything once
 _KNOWN = ("prereg.json", "holdouts.jsonl", "trial.json", "activation.json")
 
 
@@ -101,13 +103,26 @@ class Audit:
     tampered: list[Tamper] = field(default_factory=list)
     written: dict[str, str] = field(default_factory=dict)  # path -> commit
     registered: dict[str, list[str]] = field(default_factory=dict)  # id -> commits
+    # The student the signed history chose (settings.json alone is never believed).
+    student: dict[str, Any] | None = None
+    activations: list[str] = field(default_factory=list)  # release ids, in order
 
     def copy(self) -> Audit:
         return Audit(
             list(self.tampered),
             dict(self.written),
             {k: list(v) for k, v in self.registered.items()},
+            None if self.student is None else dict(self.student),
+            list(self.activations),
         )
+
+    @property
+    def active(self) -> str | None:
+        """The one active release: the last activated that is not tampered."""
+        for rid in reversed(self.activations):
+            if not self.of(rid):
+                return rid
+        return None
 
     def of(self, release_id: str) -> list[Tamper]:
         return [t for t in self.tampered if t.release == release_id]
@@ -151,6 +166,7 @@ def verify(
     # Oldest first, so a parent's releases/ tree id is already known: one tree
     # read per commit; only commits that change releases/ (or claim to) cost more.
     known: dict[Oid, Oid | None] = {}
+    signed = trust.Walk(repo, result.student)
     for commit in walker or []:
         mine = known[commit.id] = _releases_id(commit)
         before = [
@@ -160,6 +176,11 @@ def verify(
         changed = any(b != mine for b in before) or (not before and mine is not None)
         if changed or _CLAIM in commit.raw_message:
             _Step(repo, commit, result).verify(changed)
+        unsigned = signed.see(commit)
+        if unsigned is not None:
+            path, message = unsigned
+            result.tampered.append(Tamper(path, str(commit.id), message))
+    result.student = signed.student()
     return result
 
 
@@ -200,6 +221,8 @@ def _load(path: Path, repo: pygit2.Repository) -> tuple[Oid, Audit] | None:
             tampered=[Tamper(**t) for t in value["tampered"]],
             written=dict(value["written"]),
             registered={k: list(v) for k, v in value["registered"].items()},
+            student=value["student"],
+            activations=list(value["activations"]),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, pygit2.GitError):
         return None
@@ -212,6 +235,8 @@ def _save(path: Path, tip: Oid, result: Audit) -> None:
         "tampered": [dataclasses.asdict(t) for t in result.tampered],
         "written": result.written,
         "registered": result.registered,
+        "student": result.student,
+        "activations": result.activations,
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -386,6 +411,8 @@ class _Step:
             )
             return
         self._compare(snap, step, expected.files, changes)
+        if step == steps.ACTIVATE:
+            self.result.activations.append(rid)
         entry = history.entry(self.commit)
         claimed = (entry.action, entry.trailers.get("Release"))
         if claimed != (f"release-{step}", rid) and primary not in self.flagged:

@@ -1,0 +1,258 @@
+"""Who may write what a release rests on, checked commit by commit.
+
+A commit that changes ``releases/``, ``runs/``, ``allowed_signers``, or the
+student in ``settings.json`` must carry a valid SSH signature by a key the
+store's ``allowed_signers`` listed before it (``signing.py``); the commit
+that first adds ``allowed_signers`` is checked against the keys it adds
+(trusted on first use). A merge writes nothing new there: each such file it
+holds is one of its parents'. :class:`Walk` follows the history oldest
+first and says, for each commit, what is wrong (one line per commit), and
+which student the signed commits chose: ``settings.json`` is never believed
+on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pygit2
+from pygit2 import Commit
+from pygit2 import Oid
+from pygit2 import Signature
+from pygit2 import Tree
+
+from machine_git import jsonio
+from machine_git.errors import UntrustedSignerError
+from machine_git.releases import signing
+from machine_git.releases.signing import PROTECTED
+from machine_git.releases.signing import SIGNERS
+from machine_git.releases.signing import STUDENT_KEYS
+from machine_git.releases.signing import Signer
+from machine_git.store import Change
+from machine_git.store import Snapshot
+from machine_git.treediff import changed_blobs
+
+SETTINGS = "settings.json"
+UNSIGNED = "which is not signed by an allowed signer"
+Student = dict[str, Any]
+Entries = tuple[Oid | None, ...]
+
+
+# -- writing: may this user sign? -----------------------------------------------------
+
+
+def admit(snap: Snapshot, change: Change, author: Signature) -> Signer:
+    """This user's signer for ``change``; adds ``allowed_signers`` on first use.
+
+    Refuses, before anything is written, a user whose key the store does not
+    list: the commit would only be reported as tampering.
+    """
+    own = signing.own_key(author.email or author.name)
+    current = signing.parse_signers(snap.read(SIGNERS))
+    if not current:
+        proposed = change.files.get(SIGNERS)
+        current = signing.parse_signers(proposed)
+        if not current:
+            change.files[SIGNERS] = signing.render_signers([own])
+            return own
+    if all(s.blob != own.blob for s in current):
+        names = ", ".join(s.name for s in current)
+        raise UntrustedSignerError(
+            f"your signing key {own.fingerprint} is not an allowed signer of this "
+            f"store; ask one of {names} to run: machine signers add {own.name} "
+            f'"{own.key}"'
+        )
+    return next(s for s in current if s.blob == own.blob)
+
+
+def signers_at(repo: pygit2.Repository, commit: Commit | None) -> list[Signer]:
+    if commit is None:
+        return []
+    return signing.parse_signers(_blob(repo, _entry(commit.tree, SIGNERS)))
+
+
+# -- reading: the walk ----------------------------------------------------------------
+
+
+def entries(commit: Commit) -> Entries:
+    """The ids of the protected top-level entries (cheap: no blob is read)."""
+    return tuple(_entry(commit.tree, name) for name in PROTECTED)
+
+
+class Walk:
+    """Signature checks for commits seen oldest first (parents before children)."""
+
+    def __init__(self, repo: pygit2.Repository, student: Student | None) -> None:
+        self.repo = repo
+        self.base = student  # what an earlier audit verified (commits not walked)
+        self.known: dict[Oid, Entries] = {}
+        self.students: dict[Oid, Student | None] = {}
+        self.signers: dict[Oid | None, list[Signer]] = {}
+        self.last: Oid | None = None
+
+    def student(self) -> Student | None:
+        """The student the signed history chose, at the last commit seen."""
+        return self.base if self.last is None else self.students[self.last]
+
+    def see(self, commit: Commit) -> tuple[str, str] | None:
+        """(file, problem) if ``commit`` writes protected records it may not."""
+        mine = self.known[commit.id] = entries(commit)
+        parents = commit.parents
+        before = [self._entries(p) for p in parents]
+        inherited = self._student_of(parents[0]) if parents else None
+        self.students[commit.id] = inherited
+        self.last = commit.id
+        if any(b == mine for b in before) and len(parents) == 1:
+            return None
+        if not parents and all(e is None for e in mine):
+            return None
+        if len(parents) > 1:
+            return self._merge(commit, mine, before)
+        return self._single(commit, parents[0] if parents else None)
+
+    def _entries(self, commit: Commit) -> Entries:
+        found = self.known.get(commit.id)
+        return found if found is not None else entries(commit)
+
+    def _student_of(self, commit: Commit) -> Student | None:
+        if commit.id in self.students:
+            return self.students[commit.id]
+        return self.base
+
+    # -- one commit -------------------------------------------------------------------
+
+    def _single(self, commit: Commit, parent: Commit | None) -> tuple[str, str] | None:
+        changed = _changed(self.repo, parent, commit)
+        new_student = _student(self.repo, commit)
+        old_student = _student(self.repo, parent) if parent is not None else {}
+        needs = [
+            (path, verb)
+            for path, verb in changed
+            if path != SETTINGS or new_student != old_student
+        ]
+        if not needs:
+            return None
+        reason = self._reason(commit, parent)
+        if reason is None:
+            if new_student != old_student:
+                self.students[commit.id] = new_student or None
+            return None
+        path, verb = _primary(needs)
+        return path, f"{verb} in commit {str(commit.id)[:12]}, {reason}"
+
+    def _reason(self, commit: Commit, parent: Commit | None) -> str | None:
+        """Why ``commit``'s signature does not count; None if it does."""
+        allowed = self._signers(parent)
+        if not allowed:
+            allowed = signers_at(self.repo, commit)  # the first key: on first use
+        signature, payload = signing.split_commit(commit.read_raw())
+        if signature is None:
+            return UNSIGNED
+        signer, why = signing.verify(payload, signature, allowed)
+        return None if signer is not None else why
+
+    def _signers(self, commit: Commit | None) -> list[Signer]:
+        key = None if commit is None else _entry(commit.tree, SIGNERS)
+        if key not in self.signers:
+            self.signers[key] = signing.parse_signers(_blob(self.repo, key))
+        return self.signers[key]
+
+    # -- merges -----------------------------------------------------------------------
+
+    def _merge(
+        self, commit: Commit, mine: Entries, before: list[Entries]
+    ) -> tuple[str, str] | None:
+        short = str(commit.id)[:12]
+        new_student = _student(self.repo, commit)
+        parents = commit.parents
+        sides = [_student(self.repo, p) for p in parents]
+        if new_student in sides:
+            side = parents[sides.index(new_student)]
+            self.students[commit.id] = self._student_of(side)
+        else:
+            return SETTINGS, (
+                f"changed in merge commit {short}: a student no parent chose"
+            )
+        for n, name in enumerate(PROTECTED):
+            if name in ("releases", SETTINGS):
+                continue  # the release audit checks merges of releases/
+            if any(b[n] == mine[n] for b in before):
+                continue
+            theirs = [_files(self.repo, p, name) for p in parents]
+            for path, oid in sorted(_files(self.repo, commit, name).items()):
+                if not any(side.get(path) == oid for side in theirs):
+                    return path, f"changed in merge commit {short}, no parent's"
+        return None
+
+
+def _primary(needs: list[tuple[str, str]]) -> tuple[str, str]:
+    """The record a commit is reported by: a release's first, then a run's."""
+    order = {name: n for n, name in enumerate(PROTECTED)}
+    return min(needs, key=lambda pv: (order[pv[0].split("/", 1)[0]], pv[0]))
+
+
+def _changed(
+    repo: pygit2.Repository, parent: Commit | None, commit: Commit
+) -> list[tuple[str, str]]:
+    """(path, added|changed|removed) of every protected file ``commit`` changes."""
+    out: list[tuple[str, str]] = []
+    for name in PROTECTED:
+        old = None if parent is None else _object(repo, parent.tree, name)
+        new = _object(repo, commit.tree, name)
+        if old is not None and new is not None and old.id == new.id:
+            continue
+        if isinstance(old, Tree) or isinstance(new, Tree):
+            a = old if isinstance(old, Tree) else None
+            b = new if isinstance(new, Tree) else None
+            for path, was, now in changed_blobs(repo, a, b, prefix=f"{name}/"):
+                out.append((path, _verb(was, now)))
+            continue
+        if old is None and new is None:
+            continue
+        out.append((name, _verb(old, new)))
+    return out
+
+
+def _verb(old: object, new: object) -> str:
+    return "added" if old is None else "removed" if new is None else "changed"
+
+
+def _student(repo: pygit2.Repository, commit: Commit) -> Student:
+    """The student keys ``settings.json`` holds at ``commit`` (unset ones left out)."""
+    data = _blob(repo, _entry(commit.tree, SETTINGS))
+    try:
+        value = jsonio.loads(data) if data else {}
+    except ValueError:
+        return {"unreadable": True}
+    if not isinstance(value, Mapping):
+        return {"unreadable": True}
+    return {k: value[k] for k in STUDENT_KEYS if value.get(k) is not None}
+
+
+def _files(repo: pygit2.Repository, commit: Commit, name: str) -> dict[str, Oid]:
+    found = _object(repo, commit.tree, name)
+    if not isinstance(found, Tree):
+        return {} if found is None else {name: found.id}
+    return {p: new for p, _, new in changed_blobs(repo, None, found, f"{name}/") if new}
+
+
+def _entry(tree: Tree, name: str) -> Oid | None:
+    try:
+        return tree[name].id
+    except KeyError:
+        return None
+
+
+def _object(repo: pygit2.Repository, tree: Tree, name: str) -> pygit2.Object | None:
+    oid = _entry(tree, name)
+    return None if oid is None else repo[oid]
+
+
+def _blob(repo: pygit2.Repository, oid: Oid | None) -> bytes | None:
+    if oid is None:
+        return None
+    try:
+        return repo[oid].peel(pygit2.Blob).data
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
