@@ -15,23 +15,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import NamedTuple
 
-from machine_git import env
-from machine_git import history
-from machine_git import jsonio
-from machine_git import lookup
-from machine_git import redaction
-from machine_git import rows
-from machine_git import settings
-from machine_git.errors import UsageError
-from machine_git.store import Change
-from machine_git.store import Redaction
-from machine_git.store import Snapshot
-from machine_git.store import Store
-from machine_git.store import exists as store_exists
-from machine_git.store import fit
+from machine_git.core import env
+from machine_git.core import jsonio
+from machine_git.core.errors import UsageError
+from machine_git.history import history
+from machine_git.history import lookup
+from machine_git.rows import rows
+from machine_git.secrets import redaction
+from machine_git.store import settings
+from machine_git.store.store import Change
+from machine_git.store.store import Redaction
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
+from machine_git.store.store import exists as store_exists
+from machine_git.store.store import fit
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 PARENT_ENV = "MACHINE_FORK_PARENT"
 

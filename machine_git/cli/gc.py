@@ -29,7 +29,7 @@ def gc_command(project: Path | None, as_json: bool) -> None:
     Example usage:
         machine gc
     """
-    from machine_git import gc
+    from machine_git.store import gc
 
     store = open_store(project)
     with progress.bars(as_json) as shown:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from machine_git import paths
-from machine_git import recover as recovering
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
+from machine_git.core import paths
+from machine_git.recovery import recover as recovering
 
 
 @click.command("recover")

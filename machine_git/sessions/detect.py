@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git.errors import NoSessionError
-from machine_git.errors import SessionError
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import NoSessionError
+from machine_git.core.errors import SessionError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import SessionReader
 from machine_git.sessions import Turn

@@ -29,16 +29,16 @@ from tinker_cookbook.supervised.types import ChatDatasetBuilder
 from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 from tinker_cookbook.supervised.types import SupervisedDataset
 
-from machine_git import export
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git.errors import TrainingError
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
+from machine_git.export import export
 from machine_git.train import config
 from machine_git.train import rendering
 from machine_git.train import runs
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 Example = tuple[tinker.ModelInput, torch.Tensor]
 

@@ -38,8 +38,8 @@ from tinker_cookbook.supervised.types import ChatDatasetBuilder
 from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 from tinker_cookbook.supervised.types import SupervisedDataset
 
-from machine_git import jsonio
-from machine_git.errors import TrainingError
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
 from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering

@@ -15,9 +15,9 @@ from typing import Any
 
 from pygit2 import Commit
 
-from machine_git import revs
-from machine_git.errors import TrainingError
-from machine_git.store import Store
+from machine_git.core.errors import TrainingError
+from machine_git.history import revs
+from machine_git.store.store import Store
 from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from machine_git import rows
-from machine_git.errors import MachineError
-from machine_git.errors import TinkerServiceError
-from machine_git.errors import TrainingError
-from machine_git.store import Store
+from machine_git.core.errors import MachineError
+from machine_git.core.errors import TinkerServiceError
+from machine_git.core.errors import TrainingError
+from machine_git.rows import rows
+from machine_git.store.store import Store
 from machine_git.train import datasets
 from machine_git.train import loop
 from machine_git.train import preflight

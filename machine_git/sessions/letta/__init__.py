@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from machine_git.errors import SessionError
+from machine_git.core.errors import SessionError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import detect
