@@ -29,9 +29,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from machine_git import paths
-from machine_git.errors import SigningError
-from machine_git.errors import UsageError
+from machine_git.core import paths
+from machine_git.core.errors import SigningError
+from machine_git.core.errors import UsageError
 
 SIGNERS = "allowed_signers"
 # The top-level entries whose changes must be signed.

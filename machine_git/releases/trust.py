@@ -22,16 +22,16 @@ from pygit2 import Oid
 from pygit2 import Signature
 from pygit2 import Tree
 
-from machine_git import jsonio
-from machine_git.errors import UntrustedSignerError
+from machine_git.core import jsonio
+from machine_git.core.errors import UntrustedSignerError
 from machine_git.releases import signing
 from machine_git.releases.signing import PROTECTED
 from machine_git.releases.signing import SIGNERS
 from machine_git.releases.signing import STUDENT_KEYS
 from machine_git.releases.signing import Signer
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.treediff import changed_blobs
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.treediff import changed_blobs
 
 SETTINGS = "settings.json"
 UNSIGNED = "which is not signed by an allowed signer"
