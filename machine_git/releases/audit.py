@@ -136,6 +136,20 @@ class Audit:
                 "preregister a new release id"
             )
 
+    def elsewhere(self) -> list[Tamper]:
+        """Tampered signed records outside any release: runs, the student, signers."""
+        return [t for t in self.tampered if t.release is None]
+
+    def require_run_clean(self, release_id: str, run_id: str) -> None:
+        """Refuse a release whose run record was written by no allowed signer."""
+        path = f"runs/{run_id}.json"
+        found = [t for t in self.tampered if t.file == path]
+        if found:
+            raise TamperedReleaseError(
+                f"{release_id} rests on run {run_id}, whose record was tampered "
+                f"with: {found[0]}"
+            )
+
     def since(self, path: str) -> str:
         """The commit that wrote ``path`` (the empty string if none did)."""
         return self.written.get(path, "")

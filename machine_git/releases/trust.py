@@ -14,56 +14,30 @@ on its own.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 from pygit2 import Commit
 from pygit2 import Oid
-from pygit2 import Signature
 from pygit2 import Tree
 
 from machine_git.core import jsonio
-from machine_git.core.errors import UntrustedSignerError
-from machine_git.releases import signing
-from machine_git.releases.signing import PROTECTED
-from machine_git.releases.signing import SIGNERS
-from machine_git.releases.signing import STUDENT_KEYS
-from machine_git.releases.signing import Signer
+from machine_git.core.errors import UsageError
+from machine_git.store import signing
+from machine_git.store.signing import PROTECTED
+from machine_git.store.signing import SIGNERS
+from machine_git.store.signing import STUDENT_KEYS
+from machine_git.store.signing import Signer
 from machine_git.store.store import Change
 from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
 from machine_git.store.treediff import changed_blobs
 
 SETTINGS = "settings.json"
 UNSIGNED = "which is not signed by an allowed signer"
 Student = dict[str, Any]
 Entries = tuple[Oid | None, ...]
-
-
-# -- writing: may this user sign? -----------------------------------------------------
-
-
-def admit(snap: Snapshot, change: Change, author: Signature) -> Signer:
-    """This user's signer for ``change``; adds ``allowed_signers`` on first use.
-
-    Refuses, before anything is written, a user whose key the store does not
-    list: the commit would only be reported as tampering.
-    """
-    own = signing.own_key(author.email or author.name)
-    current = signing.parse_signers(snap.read(SIGNERS))
-    if not current:
-        proposed = change.files.get(SIGNERS)
-        current = signing.parse_signers(proposed)
-        if not current:
-            change.files[SIGNERS] = signing.render_signers([own])
-            return own
-    if all(s.blob != own.blob for s in current):
-        names = ", ".join(s.name for s in current)
-        raise UntrustedSignerError(
-            f"your signing key {own.fingerprint} is not an allowed signer of this "
-            f"store; ask one of {names} to run: machine signers add {own.name} "
-            f'"{own.key}"'
-        )
-    return next(s for s in current if s.blob == own.blob)
 
 
 def signers_at(repo: pygit2.Repository, commit: Commit | None) -> list[Signer]:
@@ -255,4 +229,102 @@ def _blob(repo: pygit2.Repository, oid: Oid | None) -> bytes | None:
     try:
         return repo[oid].peel(pygit2.Blob).data
     except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
+# -- the commands: machine signers ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One allowed signer as ``machine signers`` shows it."""
+
+    signer: Signer
+    you: bool
+    first: bool  # trusted on first use: the key that started the list
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.signer.name,
+            "key": self.signer.key,
+            "fingerprint": self.signer.fingerprint,
+            "you": self.you,
+            "first": self.first,
+        }
+
+    def line(self) -> str:
+        notes = [n for n, on in (("you", self.you), ("first", self.first)) if on]
+        tail = f"  ({', '.join(notes)})" if notes else ""
+        return f"{self.signer.name}  {self.signer.fingerprint}{tail}"
+
+
+def listing(store: Store) -> list[Listed]:
+    """The store's allowed signers, the first (trusted on first use) marked."""
+    head = store.head
+    found = signers_at(store.repo, head)
+    first = _first_signers(store.repo, head)
+    own = _own_blob()
+    return [Listed(s, s.blob == own, s.blob in first) for s in found]
+
+
+def own(store: Store | None) -> Signer:
+    """This user's key (made now if it is not there yet), as the store names it."""
+    from machine_git.store.store import author
+
+    mine = signing.own_key(author().email)
+    if store is not None:
+        for s in signers_at(store.repo, store.head):
+            if s.blob == mine.blob:
+                return s
+    return mine
+
+
+def add(store: Store, name: str, key: str) -> tuple[Signer, str | None]:
+    """Allow ``key`` as ``name`` (one commit signed by an allowed signer).
+
+    None as the commit when the key was already allowed under that name.
+    """
+    from machine_git.store.store import author
+
+    signer = Signer(signing.check_name(name), signing.parse_key(key))
+
+    def plan(snap: Snapshot) -> Change | None:
+        current = signing.parse_signers(snap.read(SIGNERS))
+        if not current:  # the first signer is whoever adds the second
+            current = [signing.own_key(author().email)]
+        if any(s.name == name and s.blob == signer.blob for s in current):
+            return None
+        taken = [s for s in current if s.name == name or s.blob == signer.blob]
+        if taken:
+            raise UsageError(
+                f"{taken[0].name} ({taken[0].fingerprint}) is already allowed; "
+                "a name and a key are each allowed once"
+            )
+        return Change(
+            summary=f"signers add {name}: {signer.fingerprint}",
+            files={SIGNERS: signing.render_signers([*current, signer])},
+            trailers={"Action": "signers-add", "Signer": name},
+        )
+
+    oid = store.write(plan)
+    return signer, None if oid is None else str(oid)
+
+
+def _first_signers(repo: pygit2.Repository, head: Commit | None) -> set[bytes]:
+    """The keys of the first ``allowed_signers`` on the first-parent line."""
+    first: set[bytes] = set()
+    current = head
+    while current is not None:
+        if _entry(current.tree, SIGNERS) is None:
+            break
+        first = {s.blob for s in signers_at(repo, current)}
+        current = current.parents[0] if current.parents else None
+    return first
+
+
+def _own_blob() -> bytes | None:
+    path = signing.key_path().with_name(f"{signing.KEY_NAME}.pub")
+    try:
+        return Signer("you", signing.parse_key(path.read_text())).blob
+    except (OSError, UsageError):
         return None

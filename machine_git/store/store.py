@@ -84,7 +84,7 @@ __all__ = [
     "read_path",
 ]
 
-# The top-level entries whose changes are signed (releases/signing.py says why).
+# The top-level entries whose changes are signed (store/signing.py says why).
 SIGNED = frozenset(("releases", "runs", "settings.json", "allowed_signers"))
 
 # Files in one change above which its objects go into one pack (bulk.py):
@@ -314,9 +314,9 @@ class Store:
                 path.split("/", 1)[0] in SIGNED for path in change.files
             )
             if signed:
-                from machine_git.releases import trust  # only for signed records
+                from machine_git.store import signing  # only for signed records
 
-                trust.admit(snap, change, _author())
+                signing.admit(snap, change, _author())
             try:
                 with private_umask():
                     oid = self._commit(snap, change, merged, signed)
@@ -370,7 +370,7 @@ class Store:
         self, snap: Snapshot, message: str, tree_id: Oid, parents: list[Oid]
     ) -> Oid:
         """A commit signed as ``git commit -S`` with ``gpg.format=ssh`` signs it."""
-        from machine_git.releases import signing
+        from machine_git.store import signing
 
         content = self.repo.create_commit_string(
             _author(), Signature(*IDENTITY), message, tree_id, parents
@@ -522,3 +522,8 @@ def _author() -> Signature:
 
 class _Moved(Exception):
     """The branch moved between planning and committing."""
+
+
+def author() -> Signature:
+    """Who a commit made now is by (git's identity; machine's without one)."""
+    return _author()

@@ -347,8 +347,15 @@ def test_activating_twice_or_trialing_an_active_release_changes_nothing(
 def test_a_second_trial_changes_nothing(
     trained: dict[str, Any], run: Run, fake: FakeTinker
 ) -> None:
-    store = trained["store"]
+    store, refs = trained["store"], trained["refs"]
     assert run("release", "new", "BR-003", "--run", trained["run"]).exit_code == 0
+    unchecked = run("release", "trial", "BR-003")
+    assert unchecked.exit_code == 1
+    assert unchecked.stderr == (
+        "Error: BR-003 has not been checked: run 'machine release check BR-003 --yes'\n"
+    )
+    fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
+    assert run("release", "check", "BR-003", "--yes").exit_code == 0
     assert run("release", "trial", "BR-003").exit_code == 0
     done = head(store)
     again = run("release", "trial", "BR-003")
@@ -473,7 +480,7 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     from machine_git import releases
     from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     refs = trained["refs"]
     assert run("release", "new", "BR-002", "--run", trained["run"]).exit_code == 0

@@ -28,10 +28,18 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
 
 from machine_git.core import paths
 from machine_git.core.errors import SigningError
+from machine_git.core.errors import UntrustedSignerError
 from machine_git.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from machine_git.store.store import Change
+    from machine_git.store.store import Snapshot
 
 SIGNERS = "allowed_signers"
 # The top-level entries whose changes must be signed.
@@ -287,3 +295,30 @@ def verify(
     if done.returncode != 0:
         return None, f"whose signature by {signer.name} does not verify"
     return signer, ""
+
+
+# -- writing: may this user sign? -----------------------------------------------------
+
+
+def admit(snap: Snapshot, change: Change, author: pygit2.Signature) -> Signer:
+    """This user's signer for ``change``; adds ``allowed_signers`` on first use.
+
+    Refuses, before anything is written, a user whose key the store does not
+    list: the commit would only be reported as tampering.
+    """
+    own = own_key(author.email or author.name)
+    current = parse_signers(snap.read(SIGNERS))
+    if not current:
+        proposed = change.files.get(SIGNERS)
+        current = parse_signers(proposed)
+        if not current:
+            change.files[SIGNERS] = render_signers([own])
+            return own
+    if all(s.blob != own.blob for s in current):
+        names = ", ".join(s.name for s in current)
+        raise UntrustedSignerError(
+            f"your signing key {own.fingerprint} is not an allowed signer of this "
+            f"store; ask one of {names} to run: machine signers add {own.name} "
+            f'"{own.key}"'
+        )
+    return next(s for s in current if s.blob == own.blob)
