@@ -197,7 +197,6 @@ def _register() -> None:
         train.runs_command,
         releases.release,
         releases.lineage,
-        releases.signers,
         review.review,
     ):
         cli.add_command(command)

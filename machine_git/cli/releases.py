@@ -130,6 +130,7 @@ def release_check(
 
     store = open_store(project)
     record = releases.frozen(store, release_id)
+    releases.require_signer(store)  # before the billed sampling, not after
     candidate = record.candidate
     seen = rendering.rendering(candidate.base_model, candidate.renderer)
     info = preflight.check(candidate.base_model, "sample")
@@ -399,10 +400,10 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{float(value) * 100:.1f}%"
 
 
-# -- machine signers -------------------------------------------------------------------
+# -- machine release signers ---------------------------------------------------------
 
 
-@click.group(invoke_without_command=True)
+@release.group(invoke_without_command=True)
 @project_option
 @json_option
 @click.pass_context
@@ -414,9 +415,9 @@ def signers(ctx: click.Context, project: Path | None, as_json: bool) -> None:
 
     \b
     Example usage:
-        machine signers
-        machine signers key                    # your public key, to send a signer
-        machine signers add bob "ssh-ed25519 AAAA..."
+        machine release signers
+        machine release signers key        # your public key, to send a signer
+        machine release signers add bob "ssh-ed25519 AAAA..."
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -440,7 +441,7 @@ def signers_key(project: Path | None, as_json: bool) -> None:
 
     \b
     Example usage:
-        machine signers key
+        machine release signers key
     """
     from machine_git.cli.common import existing_store
     from machine_git.releases import trust
@@ -460,12 +461,12 @@ def signers_key(project: Path | None, as_json: bool) -> None:
 def signers_add(name: str, key: str, project: Path | None, as_json: bool) -> None:
     """Allow a teammate's key to sign (one commit, signed by you).
 
-    KEY is the line 'machine signers key' printed on their machine, or the
+    KEY is the line 'machine release signers key' printed on their machine, or the
     path of their .pub file.
 
     \b
     Example usage:
-        machine signers add bob "ssh-ed25519 AAAAC3Nza... "
+        machine release signers add bob "ssh-ed25519 AAAAC3Nza..."
     """
     from machine_git.releases import trust
 

@@ -63,6 +63,7 @@ __all__ = [
     "listing",
     "load_spec",
     "new",
+    "require_signer",
     "show",
     "trial",
 ]
@@ -307,6 +308,14 @@ def new(
 
 
 # -- checking --------------------------------------------------------------------------
+
+
+def require_signer(store: Store) -> None:
+    """Refuse now if this user may not sign the store's records."""
+    from machine_git.store import signing
+    from machine_git.store.store import author
+
+    signing.admit(store.snapshot(), Change("", {}), author())
 
 
 def check(

@@ -140,15 +140,18 @@ class Audit:
         """Tampered signed records outside any release: runs, the student, signers."""
         return [t for t in self.tampered if t.release is None]
 
-    def require_run_clean(self, release_id: str, run_id: str) -> None:
-        """Refuse a release whose run record was written by no allowed signer."""
+    def require_run_clean(self, release_id: str | None, run_id: str) -> None:
+        """Refuse a run record (and a release resting on it) that was tampered
+        with: its claims are never used."""
         path = f"runs/{run_id}.json"
         found = [t for t in self.tampered if t.file == path]
         if found:
-            raise TamperedReleaseError(
-                f"{release_id} rests on run {run_id}, whose record was tampered "
-                f"with: {found[0]}"
+            whose = (
+                f"{release_id} rests on run {run_id}, whose"
+                if release_id
+                else (f"run {run_id}'s")
             )
+            raise TamperedReleaseError(f"{whose} record was tampered with: {found[0]}")
 
     def since(self, path: str) -> str:
         """The commit that wrote ``path`` (the empty string if none did)."""

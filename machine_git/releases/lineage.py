@@ -54,6 +54,10 @@ def trace(store: Store, what: str, with_rows: bool = False) -> dict[str, Any]:
         checkpoint = what
     else:
         run = runs.find(store, what)
+    # A run record no allowed signer wrote claims nothing (releases/trust.py).
+    releases.audit_store(store).require_run_clean(
+        what if release is not None else None, str(run["id"])
+    )
     dataset = run.get("dataset") or {}
     commit = store.repo.revparse_single(str(dataset["commit"])).peel(Commit)
     out: dict[str, Any] = {

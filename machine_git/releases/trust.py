@@ -232,12 +232,12 @@ def _blob(repo: pygit2.Repository, oid: Oid | None) -> bytes | None:
         return None
 
 
-# -- the commands: machine signers ----------------------------------------------------
+# -- the commands: machine release signers ------------------------------------------
 
 
 @dataclass(frozen=True)
 class Listed:
-    """One allowed signer as ``machine signers`` shows it."""
+    """One allowed signer as ``machine release signers`` shows it."""
 
     signer: Signer
     you: bool

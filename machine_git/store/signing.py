@@ -116,7 +116,7 @@ def parse_key(text: str) -> str:
             break
     raise UsageError(
         "not an SSH public key: expected 'ssh-ed25519 AAAA...' "
-        "(what 'machine signers key' prints)"
+        "(what 'machine release signers key' prints)"
     )
 
 
@@ -318,7 +318,7 @@ def admit(snap: Snapshot, change: Change, author: pygit2.Signature) -> Signer:
         names = ", ".join(s.name for s in current)
         raise UntrustedSignerError(
             f"your signing key {own.fingerprint} is not an allowed signer of this "
-            f"store; ask one of {names} to run: machine signers add {own.name} "
+            f"store; ask one of {names} to run: machine release signers add {own.name} "
             f'"{own.key}"'
         )
     return next(s for s in current if s.blob == own.blob)
