@@ -220,6 +220,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     )  # status: as wide as its widest
     assert out[3:] == [
         "other files:",
+        "  added    allowed_signers",  # the first signed record trusts its key
         f"  added    evals/{eval_id}.json",
         f"  added    runs/{first}.json",
     ]

@@ -406,3 +406,53 @@ def test_a_signer_added_by_a_may_check_and_one_never_added_may_not(
         f"signed by {c_fingerprint}, which is not an allowed signer",
         RELEASE_REFUSED,
     ]
+
+
+# -- a signed run record is still checked against its data --------------------------
+
+
+def test_a_signed_run_record_that_lies_about_its_data_is_refused(
+    trained: dict[str, Any], run: Run
+) -> None:
+    from machine_git.core import jsonio
+    from machine_git.train import evals
+
+    store, run_id = Store.open(trained["store"]), trained["run"]
+    path = f"runs/{run_id}.json"
+    honest = run("lineage", run_id)
+    assert honest.exit_code == 0, honest.stderr
+    eval_set = evals.active(store)
+    assert eval_set is not None
+    held = str(eval_set["rows"][0])
+    record = orjson.loads(git(trained["store"], "show", f"HEAD:{path}"))
+    at = record["dataset"]["commit"][:12]
+    rows = record["dataset"]["rows"]
+
+    def lie(change: Any) -> None:
+        value = json.loads(json.dumps(record))
+        change(value)
+        # machine's own writer: signed by an allowed signer, so only the
+        # data can tell.
+        store.write(
+            lambda snap: Change("a run, rewritten", {path: jsonio.canonical(value)})
+        )
+
+    lie(lambda v: v["trained"]["rows"].append(held))
+    traced = run("lineage", run_id)
+    assert traced.exit_code == INVALID
+    assert traced.stderr == (
+        f"Error: run {run_id}'s record claims held-out eval row {held} as trained: "
+        "its claims are checked against its data\n"
+    )
+    lie(lambda v: v["dataset"].update(sha256="0" * 64, rows=99))
+    made = run("release", "new", "BR-021", "--run", run_id)
+    assert made.exit_code == INVALID
+    assert made.stderr == (
+        f"Error: run {run_id}'s record claims 99 rows exported ({rows} at {at}) "
+        "(and 1 more): its claims are checked against its data\n"
+    )
+    assert releases_of(trained["store"]) == ""
+
+
+def releases_of(store: Path) -> str:
+    return git(store, "ls-tree", "--name-only", "HEAD", "releases")
