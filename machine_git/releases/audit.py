@@ -58,6 +58,7 @@ from machine_git.releases.records import check_number
 from machine_git.releases.records import holdouts_path
 from machine_git.releases.records import load
 from machine_git.releases.records import split
+from machine_git.store.signing import parse_signers
 from machine_git.store.store import WORK
 from machine_git.store.store import Change
 from machine_git.store.store import Snapshot
@@ -67,7 +68,7 @@ from machine_git.store.treediff import changed_blobs
 APPEND_ONLY = "(release records are append-only)"
 _CLAIM = b"Machine-Action: release-"
 CACHE = "release-audit.json"
-_CACHE_VERSION = f"2/{__version__}"  # a new machine re-audits everything once
+_CACHE_VERSION = f"3/{__version__}"  # a new machine re-audits everything once
 _KNOWN = ("prereg.json", "holdouts.jsonl", "trial.json", "activation.json")
 
 
@@ -106,6 +107,7 @@ class Audit:
     # The student the signed history chose (settings.json alone is never believed).
     student: dict[str, Any] | None = None
     activations: list[str] = field(default_factory=list)  # release ids, in order
+    signers: list[str] = field(default_factory=list)  # allowed_signers lines trusted
 
     def copy(self) -> Audit:
         return Audit(
@@ -114,7 +116,13 @@ class Audit:
             {k: list(v) for k, v in self.registered.items()},
             None if self.student is None else dict(self.student),
             list(self.activations),
+            list(self.signers),
         )
+
+    def verified(self) -> trust.Verified:
+        """The signed state at the tip this audit covered."""
+        lines = "".join(f"{line}\n" for line in self.signers).encode()
+        return trust.Verified(self.student, tuple(parse_signers(lines)))
 
     @property
     def active(self) -> str | None:
@@ -183,7 +191,7 @@ def verify(
     # Oldest first, so a parent's releases/ tree id is already known: one tree
     # read per commit; only commits that change releases/ (or claim to) cost more.
     known: dict[Oid, Oid | None] = {}
-    signed = trust.Walk(repo, result.student)
+    signed = trust.Walk(repo, result.verified())
     for commit in walker or []:
         mine = known[commit.id] = _releases_id(commit)
         before = [
@@ -197,7 +205,9 @@ def verify(
         if unsigned is not None:
             path, message = unsigned
             result.tampered.append(Tamper(path, str(commit.id), message))
-    result.student = signed.student()
+    state = signed.verified()
+    result.student = state.student
+    result.signers = [s.line() for s in state.signers]
     return result
 
 
@@ -240,6 +250,7 @@ def _load(path: Path, repo: pygit2.Repository) -> tuple[Oid, Audit] | None:
             registered={k: list(v) for k, v in value["registered"].items()},
             student=value["student"],
             activations=list(value["activations"]),
+            signers=list(value["signers"]),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, pygit2.GitError):
         return None
@@ -254,6 +265,7 @@ def _save(path: Path, tip: Oid, result: Audit) -> None:
         "registered": result.registered,
         "student": result.student,
         "activations": result.activations,
+        "signers": result.signers,
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:

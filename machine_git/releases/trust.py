@@ -54,30 +54,42 @@ def entries(commit: Commit) -> Entries:
     return tuple(_entry(commit.tree, name) for name in PROTECTED)
 
 
-class Walk:
-    """Signature checks for commits seen oldest first (parents before children)."""
+@dataclass(frozen=True)
+class Verified:
+    """What the signed history says at one commit: the student, who may sign."""
 
-    def __init__(self, repo: pygit2.Repository, student: Student | None) -> None:
+    student: Student | None = None
+    signers: tuple[Signer, ...] = ()
+
+
+class Walk:
+    """Signature checks for commits seen oldest first (parents before children).
+
+    Each commit's :class:`Verified` state is its first parent's, changed only
+    by a commit whose signature counts: an ``allowed_signers`` or student
+    written by anyone else is reported and never believed, not even by the
+    commits after it.
+    """
+
+    def __init__(self, repo: pygit2.Repository, base: Verified) -> None:
         self.repo = repo
-        self.base = student  # what an earlier audit verified (commits not walked)
+        self.base = base  # what an earlier audit verified (commits not walked)
         self.known: dict[Oid, Entries] = {}
-        self.students: dict[Oid, Student | None] = {}
-        self.signers: dict[Oid | None, list[Signer]] = {}
+        self.states: dict[Oid, Verified] = {}
         self.last: Oid | None = None
 
-    def student(self) -> Student | None:
-        """The student the signed history chose, at the last commit seen."""
-        return self.base if self.last is None else self.students[self.last]
+    def verified(self) -> Verified:
+        """The state at the last commit seen."""
+        return self.base if self.last is None else self.states[self.last]
 
     def see(self, commit: Commit) -> tuple[str, str] | None:
         """(file, problem) if ``commit`` writes protected records it may not."""
         mine = self.known[commit.id] = entries(commit)
         parents = commit.parents
         before = [self._entries(p) for p in parents]
-        inherited = self._student_of(parents[0]) if parents else None
-        self.students[commit.id] = inherited
+        self.states[commit.id] = self._state(parents[0]) if parents else Verified()
         self.last = commit.id
-        if any(b == mine for b in before) and len(parents) == 1:
+        if len(parents) == 1 and before[0] == mine:
             return None
         if not parents and all(e is None for e in mine):
             return None
@@ -89,10 +101,8 @@ class Walk:
         found = self.known.get(commit.id)
         return found if found is not None else entries(commit)
 
-    def _student_of(self, commit: Commit) -> Student | None:
-        if commit.id in self.students:
-            return self.students[commit.id]
-        return self.base
+    def _state(self, commit: Commit) -> Verified:
+        return self.states.get(commit.id, self.base)
 
     # -- one commit -------------------------------------------------------------------
 
@@ -108,29 +118,28 @@ class Walk:
         if not needs:
             return None
         reason = self._reason(commit, parent)
-        if reason is None:
-            if new_student != old_student:
-                self.students[commit.id] = new_student or None
-            return None
-        path, verb = _primary(needs)
-        return path, f"{verb} in commit {str(commit.id)[:12]}, {reason}"
+        if reason is not None:
+            path, verb = _primary(needs)
+            return path, f"{verb} in commit {str(commit.id)[:12]}, {reason}"
+        state = self.states[commit.id]
+        if new_student != old_student:
+            state = Verified(new_student or None, state.signers)
+        if any(path == SIGNERS for path, _ in changed):
+            state = Verified(state.student, tuple(signers_at(self.repo, commit)))
+        self.states[commit.id] = state
+        return None
 
     def _reason(self, commit: Commit, parent: Commit | None) -> str | None:
         """Why ``commit``'s signature does not count; None if it does."""
-        allowed = self._signers(parent)
-        if not allowed:
-            allowed = signers_at(self.repo, commit)  # the first key: on first use
+        allowed = list(self.states[commit.id].signers)
+        first = parent is None or _entry(parent.tree, SIGNERS) is None
+        if not allowed and first:
+            allowed = signers_at(self.repo, commit)  # the first keys: on first use
         signature, payload = signing.split_commit(commit.read_raw())
         if signature is None:
             return UNSIGNED
         signer, why = signing.verify(payload, signature, allowed)
         return None if signer is not None else why
-
-    def _signers(self, commit: Commit | None) -> list[Signer]:
-        key = None if commit is None else _entry(commit.tree, SIGNERS)
-        if key not in self.signers:
-            self.signers[key] = signing.parse_signers(_blob(self.repo, key))
-        return self.signers[key]
 
     # -- merges -----------------------------------------------------------------------
 
@@ -138,16 +147,20 @@ class Walk:
         self, commit: Commit, mine: Entries, before: list[Entries]
     ) -> tuple[str, str] | None:
         short = str(commit.id)[:12]
-        new_student = _student(self.repo, commit)
         parents = commit.parents
+        states = [self._state(p) for p in parents]
+        at = PROTECTED.index(SIGNERS)
+        # The signers of the parent whose allowed_signers the merge kept.
+        kept = [s for b, s in zip(before, states, strict=True) if b[at] == mine[at]]
+        signers = kept[0].signers if kept else states[0].signers
+        new_student = _student(self.repo, commit)
         sides = [_student(self.repo, p) for p in parents]
-        if new_student in sides:
-            side = parents[sides.index(new_student)]
-            self.students[commit.id] = self._student_of(side)
-        else:
-            return SETTINGS, (
-                f"changed in merge commit {short}: a student no parent chose"
-            )
+        if new_student not in sides:
+            self.states[commit.id] = Verified(states[0].student, signers)
+            problem = f"changed in merge commit {short}: a student no parent chose"
+            return SETTINGS, problem
+        chosen = states[sides.index(new_student)].student
+        self.states[commit.id] = Verified(chosen, signers)
         for n, name in enumerate(PROTECTED):
             if name in ("releases", SETTINGS):
                 continue  # the release audit checks merges of releases/

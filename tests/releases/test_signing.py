@@ -23,6 +23,7 @@ import pytest
 from machine_git.core.errors import INVALID
 from machine_git.releases import steps
 from machine_git.releases.records import Check
+from machine_git.releases.records import Sample
 from machine_git.releases.records import load
 from machine_git.store.signing import Signer
 from machine_git.store.store import Change
@@ -456,3 +457,60 @@ def test_a_signed_run_record_that_lies_about_its_data_is_refused(
 
 def releases_of(store: Path) -> str:
     return git(store, "ls-tree", "--name-only", "HEAD", "releases")
+
+
+# -- a key slipped into allowed_signers by an unsigned commit ------------------------
+
+
+def test_a_key_added_without_a_signers_signature_signs_nothing(
+    trained: dict[str, Any], run: Run, fake: FakeTinker, clone: Path, tmp_path: Path
+) -> None:
+    store, refs = trained["store"], trained["refs"]
+    assert run("release", "new", "BR-004", "--run", trained["run"]).exit_code == 0
+    failing_check(run, fake, refs, "BR-004")
+    make_clone(run, clone)
+    key = tmp_path / "mallory"
+    made = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=False
+    )
+    assert made.returncode == 0
+    mallory = Signer("mallory", key.with_suffix(".pub").read_text().strip())
+    with (clone / "allowed_signers").open("a") as f:
+        f.write(mallory.line() + "\n")
+    assert git_in(clone, "commit", "-q", "-am", "add a signer").returncode == 0
+    slipped = head(clone)
+    # Now a passing check (machine's own bytes), signed with that key.
+    real = check_at(store, "BR-004", 1)
+    snap = Store.open(store).snapshot()
+    cases = steps.cases(snap, "BR-004").all
+    samples = [Sample.of({"output": case.reference}) for case in cases]
+    change = steps.check(snap, "BR-004", samples, real.created_at, real.sampling)
+    assert change.summary.startswith("release check BR-004: pass")
+    for path, data in change.files.items():
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        (clone / path).write_bytes(data or b"")
+    assert git_in(clone, "add", "-A").returncode == 0
+    signed = git_in(
+        clone,
+        *("-c", "gpg.format=ssh", "-c", f"user.signingkey={key}"),
+        *("commit", "-q", "-S", "-m", change.message()),
+    )
+    assert signed.returncode == 0, signed.stderr
+    forged = head(clone)
+    lines = [
+        f"allowed_signers: changed in commit {slipped[:12]}, {UNSIGNED}",
+        f"releases/BR-004/checks/002.json: added in commit {forged[:12]}, "
+        f"signed by {mallory.fingerprint}, which is not an allowed signer",
+    ]
+    code, said = push(clone)
+    assert code != 0
+    assert lines[1] in said
+    without_hook(store)
+    assert push(clone)[0] == 0
+    every_release_command_refuses(run, "BR-004", lines[1])
+    checked = run("validate", "--store")
+    found = [line.split(":1: $: ", 1) for line in checked.stdout.splitlines()]
+    assert [f"{f}: {m}" for f, m in found] == lines
+    listed = run("release", "signers").stdout
+    assert "mallory" in listed  # what the file says; the audit trusts none of it
+    assert student_line(run) == NO_STUDENT
