@@ -372,9 +372,10 @@ class Store:
         """A commit signed as ``git commit -S`` with ``gpg.format=ssh`` signs it."""
         from machine_git.store import signing
 
-        content = self.repo.create_commit_string(
-            _author(), Signature(*IDENTITY), message, tree_id, parents
+        made: object = self.repo.create_commit_string(
+            _author(), Signature(*IDENTITY), message, tree_id, list[str | Oid](parents)
         )
+        content = str(made)  # the commit's text (pygit2's stub says Oid)
         signature = signing.sign(content.encode())
         oid = self.repo.create_commit_with_signature(content, signature)
         self._move_branch(snap, oid, f"commit: {message.splitlines()[0]}")

@@ -342,7 +342,7 @@ _SIGNED = ("runs", "settings.json", "allowed_signers")
 
 def _touches_signed(commit: Commit) -> bool:
     def entries(c: Commit) -> list[pygit2.Oid | None]:
-        out = []
+        out: list[pygit2.Oid | None] = []
         for name in _SIGNED:
             try:
                 out.append(c.tree[name].id)
