@@ -122,7 +122,7 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
             raise  # a date is no row id: its own error, as every command says it
         raise BadRevisionError(f"{what!r} is neither a row id nor a revision") from None
     entry = history.entry(target)
-    touched = history.touched(store, target)
+    touched = diffs.touched(store, target)
     if as_json:
         emit_json({**entry.to_json(), "message": target.message, **_diff_json(touched)})
         return
@@ -163,7 +163,11 @@ def diff_command(
         machine diff v1 v2 --stat
     """
     store = open_store(project)
-    result = diffs.compare(store, old, new, [kind] if kind else None)
+    from machine_git.releases import lineage
+
+    result = diffs.compare(
+        store, old, new, [kind] if kind else None, run_rows=lineage.run_rows
+    )
     if as_json:
         emit_json(_diff_json(result))
         return

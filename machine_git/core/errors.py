@@ -1,7 +1,7 @@
 """The exceptions machine raises. The CLI turns each into one line on stderr.
 
 Each class carries the exit code the command ends with; :data:`EXIT_CODES` is
-the one table of them (the README's "Exit codes" lists the same). Scripts can
+the one table of them (docs/reference.md lists the same). Scripts can
 tell "no such row" from "the store is damaged" from "the disk is full"
 without reading the message.
 """
@@ -283,7 +283,7 @@ class ReviewStackMissingError(MachineError):
     is not installed."""
 
 
-# Every class above, for the README's table and tests/test_errors.py.
+# Every class above, for docs/reference.md's table and tests/core/test_errors.py.
 def exit_codes() -> dict[str, int]:
     """Each error class's name and exit code, base classes first."""
     found: dict[str, int] = {}
@@ -313,6 +313,13 @@ def exit_code(e: Exception) -> int:
     return DAMAGED  # the only other errors users see are damaged reads
 
 
+class CorruptObjectError(Exception):
+    """An object whose bytes are not the object its id names (store/objects.py).
+
+    Not a MachineError: it is caught where a read fails and told as damage.
+    """
+
+
 def store_read_error(e: Exception) -> str | None:
     """The one line for a failed read of a damaged store, or None.
 
@@ -320,8 +327,6 @@ def store_read_error(e: Exception) -> str | None:
     a missing object); writes turn such failures into StoreErrors themselves.
     """
     import pygit2  # loaded already by whatever raised
-
-    from machine_git.store.objects import CorruptObjectError
 
     why: str | None = None
     # pygit2 raises KeyError(object id) for a missing object. A KeyError whose

@@ -10,6 +10,7 @@ JSON arguments are compared key by key.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
@@ -19,6 +20,7 @@ import pygit2
 from pygit2 import Commit
 
 from machine_git.core import jsonio
+from machine_git.history import history
 from machine_git.history import revs
 from machine_git.rows import context
 from machine_git.rows import rows
@@ -239,38 +241,47 @@ def _is_run_ref(store: Store, text: str) -> bool:
         return False  # not a valid ref name (HEAD~2, a date): not a run
 
 
+# The rows the run named by a run ref learned from, or None without its record.
+RunRows = Callable[[Store, str], frozenset[str] | None]
+
+
 def _status(old: pygit2.Oid | None, new: pygit2.Oid | None) -> str:
     return "added" if old is None else "removed" if new is None else "changed"
 
 
 def compare(
-    store: Store, old: str | None, new: str | None, kinds: Iterable[str] | None
+    store: Store,
+    old: str | None,
+    new: str | None,
+    kinds: Iterable[str] | None,
+    run_rows: RunRows | None = None,
 ) -> Diff:
     """``machine diff [OLD [NEW]]``: revisions by name; a run id means its rows.
 
     No revision: what the last commit changed. A training run's id stands for
     the rows that run learned from (its kind at its dataset commit, minus the
     eval rows it held out; only those its completed steps trained), so two
-    run ids compare their training data.
+    run ids compare their training data. What a run learned from is the
+    training layer's knowledge, so the caller passes it in as ``run_rows``
+    (releases.lineage.run_rows): history stays below training.
     """
     if old is None:
         newer = revs.resolve(store, None)
         older = newer.parents[0] if newer.parents else None
         return diff_commits(store, older, newer, kinds)
-    return diff_sides(store, _side(store, old), _side(store, new), kinds)
+    return diff_sides(
+        store, _side(store, old, run_rows), _side(store, new, run_rows), kinds
+    )
 
 
-def _side(store: Store, text: str | None) -> Side:
+def _side(store: Store, text: str | None, run_rows: RunRows | None) -> Side:
     commit = revs.resolve(store, text)
-    if text is None or not _is_run_ref(store, text):
+    if text is None or run_rows is None or not _is_run_ref(store, text):
         return Side(commit)
-    from machine_git.releases import lineage
-    from machine_git.train import runs
-
-    record = runs.read(store, text)
-    if record is None:
+    learned = run_rows(store, text)
+    if learned is None:
         return Side(commit)
-    return Side(commit, text, frozenset(lineage.learned_rows(store, record)))
+    return Side(commit, text, learned)
 
 
 def row_change(
@@ -393,3 +404,8 @@ def show_value(value: Any, limit: int = 70) -> str:
         return "(absent)"
     text = jsonio.compact(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def touched(store: Store, commit: Commit) -> Diff:
+    """The rows a commit changed, against its first parent."""
+    return diff_commits(store, history.first_parent(store, commit), commit)

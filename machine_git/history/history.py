@@ -29,7 +29,6 @@ from pygit2 import Tree
 
 from machine_git.core import jsonio
 from machine_git.core.errors import UsageError
-from machine_git.history import diff
 from machine_git.rows import rows
 from machine_git.store import treediff
 from machine_git.store.objects import Objects
@@ -227,15 +226,10 @@ def _kind(objects: Objects, oid: Oid) -> str:
     return kind if isinstance(kind, str) else "invalid"
 
 
-def touched(store: Store, commit: Commit) -> diff.Diff:
-    """The rows a commit changed, against its first parent."""
-    return diff.diff_commits(store, _first_parent(store, commit), commit)
-
-
 def own_changes(store: Store, commit: Commit) -> list[treediff.Change]:
     """The files a commit changed itself: for a merge, where it is unlike every
     parent (what a merge takes from one side is that side's change)."""
-    parent = _first_parent(store, commit)
+    parent = first_parent(store, commit)
     changed = treediff.changed_blobs(
         store.repo, parent.tree if parent is not None else None, commit.tree
     )
@@ -249,7 +243,8 @@ def own_changes(store: Store, commit: Commit) -> list[treediff.Change]:
     ]
 
 
-def _first_parent(store: Store, commit: Commit) -> Commit | None:
+def first_parent(store: Store, commit: Commit) -> Commit | None:
+    """The commit's first parent: the store's own line of history."""
     return _commit(store.repo, commit.parent_ids[0]) if commit.parent_ids else None
 
 

@@ -19,6 +19,11 @@ from typing import Any
 
 import pygit2
 
+from machine_git.core.errors import RECOVER_HINT
+from machine_git.core.errors import DamagedStoreError
+from machine_git.core.errors import DiskFullError
+from machine_git.core.errors import ReadOnlyStoreError
+from machine_git.core.errors import StoreError
 from machine_git.recovery.intact import Checker
 from machine_git.recovery.intact import lost_rows
 from machine_git.recovery.intact import step_of
@@ -244,3 +249,21 @@ def count_of(n: int, noun: str) -> str:
 def id_of(file: str | Path) -> str:
     p = Path(file)
     return p.parent.name + p.name
+
+
+def damage_or(path: Path, e: StoreError, doing: str) -> StoreError:
+    """``e``, or a DamagedStoreError if the store is damaged.
+
+    git says damage its own way each time ("bad object", "inflate: data
+    stream error", ...), so when a git command fails the store is diagnosed
+    rather than git's words parsed. ``doing`` completes "git cannot ...".
+    """
+    if isinstance(e, DiskFullError | ReadOnlyStoreError):
+        return e
+    found = diagnose(path, thorough=True)
+    if not found.damaged:
+        return e
+    return DamagedStoreError(
+        f"damaged store {path}: {found.problems[0]}; git cannot {doing} "
+        f"({RECOVER_HINT})"
+    )

@@ -3,8 +3,8 @@
 :func:`recover` looks first (diagnosis.py), then, confirmed and under the
 writer lock, builds the index of a pack whose index alone is damaged, looks
 again, and takes the step (repair.py): the small files repaired, damaged
-objects set aside (salvage.py), the intact tree committed. :func:`restore`
-(restore.py) does the same from a remote. The diagnosis and its lines are
+objects set aside (salvage.py), the intact tree committed. Restoring from a remote
+is sync/restore.py (it fetches). The diagnosis and its lines are
 used from here by the commands, so they are exported here too.
 """
 
@@ -23,7 +23,6 @@ from machine_git.recovery.salvage import keep_file
 from machine_git.recovery.salvage import new_record
 from machine_git.store import packs
 from machine_git.store.locking import writer_lock
-from machine_git.sync.restore import restore
 
 __all__ = [
     "Diagnosis",
@@ -31,7 +30,6 @@ __all__ = [
     "describe",
     "diagnose",
     "recover",
-    "restore",
     "way_out",
 ]
 

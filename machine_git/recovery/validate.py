@@ -38,7 +38,7 @@ from machine_git.store.store import BRANCH
 from machine_git.store.store import Store
 
 if TYPE_CHECKING:
-    from machine_git.recovery.recover import Diagnosis
+    from machine_git.recovery.diagnosis import Diagnosis
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class StoreReport:
 
 
 def check_whole_store(path: Path, progress: Progress = QUIET) -> StoreReport:
-    """Every row of the newest commit, then the store itself (recover.diagnose).
+    """Every row of the newest commit, then the store itself (diagnosis.diagnose).
 
     The findings name every row that did not read; the diagnosis what is
     damaged in the store, and where it can go back to. ``progress`` counts
@@ -129,9 +129,9 @@ def check_whole_store(path: Path, progress: Progress = QUIET) -> StoreReport:
             verified = str(head.id)  # every tree and blob just read cleanly
     except DamagedStoreError:
         pass  # the diagnosis says what is damaged
-    from machine_git.recovery import recover  # validate --store alone needs it
+    from machine_git.recovery import diagnosis  # validate --store alone needs it
 
-    return StoreReport(tally.rows, findings, recover.diagnose(path, verified))
+    return StoreReport(tally.rows, findings, diagnosis.diagnose(path, verified))
 
 
 def invalid_count(findings: list[Finding]) -> int:

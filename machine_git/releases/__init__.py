@@ -9,6 +9,9 @@ step writes is a pure function of the store before it (``steps.py``), so
 every command first audits the history (``audit.py``) and refuses a release
 whose records were changed, removed or forged by anything else. A release's
 status is read from its verified records every time, never stored.
+
+May use: train, tagging, export, sync, recovery, history, store, sessions, rows,
+secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations

@@ -235,6 +235,20 @@ def training_rows(store: Store, run: dict[str, Any]) -> tuple[list[str], list[st
     return given, held
 
 
+def run_rows(store: Store, name: str) -> frozenset[str] | None:
+    """The rows the run ``name`` learned from, or None if it has no record.
+
+    ``machine diff RUN`` compares these (history.diff.compare takes this
+    function, so the history layer never imports training).
+    """
+    from machine_git.train import runs
+
+    record = runs.read(store, name)
+    if record is None:
+        return None
+    return frozenset(learned_rows(store, record))
+
+
 def learned_rows(store: Store, run: dict[str, Any]) -> list[str]:
     """The rows a run learned from: its ``trained`` record's, else all it was given.
 

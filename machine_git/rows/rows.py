@@ -21,9 +21,9 @@ from machine_git.core import jsonio
 from machine_git.core.errors import StoreError
 from machine_git.core.errors import TurnError
 from machine_git.core.errors import UsageError
-from machine_git.sessions import Turn
 
 if TYPE_CHECKING:
+    # A type only: rows sit below the session readers, which build on them.
     from machine_git.rows.rowtypes import AssistantRecord
     from machine_git.rows.rowtypes import Kind
     from machine_git.rows.rowtypes import Message
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Record
     from machine_git.rows.rowtypes import Row
     from machine_git.rows.rowtypes import Tag
+    from machine_git.sessions import Turn
 
 ROWS_DIR = "rows"
 ID_LENGTH = 12

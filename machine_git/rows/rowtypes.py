@@ -3,7 +3,7 @@
 One ``TypedDict`` per row kind (``train``, ``traces``, ``rejected``,
 ``observed``), the row's ``source``, its chat messages, and each role of a
 trajectory-v1 record. They say in code what ``schemas/*.schema.json`` say to
-the validator, key for key (tests/test_rowtypes.py holds the two together);
+the validator, key for key (tests/rows/test_rowtypes.py holds the two together);
 the schemas still decide what is valid (patterns, lengths, "an answer that
 says something"), and the store checks every row against them before writing.
 

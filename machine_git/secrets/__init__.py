@@ -34,6 +34,8 @@ looks only at what those find; the rarer patterns compile on first use.
 The scanner fails closed: any internal error is raised as
 :class:`~machine_git.core.errors.SecretScanError`, never swallowed. Redaction is
 idempotent: a placeholder is never flagged again.
+
+May use: core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations

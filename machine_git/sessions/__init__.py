@@ -8,6 +8,8 @@ not care which agent wrote the session.
 Each host's module (pi, letta, claude, codex) is a :class:`SessionReader`;
 ``detect.py`` reaches the hosts only through that interface, and loads a
 host's module only when a session of that host is looked for or read.
+
+May use: rows, secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations

@@ -30,8 +30,6 @@ from typing import Any
 
 import pygit2
 
-from machine_git.core.errors import RECOVER_HINT
-from machine_git.core.errors import DamagedStoreError
 from machine_git.core.errors import DiskFullError
 from machine_git.core.errors import ReadOnlyStoreError
 from machine_git.core.errors import StoreError
@@ -195,8 +193,10 @@ def pack(store: Store, progress: Progress = QUIET) -> Packed:
                 _git_shown(store.path, progress, "gc")
             seconds = time.monotonic() - started
             after = usage(store.path)
-        except StoreError as e:
-            raise _damage_or(store.path, e) from None
+        except StoreError:
+            # Whether git failed on damage is recovery's question: the
+            # command asks it (recovery.diagnosis.damage_or).
+            raise
         finally:
             make_private(store.path)
     pruned = prune_contexts(store)  # a commit: it takes the writer lock itself
@@ -212,8 +212,8 @@ def prune_contexts(store: Store) -> int:
     """
     from machine_git.core import jsonio
     from machine_git.rows import context
-    from machine_git.store.store import Change
-    from machine_git.store.store import Redaction
+    from machine_git.store.change import Change
+    from machine_git.store.change import Redaction
 
     dropped: list[str] = []
 
@@ -316,22 +316,6 @@ def _newest_mtime(target: Path) -> float:
                 with contextlib.suppress(OSError):
                     newest = max(newest, os.lstat(os.path.join(folder, name)).st_mtime)
     return newest
-
-
-def _damage_or(path: Path, e: StoreError) -> StoreError:
-    """``e``, or a DamagedStoreError if the store is damaged (git says so its
-    own way each time: "bad object", "inflate: data stream error", ...)."""
-    from machine_git.recovery import recover  # only when git failed
-
-    if isinstance(e, DiskFullError | ReadOnlyStoreError):
-        return e
-    found = recover.diagnose(path, thorough=True)
-    if not found.damaged:
-        return e
-    return DamagedStoreError(
-        f"damaged store {path}: {found.problems[0]}; git cannot pack it "
-        f"({RECOVER_HINT})"
-    )
 
 
 def usage(path: Path) -> Usage:

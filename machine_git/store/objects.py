@@ -32,6 +32,8 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import ObjectType
 
+from machine_git.core.errors import CorruptObjectError as CorruptObjectError
+
 # git's object type numbers, as libgit2's callbacks take and return them.
 _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _NAMES = {number: name.decode() for name, number in _TYPES.items()}
@@ -42,10 +44,6 @@ _ASIDE = "damaged-objects"
 _HEXSIZE = 40  # beside objects/, in the store's own folder
 
 _guarded: weakref.WeakSet[pygit2.Repository] = weakref.WeakSet()
-
-
-class CorruptObjectError(Exception):
-    """An object whose bytes are not the object its id names."""
 
 
 def open_repository(path: str | Path) -> pygit2.Repository:

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import re
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pygit2
@@ -30,11 +31,13 @@ from machine_git.core import jsonio
 from machine_git.core.errors import StoreError
 from machine_git.rows import rows
 from machine_git.rows.schemas import KINDS
+from machine_git.store.layout import WORK
 from machine_git.store.objects import CorruptObjectError
 from machine_git.store.objects import Objects
-from machine_git.store.store import WORK
-from machine_git.store.store import Store
 from machine_git.store.treediff import changed_blobs
+
+if TYPE_CHECKING:
+    from machine_git.store.store import Store
 
 CACHE_FILE = "stats.json"  # in <store>/machine/; Pi's footer reads it too
 INVALID = "invalid"  # rows whose kind cannot be read (never written by machine)

@@ -30,6 +30,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Sequence
 from pathlib import Path
@@ -237,10 +238,14 @@ def rejected(bad: list[BadCommit]) -> str:
 # -- the installed hooks ---------------------------------------------------------------
 
 
-def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
+def pre_receive(
+    git_dir: Path, updates: Iterable[str], audit: Audit | None = None
+) -> int:
     """Refuse the push if a new commit brings a bad row or release record.
 
-    stdin: ``old new ref`` per updated ref.
+    stdin: ``old new ref`` per updated ref. ``audit`` checks release records
+    (the hooks' entry point, machine_git/hooks.py, passes the releases
+    layer's); without it a push that touches them is refused.
     """
     refs = [(p[0], p[1], p[2]) for p in (u.split() for u in updates) if len(p) == 3]
     tips = [new for _, new, _ in refs if new != _ZERO]
@@ -265,7 +270,9 @@ def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
             f"{count(len(bad), 'commit')}; nothing was stored",
             file=sys.stderr,
         )
-    refused = releases_refused(repo, refs, oids) + signed_refused(repo, oids)
+    refused = releases_refused(repo, refs, oids, audit) + signed_refused(
+        repo, oids, audit
+    )
     for line in refused:
         print(line, file=sys.stderr)
     return 1 if bad or refused else 0
@@ -274,10 +281,19 @@ def pre_receive(git_dir: Path, updates: Iterable[str]) -> int:
 # -- release records (machine_git/releases/audit.py) ----------------------------------
 
 
+# Release records are checked by the releases layer, which sits above this
+# one: whoever runs the hook passes its audit in (pushed commits -> each
+# tampered commit with what is wrong with it).
+Audit = Callable[
+    [pygit2.Repository, list[Commit], Path], Sequence[tuple[Commit, Sequence[object]]]
+]
+
+
 def releases_refused(
     repo: pygit2.Repository,
     updates: list[tuple[str, str, str]],
     oids: list[pygit2.Oid],
+    audit: Audit | None = None,
 ) -> list[str]:
     """Why the push may not change release records; empty if it may.
 
@@ -290,9 +306,9 @@ def releases_refused(
     commits = [repo[oid].peel(Commit) for oid in oids]
     if not any(touches_releases(c) for c in commits):
         return lines
-    from machine_git.releases import audit
-
-    found = audit.pushed(repo, commits, Path(repo.path))
+    if audit is None:  # fail closed: nothing here can check release records
+        return [*lines, "machine: release records were pushed and cannot be checked"]
+    found = audit(repo, commits, Path(repo.path))
     for commit, tampered in found:
         summary = (commit.message or "").strip().splitlines()[:1] or [""]
         lines.append(f"commit {str(commit.id)[:12]}: {summary[0]}")
@@ -306,7 +322,9 @@ def releases_refused(
     return lines
 
 
-def signed_refused(repo: pygit2.Repository, oids: list[pygit2.Oid]) -> list[str]:
+def signed_refused(
+    repo: pygit2.Repository, oids: list[pygit2.Oid], audit: Audit | None = None
+) -> list[str]:
     """Why the push may not change signed records; empty if it may.
 
     Run records, the student in ``settings.json`` and ``allowed_signers``
@@ -319,9 +337,9 @@ def signed_refused(repo: pygit2.Repository, oids: list[pygit2.Oid]) -> list[str]
         return []
     if not any(_touches_signed(c) for c in commits):
         return []
-    from machine_git.releases import audit
-
-    found = audit.pushed(repo, commits, Path(repo.path))
+    if audit is None:  # fail closed, as releases_refused does
+        return ["machine: signed records were pushed and cannot be checked"]
+    found = audit(repo, commits, Path(repo.path))
     lines: list[str] = []
     for commit, tampered in found:
         summary = (commit.message or "").strip().splitlines()[:1] or [""]
@@ -621,10 +639,10 @@ def secrets_main(argv: Sequence[str] | None = None) -> int:
     return retval
 
 
-# -- python -m machine_git.sync.hooks <hook> ----------------------------------------
+# -- python -m machine_git.hooks <hook> (machine_git/hooks.py) ------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, audit: Audit | None = None) -> int:
     """Run one installed hook: ``pre-receive``, ``post-receive`` or ``pre-commit``."""
     args = list(sys.argv[1:] if argv is None else argv)
     name = args[0] if args else ""
@@ -634,7 +652,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if name == "pre-receive":
-            return pre_receive(git_dir, sys.stdin)
+            return pre_receive(git_dir, sys.stdin, audit)
         if name == "post-receive":
             return post_receive(git_dir)
         if name == "pre-commit":
@@ -644,11 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"machine: {e}", file=sys.stderr)
         return 1
     print(
-        "usage: python -m machine_git.sync.hooks pre-receive|post-receive|pre-commit",
+        "usage: python -m machine_git.hooks pre-receive|post-receive|pre-commit",
         file=sys.stderr,
     )
     return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

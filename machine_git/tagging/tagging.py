@@ -221,14 +221,14 @@ def tag(
 
 
 def _auto_on(project: Project) -> bool:
-    from machine_git.agents import observe  # only machine observe --if-auto asks
+    from machine_git.tagging import capture  # only machine observe --if-auto asks
 
-    return observe.auto_on(project.store_path)
+    return capture.auto_on(project.store_path)
 
 
 def _parent(options: TagOptions) -> str | None:
     if options.label != "observed" or options.parent is not None:
         return options.parent
-    from machine_git.agents import observe
+    from machine_git.tagging import capture
 
-    return observe.parent_from_env()
+    return capture.parent_from_env()

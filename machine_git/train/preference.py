@@ -226,3 +226,14 @@ def _dpo_loss(
         rejected_ref_logprobs=ref_sums[1::2],
         dpo_beta=beta,
     )
+
+
+def for_run(cfg: config.RunConfig, folder: Path) -> datasets.ListDataset:
+    """A run's training data, rendered offline: DPO pairs, or the SFT export.
+
+    The one place that chooses, above both builders (datasets.build for SFT
+    knows nothing of preference pairs).
+    """
+    if cfg.method == "dpo":
+        return build(cfg, folder)
+    return datasets.build(cfg, folder)

@@ -74,7 +74,7 @@ class Family(NamedTuple):
 QWEN3 = Family("Qwen3", "Qwen3Tokenizer", "qwen3", "qwen3")
 QWEN3_5 = Family("Qwen3.5", "Qwen35Tokenizer", "qwen3_5", "qwen3_5")
 
-# Why the others are refused, in one line each (the README says the same).
+# Why the others are refused, in one line each (docs/training.md says the same).
 _REFUSED = (
     (
         "-Instruct-2507",

@@ -36,7 +36,9 @@ def shas(project: Path) -> list[str]:
 def test_log_lists_every_change_newest_first(
     project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # whole summaries (tests/test_table.py: 80)
+    monkeypatch.setenv(
+        "COLUMNS", "200"
+    )  # whole summaries (tests/core/test_table.py: 80)
     a, b, _ = tag_three(project, run)
     run("rewrite", a, "--as", "Short.")
     run("rm", b, "--why", "dup")

@@ -1,6 +1,6 @@
 """No secret reaches a git object: the whole corpus, tagged through the real CLI.
 
-Every fake secret of tests/test_secrets_corpus.py is put in every place a
+Every fake secret of tests/secrets/test_secrets_corpus.py is put in every place a
 turn carries text (the prompt, the thinking, the end of a bash command in a
 tool call's JSON arguments, the tool's result, the answer) and in the note
 and the ``--as`` rewrite given on the command line, in real Pi session files
@@ -30,8 +30,8 @@ from tests import helpers
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
 from tests.conftest import git
-from tests.test_secrets_corpus import SECRETS
-from tests.test_secrets_corpus import Fake
+from tests.secrets.test_secrets_corpus import SECRETS
+from tests.secrets.test_secrets_corpus import Fake
 
 NOTE_BUDGET = 3500  # a note holds at most 4,000 characters (schemas/common)
 

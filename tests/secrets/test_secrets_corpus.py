@@ -8,7 +8,7 @@ credential.
 
 * :data:`SECRETS`: at least 150 fake secrets of at least 40 kinds, each with
   a line that holds it as people write it and a bash command that ends with
-  it. tests/test_redaction.py tags them through the CLI in every placement.
+  it. tests/secrets/test_redaction.py tags them through the CLI in every placement.
 * :data:`GITLEAKS`: every rule id of gitleaks' default configuration
   (``config/gitleaks.toml``, read for this in December 2026), mapped to the
   kind that covers it, or to the reason it is left out (:data:`LEFT_OUT`).
