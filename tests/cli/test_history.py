@@ -230,6 +230,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     found = orjson.loads(run("diff", first, second, "--json").stdout)
     assert [(r["id"], r["status"]) for r in found["rows"]] == [(added, "added")]
     assert found["other_files"] == [
+        {"path": "allowed_signers", "status": "added"},
         {"path": f"evals/{eval_id}.json", "status": "added"},
         {"path": f"runs/{first}.json", "status": "added"},
     ]
