@@ -288,7 +288,9 @@ def pre_receive(
             f"{count(len(bad), 'commit')}; nothing was stored",
             file=sys.stderr,
         )
-    refused = releases_refused(repo, refs, oids, audit)
+    refused = releases_refused(repo, refs, oids, audit) + signed_refused(
+        repo, oids, audit
+    )
     for line in refused:
         print(line, file=sys.stderr)
     return 1 if bad or refused else 0
@@ -336,6 +338,58 @@ def releases_refused(
             "only machine's release commands write; nothing was stored"
         )
     return lines
+
+
+def signed_refused(
+    repo: pygit2.Repository, oids: list[pygit2.Oid], audit: Audit | None = None
+) -> list[str]:
+    """Why the push may not change signed records; empty if it may.
+
+    Run records, the student in ``settings.json`` and ``allowed_signers``
+    change only in commits signed by an allowed signer (releases/trust.py).
+    A push that touches ``releases/`` was audited whole, signatures included,
+    by :func:`releases_refused`; this covers the pushes that do not.
+    """
+    commits = [repo[oid].peel(Commit) for oid in oids]
+    if any(touches_releases(c) for c in commits):
+        return []
+    if not any(_touches_signed(c) for c in commits):
+        return []
+    if audit is None:  # fail closed, as releases_refused does
+        return ["machine: signed records were pushed and cannot be checked"]
+    found = audit(repo, commits, Path(repo.path))
+    lines: list[str] = []
+    for commit, tampered in found:
+        summary = (commit.message or "").strip().splitlines()[:1] or [""]
+        lines.append(f"commit {str(commit.id)[:12]}: {summary[0]}")
+        lines.extend(str(t) for t in tampered)
+    if found:
+        lines.append(
+            f"machine: push rejected: {count(len(found), 'commit')} "
+            f"{'changes' if len(found) == 1 else 'change'} signed records "
+            "(runs, the student, allowed signers) without an allowed signer's "
+            "signature; nothing was stored"
+        )
+    return lines
+
+
+_SIGNED = ("runs", "settings.json", "allowed_signers")
+
+
+def _touches_signed(commit: Commit) -> bool:
+    def entries(c: Commit) -> list[pygit2.Oid | None]:
+        out: list[pygit2.Oid | None] = []
+        for name in _SIGNED:
+            try:
+                out.append(c.tree[name].id)
+            except KeyError:
+                out.append(None)
+        return out
+
+    mine = entries(commit)
+    if not commit.parents:
+        return any(e is not None for e in mine)
+    return any(entries(p) != mine for p in commit.parents)
 
 
 def _rewritten(

@@ -637,7 +637,7 @@ def test_a_push_that_leaves_releases_alone_never_loads_the_release_audit(
     assert head is not None and not hooks.touches_releases(head)
     code = (
         "import sys, pygit2\n"
-        "from machine_git.sync.sharing import hooks\n"
+        "from machine_git.sync import hooks\n"
         f"repo = pygit2.Repository({str(store.path)!r})\n"
         f"oid = pygit2.Oid(hex={str(head.id)!r})\n"
         "assert hooks.releases_refused(repo, [], [oid]) == []\n"
