@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 from urllib.parse import parse_qsl
+from urllib.parse import quote
 from urllib.parse import urlencode
 
 from starlette.datastructures import Headers
@@ -121,7 +122,7 @@ class Guard:
         # the SameSite=Strict cookie is sent even when the link was opened
         # from another site.
         rest = urlencode({k: v for k, v in query.items() if k != "token"})
-        target = str(scope["path"]) + (f"?{rest}" if rest else "")
+        target = local_path(str(scope["path"])) + (f"?{rest}" if rest else "")
         body = (
             '<!doctype html><meta charset="utf-8">'
             '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
@@ -158,6 +159,18 @@ class Guard:
             await _plain(send, 403, "machine review: missing or wrong CSRF token")
             return
         await self.app(scope, _replay(body, receive), _secured(send))
+
+
+def local_path(path: str) -> str:
+    """``path`` as an address on this server, never on another site.
+
+    The path arrives percent-decoded: quoted again, a tab, a newline or a
+    backslash (which browsers drop or read as ``/``) cannot make it
+    protocol-relative; leading slashes are then one, so ``//evil.example/x``
+    is ``/evil.example/x`` here.
+    """
+    quoted = quote(path, safe="/:@!$'()*+,;=-._~")
+    return "/" + quoted.lstrip("/")
 
 
 def _same(given: str, expected: str) -> bool:

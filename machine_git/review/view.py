@@ -162,7 +162,12 @@ def _call(
 
 def _result(record: Mapping[str, Any]) -> Result:
     text = str(record.get("content") or "")
-    return Result(text=clip(text), error=is_error(record), lines=text.count("\n") + 1)
+    return Result(text=clip(text), error=is_error(record), lines=line_count(text))
+
+
+def line_count(text: str) -> int:
+    """Lines as a reader counts them: a final newline ends a line, starts none."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def pretty_args(args: Any) -> str:
