@@ -212,7 +212,9 @@ PAGES = {
 ACTIONS = {
     "/queue/label": "/queue/label",
     "/queue/rewrite": "/queue/rewrite",
+    "/queue/bulk": "/queue/bulk",
     "/undo": "/undo",
+    "/redo": "/redo",
     "/rows/{row}/{action}": "/rows/{row}/rewrite",
 }
 
