@@ -10,15 +10,15 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
-from machine_git import jsonio
-from machine_git import rows
-from machine_git import sync
-from machine_git.errors import ConflictError
-from machine_git.errors import RemoteError
-from machine_git.errors import UsageError
-from machine_git.store import BRANCH
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core.errors import ConflictError
+from machine_git.core.errors import RemoteError
+from machine_git.core.errors import UsageError
+from machine_git.rows import rows
+from machine_git.store.store import BRANCH
+from machine_git.store.store import Change
+from machine_git.store.store import Store
+from machine_git.sync import sharing as sync
 from tests import helpers
 from tests.conftest import git
 
@@ -411,7 +411,7 @@ def test_push_into_another_store_runs_its_pre_receive_hook(tmp_path: Path) -> No
 def test_the_store_stays_private_after_push_and_pull(
     two: tuple[Store, Store, Path], tmp_path: Path
 ) -> None:
-    from machine_git import versions
+    from machine_git.history import versions
 
     a, b, _ = two
     # Enough objects that git keeps a pack rather than loose objects.
@@ -473,7 +473,7 @@ def test_an_empty_store_takes_the_remote_history_on_its_first_pull(
 def test_a_store_with_a_setting_of_its_own_merges(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from machine_git import settings
+    from machine_git.store import settings
 
     hub = bare_hub(tmp_path)
     a = Store.create(tmp_path / "a")
@@ -509,7 +509,7 @@ def shared_refs(store: Path) -> dict[str, str]:
 def test_versions_and_run_refs_travel_both_ways(
     two: tuple[Store, Store, Path],
 ) -> None:
-    from machine_git import versions
+    from machine_git.history import versions
 
     a, b, hub = two
     assert a.head is not None
@@ -546,7 +546,7 @@ def test_versions_and_run_refs_travel_both_ways(
 def test_one_version_name_on_two_commits_is_a_conflict(
     two: tuple[Store, Store, Path],
 ) -> None:
-    from machine_git import versions
+    from machine_git.history import versions
 
     a, b, hub = two
     put(a, helpers.train_row("a2a2a2a2a2a2"))
@@ -580,7 +580,7 @@ def test_one_version_name_on_two_commits_is_a_conflict(
 def test_one_version_named_on_both_sides_at_one_commit_is_no_conflict(
     two: tuple[Store, Store, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from machine_git import versions
+    from machine_git.history import versions
 
     a, b, _ = two
     assert a.head is not None and b.head is not None
@@ -597,7 +597,7 @@ def test_one_version_named_on_both_sides_at_one_commit_is_no_conflict(
 def test_a_push_moves_branch_and_refs_together_or_not_at_all(
     two: tuple[Store, Store, Path],
 ) -> None:
-    from machine_git import versions
+    from machine_git.history import versions
 
     a, b, hub = two
     put(b, helpers.train_row("b1b1b1b1b1b1"))
@@ -613,7 +613,7 @@ def test_a_push_moves_branch_and_refs_together_or_not_at_all(
 def test_undo_after_a_pull_takes_back_what_the_merge_brought(
     two: tuple[Store, Store, Path],
 ) -> None:
-    from machine_git import edits
+    from machine_git.tagging import edits
 
     a, b, _ = two
     put(a, helpers.train_row("a2a2a2a2a2a2"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from machine_git.errors import ReviewStackMissingError
+from machine_git.core.errors import ReviewStackMissingError
 
 INSTALL = "pip install 'machine-git[ui]'"
 MODULES = ("starlette", "jinja2", "uvicorn")

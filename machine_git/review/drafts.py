@@ -16,10 +16,10 @@ from collections.abc import Mapping
 
 from pygit2 import Blob
 
-from machine_git import jsonio
-from machine_git import rows
-from machine_git.errors import UsageError
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core.errors import UsageError
+from machine_git.rows import rows
+from machine_git.store.store import Store
 
 # A textarea's value has its line breaks as "\n" (HTML: CRLF and CR become
 # LF), so the counts the script sends are of the answer read that way.

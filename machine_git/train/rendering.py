@@ -35,7 +35,7 @@ from tinker_cookbook.renderers.base import ToolSpec
 from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 from tinker_cookbook.renderers.qwen3_5 import Qwen3_5Renderer
 
-from machine_git.errors import TrainingError
+from machine_git.core.errors import TrainingError
 from machine_git.train.config import DEFAULT_BASE_MODEL
 
 _EOS = "<|im_end|>"

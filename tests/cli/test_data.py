@@ -6,12 +6,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import jsonio
-from machine_git import paths
-from machine_git import rows
-from machine_git.errors import INVALID
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import INVALID
+from machine_git.rows import rows
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git

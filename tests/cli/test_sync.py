@@ -14,17 +14,17 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
-from machine_git import jsonio
-from machine_git import paths
-from machine_git import rows
-from machine_git import turns
-from machine_git.errors import CONFLICT
-from machine_git.errors import REMOTE
-from machine_git.errors import USAGE
-from machine_git.store import BRANCH
-from machine_git.store import Change
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import REMOTE
+from machine_git.core.errors import USAGE
+from machine_git.rows import rows
+from machine_git.store.store import BRANCH
+from machine_git.store.store import Change
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests import helpers
 from tests.cli.test_tag import answer_id
 from tests.conftest import Run

@@ -7,10 +7,10 @@ from typing import Any
 
 from machine_git import releases
 from machine_git.releases import audit
-from machine_git.store import BRANCH
-from machine_git.store import WORK
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.store.store import BRANCH
+from machine_git.store.store import WORK
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests.conftest import Run
 from tests.conftest import git
 
@@ -73,7 +73,7 @@ def test_a_damaged_or_stale_memory_means_a_full_walk(
 def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     trained: dict[str, Any], run: Run, tmp_path: Any
 ) -> None:
-    from machine_git import sync
+    from machine_git.sync import sharing as sync
     from tests import helpers
     from tests.test_hooks import put
 
@@ -112,10 +112,10 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
 def test_a_step_that_also_writes_something_else_taints_its_release(
     trained: dict[str, Any], run: Run
 ) -> None:
-    from machine_git import jsonio
-    from machine_git import rows
-    from machine_git.errors import INVALID
+    from machine_git.core import jsonio
+    from machine_git.core.errors import INVALID
     from machine_git.releases import steps
+    from machine_git.rows import rows
     from tests.releases.conftest import CHECKPOINT
 
     store = Store.open(trained["store"])

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 import uvicorn
 
-from machine_git import rows
-from machine_git import turns
 from machine_git.review.app import create_app
 from machine_git.review.server import listen
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.rows import rows
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests.conftest import git
 from tests.review.conftest import TOKEN
 from tests.review.conftest import machine

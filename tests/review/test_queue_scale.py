@@ -10,13 +10,13 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from machine_git import jsonio
-from machine_git import rows
+from machine_git.core import jsonio
+from machine_git.rows import rows
 from machine_git.sessions import pi
-from machine_git.store import Change
-from machine_git.store import Redaction
-from machine_git.store import Snapshot
-from machine_git.store import Store
+from machine_git.store.store import Change
+from machine_git.store.store import Redaction
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
 from tests.helpers import loose

@@ -9,12 +9,12 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from machine_git import rows
-from machine_git import turns
 from machine_git.review.security import MAX_BODY
+from machine_git.rows import rows
 from machine_git.sessions import pi
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
 from tests.helpers import loose

@@ -13,8 +13,8 @@ import orjson
 import pytest
 import tinker
 
-from machine_git.errors import SERVICE
-from machine_git.store import Store
+from machine_git.core.errors import SERVICE
+from machine_git.store.store import Store
 from machine_git.train import runs
 from tests.conftest import Run
 from tests.conftest import git

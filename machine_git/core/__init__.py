@@ -1,0 +1,3 @@
+"""core."""
+
+from __future__ import annotations

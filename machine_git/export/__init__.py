@@ -1,0 +1,3 @@
+"""export."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""history."""
+
+from __future__ import annotations

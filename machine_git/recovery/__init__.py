@@ -1,0 +1,3 @@
+"""recovery."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""rows."""
+
+from __future__ import annotations

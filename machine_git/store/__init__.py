@@ -1,0 +1,3 @@
+"""store."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""sync."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""tagging."""
+
+from __future__ import annotations
