@@ -64,14 +64,19 @@ def context(site: Site, store: Store, request: Request) -> dict[str, Any]:
     at = q.get("at", "").strip()
     commit = revs.resolve(store, at or None)
     index = site.cache.at(store, commit)
-    found = select(index, filters_of(request))
+    filters = site.searched(store, commit, filters_of(request))
+    found = select(index, filters)
     page = _number(q.get("page", "1"), 1)
     pages = max(1, (len(found) + PAGE - 1) // PAGE)
     page = min(page, pages)
     kept = {k: q[k] for k in _FILTERS if q.get(k)}
+    shown = found[(page - 1) * PAGE : page * PAGE]
     return {
         "page": "browse",
-        "rows": found[(page - 1) * PAGE : page * PAGE],
+        "rows": shown,
+        "snippets": site.search.snippets(filters.query, [s["id"] for s in shown])
+        if filters.found is not None
+        else {},
         "total": len(found),
         "all": len(index.rows),
         "page_number": page,

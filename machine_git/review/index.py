@@ -274,6 +274,9 @@ class Filters:
     errors: bool = False
     since: str = ""
     until: str = ""
+    # The rows the full-text index found for ``query`` (None: match the
+    # summaries' user text and answers word by word, as at an old revision).
+    found: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("from", self.since), ("to", self.until)):
@@ -292,7 +295,11 @@ class Filters:
             and (not self.note or self.note.casefold() in s["note"].casefold())
             and (not self.since or s["created_at"][:10] >= self.since)
             and (not self.until or s["created_at"][:10] <= self.until)
-            and all(w in s["text"] for w in words)
+            and (
+                s["id"] in self.found
+                if self.found is not None
+                else all(w in s["text"] for w in words)
+            )
         )
 
 

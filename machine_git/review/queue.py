@@ -114,7 +114,7 @@ def selection(
         ordered = site.cache.recorded(store, head)
     else:
         ordered = site.cache.at(store, head).ordered
-    filters = chosen.filters()
+    filters = site.searched(store, head, chosen.filters())
     found = [s for s in ordered if filters.matches(s)]
     if chosen.sort.endswith("-asc"):
         found.reverse()

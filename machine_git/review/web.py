@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from typing import TypedDict
@@ -11,13 +12,16 @@ from urllib.parse import parse_qsl
 
 import jinja2
 import markupsafe
+from pygit2 import Commit
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.responses import RedirectResponse
 
 from machine_git.core import errors
 from machine_git.history import history
+from machine_git.review import search
 from machine_git.review.index import Cache
+from machine_git.review.index import Filters
 from machine_git.review.security import form_fields
 from machine_git.store import stats
 from machine_git.store.store import Store
@@ -95,8 +99,10 @@ class Site:
     csrf: str
     cache: Cache = field(default_factory=Cache)
     templates: jinja2.Environment = field(init=False)
+    search: search.Index = field(init=False)
 
     def __post_init__(self) -> None:
+        self.search = search.Index(self.location)
         # autoescape everywhere: rows hold tool output and answers, shown as
         # text; a <script> in them is printed, never run.
         self.templates = jinja2.Environment(
@@ -115,9 +121,22 @@ class Site:
             head = store.head
             if head is not None:
                 self.cache.recorded(store, head)
+                self.search.update(store, head)
         except Exception as e:  # re-raised unless the first page can say it in a line
             if errors.user_message(e) is None:
                 raise
+
+    def searched(self, store: Store, at: Commit, filters: Filters) -> Filters:
+        """``filters`` with its text query answered by the full-text index.
+
+        The index follows the head; at an older revision the query matches
+        the user text and answers of the in-memory summaries instead.
+        """
+        head = store.head
+        if not filters.query.strip() or head is None or head.id != at.id:
+            return filters
+        self.search.update(store, head)
+        return replace(filters, found=frozenset(self.search.ids(filters.query)))
 
     def body_limit(self) -> int:
         """The largest form post: room for the largest row the store holds,

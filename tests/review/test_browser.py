@@ -513,6 +513,35 @@ def test_a_filtered_set_labeled_from_the_keyboard_and_undone(
     assert errors_in_console(browser) == []
 
 
+def test_search_finds_words_inside_tool_arguments_and_a_phrase(
+    browser: Any, served: Served
+) -> None:
+    login(browser, served, "/browse")
+
+    def search_for(query: str) -> list[str]:
+        before = browser.current_url
+        field = browser.find_element("css selector", "input[name=q]")
+        field.clear()
+        field.send_keys(query + "\n")
+        until(lambda: browser.current_url != before, "the results")
+        until(
+            lambda: browser.execute_script("return document.readyState") == "complete"
+        )
+        return [
+            a.text
+            for a in browser.find_elements("css selector", "table.rows td a code")
+        ]
+
+    found = search_for("args:nonexistent")
+    assert len(found) == 1
+    marks = [m.text for m in browser.find_elements("css selector", ".snippet mark")]
+    assert marks == ["nonexistent"]
+    phrase = search_for('"cannot access"')
+    assert len(phrase) == 2 and found[0] in phrase
+    assert search_for('"access cannot"') == []
+    assert errors_in_console(browser) == []
+
+
 def test_without_a_browser_ci_fails_and_a_developer_skips(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
