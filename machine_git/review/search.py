@@ -44,6 +44,9 @@ _TERM = re.compile(r'(?:(\w+):)?(?:"([^"]*)"?|(\S+))')
 _WORD = re.compile(r"\w+")
 _OPEN, _CLOSE = "\x02", "\x03"  # around matched words in a snippet
 _BATCH = 2000  # rows per transaction while building
+_INSERT = (
+    f"INSERT INTO text (rowid, {', '.join(FIELDS)}) VALUES (?{', ?' * len(FIELDS)})"
+)
 
 
 def documents(row: Mapping[str, Any]) -> dict[str, str]:
@@ -293,10 +296,7 @@ def _add(db: sqlite3.Connection, row_id: str, data: bytes) -> None:
         return
     fields = documents(row)
     rowid = db.execute("INSERT INTO docs (id) VALUES (?)", (row_id,)).lastrowid
-    db.execute(
-        f"INSERT INTO text (rowid, {', '.join(FIELDS)}) VALUES (?{', ?' * len(FIELDS)})",
-        (rowid, *(fields[f] for f in FIELDS)),
-    )
+    db.execute(_INSERT, (rowid, *(fields[f] for f in FIELDS)))
 
 
 def _runs(snippet: str) -> list[tuple[bool, str]]:
