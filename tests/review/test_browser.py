@@ -8,6 +8,7 @@ fails these tests instead of skipping them.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -539,6 +540,55 @@ def test_search_finds_words_inside_tool_arguments_and_a_phrase(
     phrase = search_for('"cannot access"')
     assert len(phrase) == 2 and found[0] in phrase
     assert search_for('"access cannot"') == []
+    assert errors_in_console(browser) == []
+
+
+def test_a_trajectory_diff_shows_calls_not_json(
+    browser: Any, served: Served, project: Path, store: Store
+) -> None:
+    from machine_git.tagging import edits
+
+    row_id = machine(project, "tagged", "--kind", "observed").split()[0]
+    row = copy.deepcopy(store.read_row(row_id))
+    assert row is not None
+    records: list[Any] = row["trajectory"]  # type: ignore[typeddict-item]
+    stamp = records[1]["timestamp"]
+    records[2:2] = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call-new",
+                    "name": "bash",
+                    "args": '{"command":"grep -n \\"TODO\\" notes.md","timeout":5}',
+                }
+            ],
+            "timestamp": stamp,
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call-new",
+            "content": "3:TODO check the header\n",
+            "ok": True,
+            "timestamp": stamp,
+        },
+    ]
+    edits.replace(store, row_id, row)
+    login(browser, served, "/diff")
+    change = browser.find_element("css selector", f"#change-{row_id}")
+    labels = [e.text for e in change.find_elements("css selector", "td.path .label")]
+    assert labels == ["record 2"]  # the call and its result: one inserted step
+    call = change.find_element("css selector", ".record.ins .call")
+    assert call.find_element("css selector", ".tool-name").text == "bash"
+    args = call.find_element("css selector", "pre.args").text
+    assert args == '{\n  "command": "grep -n \\"TODO\\" notes.md",\n  "timeout": 5\n}'
+    summary = call.find_element("css selector", "details.result summary").text
+    assert summary == "result · 1 line"
+    assert call.find_element("css selector", "pre.output").text == (
+        "3:TODO check the header"
+    )
+    assert '"tool_call_id"' not in change.text  # no raw record JSON
     assert errors_in_console(browser) == []
 
 
