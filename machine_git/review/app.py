@@ -98,6 +98,7 @@ def create_app(
         Route("/browse", page(browse.page)),
         Route("/browse/table", page(browse.table)),
         Route("/rows/{row}", page(browse.row_page)),
+        Route("/rows/{row}/history", page(browse.row_history)),
         Route("/rows/{row}/{action}", action(browse.row_action), methods=["POST"]),
         Route("/diff", page(compare.diff_page)),
         Route("/versions", page(compare.versions_page)),

@@ -592,6 +592,23 @@ def test_a_trajectory_diff_shows_calls_not_json(
     assert errors_in_console(browser) == []
 
 
+def test_a_row_page_loads_its_history_after_it_is_shown(
+    browser: Any, served: Served
+) -> None:
+    login(browser, served)
+    row_id = card_id(browser)
+    browser.get(f"{served.url}/rows/{row_id}")
+    until(
+        lambda: browser.find_elements("css selector", "#row-history ol.history li"),
+        "the history",
+    )
+    actions = [
+        b.text for b in browser.find_elements("css selector", "#row-history li b")
+    ]
+    assert actions == ["observe"]
+    assert errors_in_console(browser) == []
+
+
 def test_without_a_browser_ci_fails_and_a_developer_skips(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

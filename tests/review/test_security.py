@@ -200,6 +200,7 @@ PAGES = {
     "/browse": "/browse?q=notes",
     "/browse/table": "/browse/table?kind=train",
     "/rows/{row}": "/rows/{row}",
+    "/rows/{row}/history": "/rows/{row}/history",
     "/diff": "/diff?a=v1",
     "/versions": "/versions",
     "/runs": "/runs",

@@ -289,17 +289,22 @@
 
   // -- live: poll the head, refresh what depends on it --------------------------
 
+  // The one place the script sets HTML: a fragment the server rendered and
+  // autoescaped, like the page itself.
+  async function fill(region, url) {
+    const answer = await fetch(url, { cache: "no-store" });
+    if (!answer.ok) return;
+    region.innerHTML = await answer.text();
+  }
+
   async function refreshLive() {
     for (const region of document.querySelectorAll("[data-live]")) {
-      const answer = await fetch(region.dataset.live, { cache: "no-store" });
-      if (!answer.ok) continue;
       const ticked = new Set(
         [...region.querySelectorAll("input.pick:checked")].map((box) => box.value),
       );
-      // Server-rendered and autoescaped, like the page itself.
-      region.innerHTML = await answer.text();
+      await fill(region, region.dataset.live);
       for (const box of region.querySelectorAll("input.pick")) {
-        if (ticked.has(box.value)) box.checked = true;
+        if (ticked.has(box.value)) box.checked = true; // ticks survive a refresh
       }
     }
   }
@@ -344,9 +349,33 @@
       // the server stopped or restarted: keep trying quietly
     }
     window.setTimeout(poll, POLL_MS);
+
+  // Parts a page loads after it is shown (a row's history: a walk of history).
+  async function loadLater() {
+    for (const region of document.querySelectorAll("[data-load]")) {
+      try {
+        await fill(region, region.dataset.load);
+      } catch (error) {
+        // the link stays: it opens the same list
+      }
+    }
+  }
+  loadLater();
   }
 
   window.setTimeout(poll, POLL_MS);
+
+  // Parts a page loads after it is shown (a row's history: a walk of history).
+  async function loadLater() {
+    for (const region of document.querySelectorAll("[data-load]")) {
+      try {
+        await fill(region, region.dataset.load);
+      } catch (error) {
+        // the link stays: it opens the same list
+      }
+    }
+  }
+  loadLater();
 
   // -- charts (uPlot, shipped in static/vendor) ------------------------------------
 
