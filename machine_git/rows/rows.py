@@ -155,8 +155,10 @@ def build(
     kind = trace_kind if trace else answer_kind
     answer = turn.answer
     if answer is None and rewrite is None and not failed:
+        acted = any(r["role"] in ("assistant", "tool") for r in turn.records)
+        ended = "it ended on a tool call" if acted else "nothing came after the prompt"
         raise TurnError(
-            "the last turn has no answer yet (it ended on a tool call); "
+            f"the last turn has no answer yet ({ended}); "
             "tag it with --as TEXT to supply one"
         )
     row: dict[str, object] = {
