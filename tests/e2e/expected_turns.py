@@ -399,6 +399,27 @@ CODEX: dict[str, tuple[Expected, str | None, str | None]] = {
         "aborted",
         "interrupted",
     ),
+    # Compacted in the middle of the turn: the summary Codex asked the model
+    # for is written as an assistant message, and is not the answer.
+    "auto-compact": (
+        [
+            user("Run `echo before-compaction`."),
+            thinks("I should run `echo before-compaction`."),
+            calls(
+                (
+                    "call_fake_4e5fdd28_0_0",
+                    "exec_command",
+                    cmd("echo before-compaction"),
+                )
+            ),
+            result(
+                "call_fake_4e5fdd28_0_0", exec_output(0, "before-compaction\n"), ok=True
+            ),
+            says("Done, going on from the summary."),
+        ],
+        None,
+        None,
+    ),
     "resume": (
         _codex_echo(
             "Resumed with --last: run `echo second-turn`.", "47315f93", "second-turn"
