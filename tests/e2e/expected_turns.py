@@ -235,6 +235,16 @@ CLAUDE: dict[str, tuple[Expected, str | None, str | None]] = {
         "aborted",
         "Request interrupted by user",
     ),
+    # Auto-compaction between the prompt and the answer: the branch runs
+    # through the compaction boundary (logicalParentUuid) back to the prompt,
+    # and the compact summary row is not the user.
+    "auto-compact": (
+        _echo(
+            "After auto-compaction: run `echo second-turn`.", "d756d4d3", "second-turn"
+        ),
+        "end_turn",
+        None,
+    ),
     # An MCP tool (tests/e2e/fake_mcp.py, started from --mcp-config).
     "mcp": (
         [
