@@ -25,6 +25,7 @@ from machine_git import packs
 from machine_git.damage import packed_refs
 from machine_git.diagnosis import Diagnosis
 from machine_git.diagnosis import id_of
+from machine_git.intact import READ_ERRORS
 from machine_git.layout import HEAD_TEXT
 from machine_git.layout import WORK
 from machine_git.objects import objects_only
@@ -141,7 +142,11 @@ def set_aside(path: Path, found: Diagnosis, record: Path) -> None:
     # The damaged commits, and the tag objects of dropped versions: git
     # prune follows a recent unreachable tag and stops at a missing commit.
     values = ref_values(path)
-    dropped = [values.get(name, "") for name in found.damaged_refs]
+    dropped = [
+        oid
+        for oid in (values.get(name, "") for name in found.damaged_refs)
+        if _settable(path, oid)
+    ]
     files += [
         str(path / "objects" / oid[:2] / oid[2:])
         for oid in [*found.damaged_commits, *dropped]
@@ -150,6 +155,19 @@ def set_aside(path: Path, found: Diagnosis, record: Path) -> None:
     for file in dict.fromkeys(files):
         if os.path.exists(file):
             keep_file(Path(file), record / "objects", move=True, name=id_of(file))
+
+
+def _settable(path: Path, oid: str) -> bool:
+    # A dropped ref's object goes with it only if it is a tag object or a
+    # damaged commit: a blob or a tree that reads (a ref naming a row's
+    # blob, the branch's tree) is live data the branch reaches.
+    if not HEX40.match(oid):
+        return False
+    try:
+        kind = objects_only(path)[oid].type_str
+    except READ_ERRORS:
+        return True  # it does not read: damaged
+    return kind in ("tag", "commit")
 
 
 def _kept_commits(path: Path, parent: str | None) -> set[str]:
