@@ -36,10 +36,12 @@ from bench import rowgen  # noqa: E402
 from bench import stores  # noqa: E402
 from bench.corpus import Corpus  # noqa: E402
 from bench.timing import median  # noqa: E402
-from machine_git import pull  # noqa: E402
-from machine_git import quarantine  # noqa: E402
-from machine_git import sync  # noqa: E402
-from machine_git.store import Store  # noqa: E402
+from machine_git import hooks  # noqa: E402
+from machine_git.store.store import Store  # noqa: E402
+from machine_git.sync import incoming  # noqa: E402
+from machine_git.sync import pull  # noqa: E402
+from machine_git.sync import quarantine  # noqa: E402
+from machine_git.sync import sharing as sync  # noqa: E402
 
 RESULTS = ROOT / "bench" / "PULL_CHECK.md"
 
@@ -58,16 +60,20 @@ def plain_fetch(source: Path, scratch: Path) -> float:
     return time.perf_counter() - start
 
 
-def one_round(here: Store, source: Path, scratch: Path) -> tuple[float, float, float]:
-    """(plain fetch, quarantine fetch, machine's checks), in seconds."""
+def one_round(
+    here: Store, source: Path, scratch: Path
+) -> tuple[float, float, float, float]:
+    """(plain fetch, quarantine fetch, machine's checks, of which sizes), seconds."""
     plain = plain_fetch(source, scratch)
     start = time.perf_counter()
     with quarantine.fetch(here, "origin", str(source)) as fetched:
         fetched_at = time.perf_counter()
         assert fetched is not None
-        pull._check_incoming(here, "origin", fetched)
+        assert not incoming.size_problems(incoming.new_objects(fetched.objects))
+        sized_at = time.perf_counter()
+        pull._check_incoming(here, "origin", fetched, audit=hooks.audit)
         checked_at = time.perf_counter()
-    return plain, fetched_at - start, checked_at - fetched_at
+    return plain, fetched_at - start, checked_at - sized_at, sized_at - fetched_at
 
 
 def main(argv: list[str]) -> int:
@@ -80,13 +86,13 @@ def main(argv: list[str]) -> int:
         os.environ["MACHINE_DATA_DIR"] = str(scratch / "data")
         made = rowgen.make_rows(Corpus(), args.rows, seed=25)
         project, count = stores.build_store_only("there", scratch, made)
-        from machine_git import paths
+        from machine_git.core import paths
 
         source = paths.store_path(project)
         here = Store.create(scratch / "here")
         sync.add_remote(here, "origin", str(source))
         one_round(here, source, scratch)  # warm: imports, the scanner's patterns
-        plain, fetch, check = zip(
+        plain, fetch, check, sizes = zip(
             *(one_round(here, source, scratch) for _ in range(args.rounds)),
             strict=True,
         )
@@ -113,6 +119,8 @@ def main(argv: list[str]) -> int:
         f" | {median(fetch) / median(plain):.2f} |",
         f"| machine's checks (sizes, refs, files, secrets) | "
         f"{median(check) * 1000 * per:.0f} | {median(check) / median(plain):.2f} |",
+        f"| of which: listing the new objects and their sizes | "
+        f"{median(sizes) * 1000 * per:.0f} | {median(sizes) / median(plain):.2f} |",
         f"| the whole `pull` (fetch, check, keep, fast-forward) | "
         f"{whole * 1000 * per:.0f} | {whole / median(plain):.2f} |",
         "",

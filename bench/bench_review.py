@@ -36,12 +36,12 @@ from bench import rowgen  # noqa: E402
 from bench import stores  # noqa: E402
 from bench import timing  # noqa: E402
 from bench.corpus import Corpus  # noqa: E402
-from machine_git import jsonio  # noqa: E402
-from machine_git import paths  # noqa: E402
+from machine_git.core import jsonio  # noqa: E402
+from machine_git.core import paths  # noqa: E402
 from machine_git.review.index import Cache  # noqa: E402
-from machine_git.store import Change  # noqa: E402
-from machine_git.store import Snapshot  # noqa: E402
-from machine_git.store import Store  # noqa: E402
+from machine_git.store.store import Change  # noqa: E402
+from machine_git.store.store import Snapshot  # noqa: E402
+from machine_git.store.store import Store  # noqa: E402
 
 ROUNDS = 5
 

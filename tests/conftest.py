@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from click.testing import Result
 from pygit2.enums import ConfigLevel
 
-from machine_git import paths
 from machine_git.cli import cli
+from machine_git.core import paths
 from machine_git.sessions import pi
 from tests import helpers
 
@@ -57,7 +57,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
         monkeypatch.setenv(name, "test@example.com")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    # Listings fit the terminal (machine_git/table.py): without COLUMNS and
+    # Listings fit the terminal (machine_git/core/table.py): without COLUMNS and
     # with output that is no terminal, every test sees 80 columns.
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -11,50 +11,28 @@ at a compaction boundary) finds the row and changes nothing.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import NamedTuple
 
-from machine_git import env
-from machine_git import history
-from machine_git import jsonio
-from machine_git import lookup
-from machine_git import redaction
-from machine_git import rows
-from machine_git import settings
-from machine_git.errors import UsageError
-from machine_git.store import Change
-from machine_git.store import Redaction
-from machine_git.store import Snapshot
-from machine_git.store import Store
-from machine_git.store import exists as store_exists
-from machine_git.store import fit
+from machine_git.core import jsonio
+from machine_git.core.errors import UsageError
+from machine_git.history import history
+from machine_git.history import lookup
+from machine_git.rows import rows
+from machine_git.secrets import redaction
+from machine_git.store.store import Change
+from machine_git.store.store import Redaction
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
+from machine_git.store.store import fit
+from machine_git.tagging.capture import PARENT_ENV as PARENT_ENV  # re-exported
+from machine_git.tagging.capture import auto_on as auto_on  # re-exported
+from machine_git.tagging.capture import (
+    parent_from_env as parent_from_env,  # re-exported
+)
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
-
-PARENT_ENV = "MACHINE_FORK_PARENT"
-
-
-def auto_on(location: Path) -> bool:
-    """The project's ``auto`` setting; a store that does not exist is off."""
-    if not store_exists(location):
-        return False
-    return settings.auto(Store.open(location))
-
-
-def parent_from_env() -> str | None:
-    """The row a forked run continues (``MACHINE_FORK_PARENT``), if any."""
-    value = env.text(PARENT_ENV)
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        return rows.check_id(value)
-    except UsageError:
-        raise UsageError(
-            f"{PARENT_ENV}={value!r} is not a row id (12 hex characters)"
-        ) from None
+    from machine_git.rows.rowtypes import Row
 
 
 def recent(store: Store, limit: int) -> list[Row]:

@@ -35,16 +35,16 @@ from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
-from machine_git import paths
-from machine_git import settings
 from machine_git.agents import install
 from machine_git.agents import pimodel
-from machine_git.errors import NotFoundError
-from machine_git.errors import StudentError
-from machine_git.errors import UsageError
-from machine_git.paths import Project
-from machine_git.store import Store
-from machine_git.store import exists as store_exists
+from machine_git.core import paths
+from machine_git.core.errors import NotFoundError
+from machine_git.core.errors import StudentError
+from machine_git.core.errors import UsageError
+from machine_git.core.paths import Project
+from machine_git.store import settings
+from machine_git.store.store import Store
+from machine_git.store.store import exists as store_exists
 
 API_KEY_ENV = install.API_KEY_ENV
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"

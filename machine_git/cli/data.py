@@ -9,26 +9,26 @@ from typing import Any
 
 import click
 
-from machine_git import history
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git import paths
-from machine_git import rows
-from machine_git import settings
-from machine_git import stats
-from machine_git import table
-from machine_git import validate as checks
 from machine_git.cli import progress
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import limit_option
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
-from machine_git.errors import DAMAGED
-from machine_git.errors import INVALID
-from machine_git.schemas import KINDS
-from machine_git.store import Store
-from machine_git.store import exists as store_exists
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core import table
+from machine_git.core.errors import DAMAGED
+from machine_git.core.errors import INVALID
+from machine_git.history import history
+from machine_git.recovery import validate as checks
+from machine_git.rows import rows
+from machine_git.rows.schemas import KINDS
+from machine_git.store import settings
+from machine_git.store import stats
+from machine_git.store.store import Store
+from machine_git.store.store import exists as store_exists
 
 
 @click.command()
@@ -193,7 +193,9 @@ def validate(
         for finding in [*findings, *tampered]:
             click.echo(str(finding))
         if report is not None and damaged:
-            from machine_git import recover as recovering  # only for a damaged store
+            from machine_git.recovery import (
+                recover as recovering,  # only for a damaged store
+            )
 
             for line in recovering.describe(report.diagnosis):
                 click.echo(line)

@@ -12,8 +12,6 @@ from typing import NoReturn
 
 import click
 
-from machine_git import inputs
-from machine_git import paths
 from machine_git.cli import progress
 from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
@@ -22,13 +20,15 @@ from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.cli.common import warn
-from machine_git.errors import ImportProblemsError
-from machine_git.schemas import KINDS
+from machine_git.core import inputs
+from machine_git.core import paths
+from machine_git.core.errors import ImportProblemsError
+from machine_git.rows.schemas import KINDS
 
 if TYPE_CHECKING:
-    from machine_git.importer import Loaded
+    from machine_git.export.importer import Loaded
 
-# Kept here rather than imported from machine_git.export: this module loads
+# Kept here rather than imported from machine_git.export.export: this module loads
 # on every command, ``machine good`` included, and the export code need not.
 FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
 
@@ -100,8 +100,8 @@ def export(
         machine export --format dpo -o prefs.jsonl
         machine export -o - --manifest train.manifest.json | gzip > train.jsonl.gz
     """
-    from machine_git import export as exporting
-    from machine_git import revs
+    from machine_git.export import export as exporting
+    from machine_git.history import revs
 
     to_stdout = output is None or output == "-"
     if as_json and to_stdout:
@@ -240,7 +240,7 @@ def import_(
         machine import rejected.jsonl --kind rejected
         machine export --project ../other | machine import -
     """
-    from machine_git import importer
+    from machine_git.export import importer
 
     project_of(project)  # a bad --project is refused before stdin is read
     stdin = file == inputs.STDIN
@@ -292,6 +292,6 @@ def _import_notes(loaded: Loaded, name: str) -> None:
         )
         warn(f"{name}: ignored keys a row has no place for: {keys}")
     if loaded.redacted:
-        from machine_git import redaction
+        from machine_git.secrets import redaction
 
         click.echo(f"redacted {redaction.describe(loaded.redacted)}", err=True)

@@ -12,9 +12,9 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
-from machine_git.errors import FAILED
-from machine_git.errors import INVALID
-from machine_git.errors import UsageError
+from machine_git.core.errors import FAILED
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import UsageError
 
 if TYPE_CHECKING:
     from machine_git.releases import Stepped
@@ -257,8 +257,8 @@ def release_show(release_id: str, project: Path | None, as_json: bool) -> None:
     Example usage:
         machine release show BR-001
     """
-    from machine_git import jsonio
     from machine_git import releases
+    from machine_git.core import jsonio
 
     found = releases.show(open_store(project), releases.check_id(release_id))
     if as_json:
@@ -289,7 +289,7 @@ def lineage(what: str, with_rows: bool, project: Path | None, as_json: bool) -> 
         machine lineage BR-001
         machine lineage tinker://RUN/sampler_weights/final --rows
     """
-    from machine_git import lineage as tracing
+    from machine_git.releases import lineage as tracing
 
     found = tracing.trace(open_store(project), what, with_rows)
     if as_json:

@@ -17,20 +17,20 @@ from typing import Any
 
 import click
 
-from machine_git import table
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
-from machine_git.errors import TrainingError
-from machine_git.errors import UsageError
+from machine_git.core import table
+from machine_git.core.errors import TrainingError
+from machine_git.core.errors import UsageError
 from machine_git.train.config import DEFAULT_BASE_MODEL
 from machine_git.train.config import DPO_BETA
 from machine_git.train.config import KINDS
 from machine_git.train.config import Hyper
 
 if TYPE_CHECKING:  # the training stack loads only inside the commands
-    from machine_git.store import Store
+    from machine_git.store.store import Store
     from machine_git.train.validate import Report
 
 _DEFAULTS = Hyper()

@@ -9,6 +9,9 @@ step writes is a pure function of the store before it (``steps.py``), so
 every command first audits the history (``audit.py``) and refuses a release
 whose records were changed, removed or forged by anything else. A release's
 status is read from its verified records every time, never stored.
+
+May use: train, tagging, export, sync, recovery, history, store, sessions, rows,
+secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ from typing import Any
 import pygit2
 
 from machine_git import bundled
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git import rows
-from machine_git.errors import NotFoundError
-from machine_git.errors import ReleaseError
-from machine_git.errors import UsageError
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import NotFoundError
+from machine_git.core.errors import ReleaseError
+from machine_git.core.errors import UsageError
+from machine_git.recovery.validate import Finding
 from machine_git.releases import steps
 from machine_git.releases.audit import Audit
 from machine_git.releases.audit import of_store
@@ -42,10 +45,10 @@ from machine_git.releases.records import check_id
 from machine_git.releases.records import load
 from machine_git.releases.records import parse
 from machine_git.releases.records import split
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.store import Store
-from machine_git.validate import Finding
+from machine_git.rows import rows
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
 
 __all__ = [
     "RELEASES",

@@ -37,14 +37,15 @@ from pygit2 import Oid
 from pygit2 import Tree
 
 from machine_git import __version__
-from machine_git import history
-from machine_git import jsonio
-from machine_git.diff import MISSING
-from machine_git.diff import diff_values
-from machine_git.diff import show_value
-from machine_git.errors import MachineError
-from machine_git.errors import ReleaseRecordError
-from machine_git.errors import TamperedReleaseError
+from machine_git.core import jsonio
+from machine_git.core.errors import MachineError
+from machine_git.core.errors import ReleaseRecordError
+from machine_git.core.errors import TamperedReleaseError
+from machine_git.history import history
+from machine_git.history.diff import MISSING
+from machine_git.history.diff import diff_values
+from machine_git.history.diff import show_value
+from machine_git.recovery.validate import Finding
 from machine_git.releases import steps
 from machine_git.releases.records import RELEASES
 from machine_git.releases.records import Activation
@@ -55,12 +56,11 @@ from machine_git.releases.records import check_number
 from machine_git.releases.records import holdouts_path
 from machine_git.releases.records import load
 from machine_git.releases.records import split
-from machine_git.store import WORK
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.store import Store
-from machine_git.treediff import changed_blobs
-from machine_git.validate import Finding
+from machine_git.store.store import WORK
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
+from machine_git.store.treediff import changed_blobs
 
 APPEND_ONLY = "(release records are append-only)"
 _CLAIM = b"Machine-Action: release-"

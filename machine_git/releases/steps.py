@@ -21,11 +21,10 @@ import pygit2
 from pygit2 import Commit
 from pygit2 import Tree
 
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git import settings
-from machine_git.errors import NotFoundError
-from machine_git.errors import ReleaseError
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import NotFoundError
+from machine_git.core.errors import ReleaseError
 from machine_git.releases import gates
 from machine_git.releases.records import Activation
 from machine_git.releases.records import Baseline
@@ -54,9 +53,10 @@ from machine_git.releases.records import holdouts_path
 from machine_git.releases.records import load
 from machine_git.releases.records import prereg_path
 from machine_git.releases.records import trial_path
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.store import Store
+from machine_git.store import settings
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
 from machine_git.train.evals import Case
 
 NEW, CHECK, TRIAL, ACTIVATE = "new", "check", "trial", "activate"

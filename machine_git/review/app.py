@@ -17,8 +17,7 @@ from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from machine_git import stats
-from machine_git.errors import MachineError
+from machine_git.core.errors import MachineError
 from machine_git.review import browse
 from machine_git.review import compare
 from machine_git.review import queue
@@ -27,6 +26,7 @@ from machine_git.review.guard import row_blob
 from machine_git.review.security import Guard
 from machine_git.review.web import Site
 from machine_git.review.web import redirect
+from machine_git.store import stats
 
 Page = Callable[[Site, Request], Response]
 Action = Callable[[Site, Request], Awaitable[Response]]

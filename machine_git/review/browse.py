@@ -11,17 +11,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from machine_git import edits
-from machine_git import history
-from machine_git import lookup
-from machine_git import revs
-from machine_git import rows
-from machine_git import versions
 from machine_git.agents import observe
-from machine_git.errors import ConflictError
-from machine_git.errors import MachineError
-from machine_git.errors import RowNotFoundError
-from machine_git.errors import UsageError
+from machine_git.core.errors import ConflictError
+from machine_git.core.errors import MachineError
+from machine_git.core.errors import RowNotFoundError
+from machine_git.core.errors import UsageError
+from machine_git.history import history
+from machine_git.history import lookup
+from machine_git.history import revs
+from machine_git.history import versions
 from machine_git.review import view
 from machine_git.review.guard import Guarded
 from machine_git.review.guard import row_blob
@@ -31,8 +29,10 @@ from machine_git.review.web import Banner
 from machine_git.review.web import Site
 from machine_git.review.web import form
 from machine_git.review.web import redirect
-from machine_git.schemas import KINDS
-from machine_git.store import Store
+from machine_git.rows import rows
+from machine_git.rows.schemas import KINDS
+from machine_git.store.store import Store
+from machine_git.tagging import edits
 
 PAGE = 50
 _FILTERS = ("kind", "host", "tool", "note", "q", "errors", "from", "to", "at")

@@ -13,10 +13,10 @@ import re
 from typing import Any
 from typing import TypedDict
 
-from machine_git import diff as diffs
-from machine_git import rows
+from machine_git.history import diff as diffs
 from machine_git.review import view
-from machine_git.schemas import KINDS
+from machine_git.rows import rows
+from machine_git.rows.schemas import KINDS
 
 _TOKENS = re.compile(r"\s+|[^\s\w]|\w+")
 _MAX_TOKENS = 4000  # beyond this, two sides are shown whole, without word marks

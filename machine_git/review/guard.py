@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 from pygit2 import Oid
 
-from machine_git import history
-from machine_git import rows
-from machine_git.errors import ConflictError
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.store import Store
+from machine_git.core.errors import ConflictError
+from machine_git.history import history
+from machine_git.rows import rows
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
 
 
 def row_blob(snap: Snapshot, row_id: str) -> str | None:

@@ -24,15 +24,15 @@ from typing import cast
 from pygit2 import Commit
 from pygit2 import Tree
 
-from machine_git import jsonio
-from machine_git import rows
-from machine_git.errors import UsageError
-from machine_git.objects import Objects
-from machine_git.store import Store
-from machine_git.treediff import changed_blobs
+from machine_git.core import jsonio
+from machine_git.core.errors import UsageError
+from machine_git.rows import rows
+from machine_git.store.objects import Objects
+from machine_git.store.store import Store
+from machine_git.store.treediff import changed_blobs
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 _KEEP = 4  # indexes kept: the head, a version or two being browsed, the last head
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -18,12 +18,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from machine_git import edits
-from machine_git import history
 from machine_git.agents import observe
-from machine_git.errors import ConflictError
-from machine_git.errors import MachineError
-from machine_git.errors import UsageError
+from machine_git.core.errors import ConflictError
+from machine_git.core.errors import MachineError
+from machine_git.core.errors import UsageError
+from machine_git.history import history
 from machine_git.review import view
 from machine_git.review.guard import Guarded
 from machine_git.review.index import Summary
@@ -32,7 +31,8 @@ from machine_git.review.web import Site
 from machine_git.review.web import back_to
 from machine_git.review.web import form
 from machine_git.review.web import redirect
-from machine_git.store import Store
+from machine_git.store.store import Store
+from machine_git.tagging import edits
 
 VERDICTS = ("good", "bad")
 

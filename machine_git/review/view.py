@@ -16,13 +16,13 @@ from typing import Any
 from typing import TypedDict
 from typing import cast
 
-from machine_git import context
-from machine_git import jsonio
-from machine_git import rows
+from machine_git.core import jsonio
 from machine_git.review.index import is_error
+from machine_git.rows import context
+from machine_git.rows import rows
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 MAX_TEXT = 100_000  # characters of one text shown; the rest is a note
 

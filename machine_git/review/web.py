@@ -14,13 +14,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.responses import RedirectResponse
 
-from machine_git import edits
-from machine_git import errors
-from machine_git import history
-from machine_git import stats
+from machine_git.core import errors
+from machine_git.history import history
 from machine_git.review.index import Cache
 from machine_git.review.security import form_fields
-from machine_git.store import Store
+from machine_git.store import stats
+from machine_git.store.store import Store
+from machine_git.tagging import edits
 
 # A MachineError's exit code says what kind of failure it was; a page says the
 # same with its HTTP status.

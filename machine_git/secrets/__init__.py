@@ -32,13 +32,15 @@ every pass over the text is a C-speed search (``bytes.find`` for token runs,
 ``str.find`` per keyword, regexes that start with a literal), and Python
 looks only at what those find; the rarer patterns compile on first use.
 The scanner fails closed: any internal error is raised as
-:class:`~machine_git.errors.SecretScanError`, never swallowed. Redaction is
+:class:`~machine_git.core.errors.SecretScanError`, never swallowed. Redaction is
 idempotent: a placeholder is never flagged again.
+
+May use: core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations
 
-from machine_git.errors import SecretScanError
+from machine_git.core.errors import SecretScanError
 from machine_git.secrets import names
 from machine_git.secrets import rules
 from machine_git.secrets import shapes

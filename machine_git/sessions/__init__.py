@@ -8,6 +8,8 @@ not care which agent wrote the session.
 Each host's module (pi, letta, claude, codex) is a :class:`SessionReader`;
 ``detect.py`` reaches the hosts only through that interface, and loads a
 host's module only when a session of that host is looked for or read.
+
+May use: rows, secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from typing import Protocol
 from typing import cast
 from typing import runtime_checkable
 
-from machine_git.plain import Plain
+from machine_git.core.plain import Plain
 
 if TYPE_CHECKING:
-    from machine_git.context import Context
-    from machine_git.rowtypes import Host
-    from machine_git.rowtypes import Record
-    from machine_git.rowtypes import Source
+    from machine_git.rows.context import Context
+    from machine_git.rows.rowtypes import Host
+    from machine_git.rows.rowtypes import Record
+    from machine_git.rows.rowtypes import Source
 
 
 class ReadReport(Plain):
@@ -121,7 +123,7 @@ class Turn(Plain):
         self.stop_reason = stop_reason
         self.error = error
         self.dropped: list[str] = dropped if dropped else []
-        # The system prompt and tools the run had (machine_git.context.Context),
+        # The system prompt and tools the run had (machine_git.rows.context.Context),
         # or None when the host's files do not hold them.
         self.context = context
 

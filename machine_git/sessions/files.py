@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git.errors import SessionError
-from machine_git.errors import TurnError
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import SessionError
+from machine_git.core.errors import TurnError
 from machine_git.sessions import ReadReport
 
 MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry

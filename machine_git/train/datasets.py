@@ -29,16 +29,16 @@ from tinker_cookbook.supervised.types import ChatDatasetBuilder
 from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 from tinker_cookbook.supervised.types import SupervisedDataset
 
-from machine_git import export
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git.errors import TrainingError
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
+from machine_git.export import export
 from machine_git.train import config
 from machine_git.train import rendering
 from machine_git.train import runs
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 Example = tuple[tinker.ModelInput, torch.Tensor]
 
@@ -286,15 +286,11 @@ def builder(cfg: config.RunConfig, folder: Path) -> ExportBuilder:
 
 
 def build(cfg: config.RunConfig, folder: Path) -> ListDataset:
-    """A run's training data, rendered offline; refuses zero steps.
+    """An SFT run's training data, rendered offline from its export.
 
-    SFT runs read their export with :class:`ExportBuilder`; DPO runs their
-    pairs with :class:`machine_git.train.preference.PairBuilder`.
+    DPO runs read pairs (preference.build; preference.for_run picks).
     """
-    if cfg.method == "dpo":
-        from machine_git.train import preference
-
-        return preference.build(cfg, folder)
+    assert cfg.method != "dpo", "a DPO run's data is preference.build's"
     dataset, _ = builder(cfg, folder)()
     assert isinstance(dataset, ListDataset)
     return dataset

@@ -32,21 +32,21 @@ from pygit2 import Commit
 from pygit2 import Tree
 from pygit2.enums import FileMode
 
-from machine_git import context
-from machine_git import export
-from machine_git import history
-from machine_git import jsonio
-from machine_git import rows
-from machine_git.errors import TrainingError
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.store import Store
-from machine_git.store import parse_row
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
+from machine_git.export import export
+from machine_git.history import history
+from machine_git.rows import context
+from machine_git.rows import rows
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
+from machine_git.store.store import parse_row
 from machine_git.train import config
 from machine_git.train import pins
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 EVALS_DIR = "evals"
 SALT = "machine-eval-v1"

@@ -29,8 +29,8 @@ import tinker
 from tinker_cookbook.checkpoint_utils import CheckpointRecord
 from tinker_cookbook.supervised.common import compute_mean_nll
 
-from machine_git import jsonio
-from machine_git.errors import TrainingError
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
 from machine_git.train import service
 from machine_git.train.config import RunConfig
 from machine_git.train.datasets import ListDataset

@@ -21,8 +21,8 @@ from pydantic import StringConstraints
 from pydantic import field_validator
 from pydantic import model_validator
 
-from machine_git import models
-from machine_git.errors import TrainingError
+from machine_git.core import models
+from machine_git.core.errors import TrainingError
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 Positive = Annotated[int, Field(ge=1)]

@@ -35,7 +35,7 @@ from tinker_cookbook.renderers.base import ToolSpec
 from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 from tinker_cookbook.renderers.qwen3_5 import Qwen3_5Renderer
 
-from machine_git.errors import TrainingError
+from machine_git.core.errors import TrainingError
 from machine_git.train.config import DEFAULT_BASE_MODEL
 
 _EOS = "<|im_end|>"
@@ -74,7 +74,7 @@ class Family(NamedTuple):
 QWEN3 = Family("Qwen3", "Qwen3Tokenizer", "qwen3", "qwen3")
 QWEN3_5 = Family("Qwen3.5", "Qwen35Tokenizer", "qwen3_5", "qwen3_5")
 
-# Why the others are refused, in one line each (the README says the same).
+# Why the others are refused, in one line each (docs/training.md says the same).
 _REFUSED = (
     (
         "-Instruct-2507",

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 from typing import TypeVar
 
-from machine_git import env
-from machine_git.errors import TinkerServiceError
+from machine_git.core import env
+from machine_git.core.errors import TinkerServiceError
 
 TIMEOUT_ENV = "MACHINE_TINKER_TIMEOUT"
 TEST_ENV = "MACHINE_TEST_TINKER"

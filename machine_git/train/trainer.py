@@ -19,13 +19,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from machine_git import rows
-from machine_git.errors import MachineError
-from machine_git.errors import TinkerServiceError
-from machine_git.errors import TrainingError
-from machine_git.store import Store
+from machine_git.core.errors import MachineError
+from machine_git.core.errors import TinkerServiceError
+from machine_git.core.errors import TrainingError
+from machine_git.rows import rows
+from machine_git.store.store import Store
 from machine_git.train import datasets
 from machine_git.train import loop
+from machine_git.train import preference
 from machine_git.train import preflight
 from machine_git.train import runs
 from machine_git.train import service
@@ -55,7 +56,7 @@ def plan(store: Store, run_id: str | None, smoke: bool) -> Plan:
         )
     cfg, where = runs.run_config(store, record)
     _refuse_blocking(cfg, where)
-    dataset = datasets.build(cfg, where)
+    dataset = preference.for_run(cfg, where)
     steps = loop.total_steps(cfg, dataset, loop.SMOKE_STEPS if smoke else None)
     return Plan(record, cfg, dataset, steps, smoke)
 

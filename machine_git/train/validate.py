@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import cast
 
-from machine_git import jsonio
-from machine_git import schemas
-from machine_git.errors import TrainingError
-from machine_git.errors import UsageError
-from machine_git.progress import QUIET
-from machine_git.progress import Progress
-from machine_git.progress import track
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
+from machine_git.core.errors import UsageError
+from machine_git.core.progress import QUIET
+from machine_git.core.progress import Progress
+from machine_git.core.progress import track
+from machine_git.rows import schemas
 from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
 from machine_git.train import sources
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 
 @dataclass
@@ -308,7 +308,7 @@ def dump_file(dump: Path | None) -> Iterator[IO[bytes] | None]:
     if dump is None:
         yield None
         return
-    from machine_git import paths
+    from machine_git.core import paths
 
     target = paths.check_out_path(str(dump))
     try:

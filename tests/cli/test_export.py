@@ -13,15 +13,15 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git import paths
-from machine_git import rows
-from machine_git.errors import CONFLICT
-from machine_git.errors import INVALID
-from machine_git.errors import IO
-from machine_git.errors import NOT_FOUND
-from machine_git.errors import USAGE
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import IO
+from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
+from machine_git.rows import rows
 from machine_git.sessions import pi
 from tests import helpers
 from tests.conftest import PI_SESSIONS

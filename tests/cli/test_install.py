@@ -8,9 +8,9 @@ from pathlib import Path
 
 import orjson
 
-from machine_git import paths
 from machine_git.agents import install
-from machine_git.errors import USAGE
+from machine_git.core import paths
+from machine_git.core.errors import USAGE
 from machine_git.sessions import pi
 from tests.conftest import Run
 

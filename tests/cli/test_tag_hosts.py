@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import context
-from machine_git import paths
-from machine_git import rows
-from machine_git.errors import INVALID
-from machine_git.errors import NOT_FOUND
+from machine_git.core import paths
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import NOT_FOUND
+from machine_git.rows import context
+from machine_git.rows import rows
 from machine_git.sessions import claude
 from machine_git.sessions import codex
 from machine_git.sessions import letta

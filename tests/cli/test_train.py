@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git.errors import SERVICE
-from machine_git.errors import USAGE
-from machine_git.store import Store
+from machine_git.core.errors import SERVICE
+from machine_git.core.errors import USAGE
+from machine_git.store.store import Store
 from machine_git.train import rendering
 from machine_git.train import service
 from tests.conftest import Run

@@ -16,10 +16,11 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import jsonio
-from machine_git import rows
-from machine_git.errors import INVALID
-from machine_git.store import Store
+from machine_git import hooks
+from machine_git.core import jsonio
+from machine_git.core.errors import INVALID
+from machine_git.rows import rows
+from machine_git.store.store import Store
 from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git
@@ -161,7 +162,7 @@ def test_a_release_id_is_never_reused_even_when_its_removal_was_clean(
 ) -> None:
     # Even a store writer that bypasses every hook (machine's own Store.write,
     # as a script might) cannot make an id free again.
-    from machine_git.store import Change
+    from machine_git.store.store import Change
 
     store = Store.open(trained["store"])
     assert run("release", "new", "BR-008", "--run", trained["run"]).exit_code == 0
@@ -358,7 +359,7 @@ def test_a_second_trial_changes_nothing(
 def test_an_edited_preregistration_is_shown_as_tampered(
     trained: dict[str, Any], run: Run
 ) -> None:
-    from machine_git.store import Change
+    from machine_git.store.store import Change
 
     store = Store.open(trained["store"])
     assert run("release", "new", "BR-004", "--run", trained["run"]).exit_code == 0
@@ -405,7 +406,7 @@ def test_a_store_with_a_whole_release_cycle_pushes_into_a_hooked_store(
     assert (
         git_in(tmp_path, "init", "-q", "--bare", "-b", "main", str(hub)).returncode == 0
     )
-    from machine_git import hooks
+    from machine_git.sync import hooks
 
     hooks.install_store_hooks(hub)
     assert run("remote", "add", "hub", str(hub)).exit_code == 0
@@ -476,9 +477,9 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     trained: dict[str, Any], run: Run, fake: FakeTinker, tmp_path: Path
 ) -> None:
     from machine_git import releases
-    from machine_git import sync
+    from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     refs = trained["refs"]
     assert run("release", "new", "BR-002", "--run", trained["run"]).exit_code == 0
@@ -489,7 +490,7 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     other = Store.create(tmp_path / "other")
     put(other, helpers.train_row("b1b1b1b1b1b1"))
     sync.add_remote(other, "a", str(trained["store"]))
-    assert sync.pull(other, "a").status == "merge"
+    assert sync.pull(other, "a", audit=hooks.audit).status == "merge"
     shown = releases.show(other, "BR-002")
     assert (shown.status, shown.tampered) == ("active", [])
     assert releases.findings(other) == ([], 0)

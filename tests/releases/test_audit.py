@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from machine_git import hooks
 from machine_git import releases
 from machine_git.releases import audit
-from machine_git.store import BRANCH
-from machine_git.store import WORK
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.store.store import BRANCH
+from machine_git.store.store import WORK
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests.conftest import Run
 from tests.conftest import git
 
@@ -73,9 +74,9 @@ def test_a_damaged_or_stale_memory_means_a_full_walk(
 def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     trained: dict[str, Any], run: Run, tmp_path: Any
 ) -> None:
-    from machine_git import sync
+    from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     def answering(right: bool) -> releases.Sampler:
         def sample(cases: list[Any], base: str, checkpoint: str) -> list[Any]:
@@ -91,14 +92,14 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     # A row of its own: B's first commit may be byte-identical to A's.
     put(b, helpers.train_row("b1b1b1b1b1b1"))
     sync.add_remote(b, "a", str(a.path))
-    assert sync.pull(b, "a").status == "merge"
+    assert sync.pull(b, "a", audit=hooks.audit).status == "merge"
     # Each store checks the same release on its own: A passes and tries it,
     # B fails. Merging keeps B's check 1 but takes A's trial, which names
     # A's check 1 by its sha256.
     assert releases.check(a, "BR-002", answering(True), 64)[0].passed
     assert releases.trial(a, "BR-002").commit is not None
     assert not releases.check(b, "BR-002", answering(False), 64)[0].passed
-    pulled = sync.pull(b, "a", prefer="ours")
+    pulled = sync.pull(b, "a", prefer="ours", audit=hooks.audit)
     assert pulled.status == "merge"
     shown = releases.show(b, "BR-002")
     assert shown.status == "tampered"
@@ -112,10 +113,10 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
 def test_a_step_that_also_writes_something_else_taints_its_release(
     trained: dict[str, Any], run: Run
 ) -> None:
-    from machine_git import jsonio
-    from machine_git import rows
-    from machine_git.errors import INVALID
+    from machine_git.core import jsonio
+    from machine_git.core.errors import INVALID
     from machine_git.releases import steps
+    from machine_git.rows import rows
     from tests.releases.conftest import CHECKPOINT
 
     store = Store.open(trained["store"])

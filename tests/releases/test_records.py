@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git.errors import INVALID
-from machine_git.errors import ReleaseRecordError
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import ReleaseRecordError
 from machine_git.releases import records
 from machine_git.releases.records import Check
 from machine_git.releases.records import Prereg

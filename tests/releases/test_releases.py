@@ -8,13 +8,13 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import jsonio
 from machine_git import releases
-from machine_git.errors import INVALID
-from machine_git.errors import NOT_FOUND
-from machine_git.errors import USAGE
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests.conftest import Run
 from tests.conftest import git
 from tests.releases.conftest import CHECKPOINT

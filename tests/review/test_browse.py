@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from machine_git import rows
-from machine_git.store import Store
+from machine_git.rows import rows
+from machine_git.store.store import Store
 from tests.conftest import git
 from tests.helpers import loose
 from tests.review.conftest import CSRF

@@ -24,7 +24,7 @@ import uvicorn
 
 from machine_git.review.app import create_app
 from machine_git.review.server import listen
-from machine_git.store import Store
+from machine_git.store.store import Store
 from tests.conftest import git
 from tests.review.conftest import TOKEN
 from tests.review.conftest import machine

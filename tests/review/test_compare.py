@@ -6,7 +6,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from machine_git.store import Store
+from machine_git.store.store import Store
 from tests.helpers import loose
 from tests.review.conftest import machine
 from tests.review.test_queue import esc
@@ -72,7 +72,7 @@ def test_a_trajectory_change_is_aligned_record_by_record(
     row["trajectory"].insert(2, inserted)
     edited = project / "row.json"
     edited.write_text(json.dumps(row))
-    from machine_git import edits
+    from machine_git.tagging import edits
 
     edits.replace(store, row_id, row)
     page = client.get("/diff").text

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from machine_git import diff as diffs
+from machine_git.history import diff as diffs
 from machine_git.review import diffview
 from tests.helpers import train_row
 

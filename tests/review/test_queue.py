@@ -9,11 +9,11 @@ from typing import Any
 import markupsafe
 from starlette.testclient import TestClient
 
-from machine_git import rows
-from machine_git import turns
+from machine_git.rows import rows
 from machine_git.sessions import pi
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
 from tests.helpers import loose
@@ -320,7 +320,7 @@ def _session(name: str) -> str:
 
 
 def git_dir(project: Path) -> str:
-    from machine_git import paths
+    from machine_git.core import paths
 
     return str(paths.store_path(project))
 

@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from machine_git import rows
 from machine_git.review.app import create_app
 from machine_git.review.security import CSP
 from machine_git.review.security import MAX_BODY
 from machine_git.review.security import cookie_name
-from machine_git.store import Store
+from machine_git.rows import rows
+from machine_git.store.store import Store
 from tests.conftest import git
 from tests.review.conftest import BASE
 from tests.review.conftest import CSRF

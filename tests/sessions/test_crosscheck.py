@@ -26,7 +26,7 @@ import trajectory
 from trajectory import NormalizeInput
 from trajectory import TrajectorySource
 
-from machine_git import schemas
+from machine_git.rows import schemas
 from machine_git.sessions import detect
 from tests.conftest import FIXTURES
 from tests.conftest import PI_SESSIONS

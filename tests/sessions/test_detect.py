@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from machine_git.errors import NoSessionError
-from machine_git.errors import SessionError
-from machine_git.errors import TurnError
+from machine_git.core.errors import NoSessionError
+from machine_git.core.errors import SessionError
+from machine_git.core.errors import TurnError
 from machine_git.sessions import SessionReader
 from machine_git.sessions import claude
 from machine_git.sessions import codex

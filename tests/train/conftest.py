@@ -26,7 +26,7 @@ import pytest
 import tinker
 from tinker import types
 
-from machine_git import paths
+from machine_git.core import paths
 from machine_git.train import rendering
 from machine_git.train import service
 from tests.conftest import Run

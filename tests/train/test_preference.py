@@ -112,7 +112,7 @@ def test_each_pair_is_two_sequences_that_train_only_the_answers(
 def test_smoke_and_run_train_the_pairs_with_the_cookbook_s_dpo_loss(
     pairs: Path, run: Run, fake: FakeTinker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # TRAINED in full (80: tests/test_table.py)
+    monkeypatch.setenv("COLUMNS", "200")  # TRAINED in full (80: core/test_table.py)
     record = _dpo(run)
     run_id = record["id"]
     smoke = run("train", "smoke", "--yes")

@@ -7,10 +7,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import jsonio
-from machine_git.errors import TrainingError
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from machine_git.train import records
 from machine_git.train import runs
 from tests.conftest import Run

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from machine_git.errors import TrainingError
+from machine_git.core.errors import TrainingError
 from machine_git.train import rendering
 
 

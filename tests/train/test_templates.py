@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from transformers.utils.chat_template_utils import render_jinja_template
 
-from machine_git import context
-from machine_git import jsonio
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.rows import context
+from machine_git.store.store import Store
 from machine_git.train import datasets
 from machine_git.train import rendering
 from tests.conftest import FIXTURES
@@ -32,7 +32,7 @@ from tests.conftest import Run
 from tests.train import conftest as support
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 TEMPLATES = FIXTURES / "templates"
 QWEN3 = json.loads((TEMPLATES / "qwen3" / "tokenizer_config.json").read_text())

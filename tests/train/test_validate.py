@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from machine_git.errors import TrainingError
+from machine_git.core.errors import TrainingError
 from machine_git.train import validate
 from tests import helpers
 from tests.train import conftest as support

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
-from machine_git import context
-from machine_git import jsonio
-from machine_git.errors import TurnError
+from machine_git.core import jsonio
+from machine_git.core.errors import TurnError
+from machine_git.rows import context
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
