@@ -90,35 +90,35 @@ CODEX = BY_NAME[formats.CODEX.name]
 
 
 # Each host's recognizer, from the small module that holds it.
-def _pi() -> formats.Recognize:
+def _recognize_pi() -> formats.Recognize:
     from machine_git.sessions.pi import turn
 
     return turn.recognize
 
 
-def _letta() -> formats.Recognize:
+def _recognize_letta() -> formats.Recognize:
     from machine_git.sessions.letta import forms
 
     return forms.recognize
 
 
-def _claude() -> formats.Recognize:
+def _recognize_claude() -> formats.Recognize:
     from machine_git.sessions.claude import turn
 
     return turn.recognize
 
 
-def _codex() -> formats.Recognize:
+def _recognize_codex() -> formats.Recognize:
     from machine_git.sessions.codex import turn
 
     return turn.recognize
 
 
 RECOGNIZERS: formats.Recognizers = {
-    "pi": _pi,
-    "letta": _letta,
-    "claude": _claude,
-    "codex": _codex,
+    "pi": _recognize_pi,
+    "letta": _recognize_letta,
+    "claude": _recognize_claude,
+    "codex": _recognize_codex,
 }
 
 

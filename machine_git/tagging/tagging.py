@@ -221,9 +221,7 @@ def tag(
 
 
 def _auto_on(project: Project) -> bool:
-    from machine_git.tagging.tagging import (
-        capture,  # only machine observe --if-auto asks
-    )
+    from machine_git.tagging import capture  # only machine observe --if-auto asks
 
     return capture.auto_on(project.store_path)
 
