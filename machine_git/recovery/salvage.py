@@ -130,12 +130,14 @@ def take_apart(path: Path, found: Diagnosis, record: Path) -> None:
             keep_file(file, record / "packs", move=True)
 
 
-def set_aside(path: Path, found: Diagnosis, record: Path) -> None:
+def set_aside(path: Path, found: Diagnosis, record: Path) -> set[str]:
     """Move damaged loose objects, and damaged commits, into the record.
 
     Afterwards git sees them as missing. A commit the reflog names that is
     missing is only a warning to git gc; one it can read that reaches a
-    missing object (a blob, a parent) stops gc for good.
+    missing object (a blob, a parent) stops gc for good. Returns the ids of
+    what is gone (moved, or damaged commits left behind), for
+    :func:`forget_in_reflogs`.
     """
     files = list(found.damaged_files)
     keep = _kept_commits(path, found.parent)
@@ -152,9 +154,46 @@ def set_aside(path: Path, found: Diagnosis, record: Path) -> None:
         for oid in [*found.damaged_commits, *dropped]
         if HEX40.match(oid) and oid not in keep
     ]
+    gone = {c for c in found.damaged_commits if c not in keep}
     for file in dict.fromkeys(files):
         if os.path.exists(file):
             keep_file(Path(file), record / "objects", move=True, name=id_of(file))
+            gone.add(id_of(file))
+    return gone
+
+
+_ZERO = "0" * 40
+
+
+def forget_in_reflogs(path: Path, gone: set[str], record: Path) -> None:
+    """The branch's reflogs without the commits recover set aside.
+
+    ``git fsck --full`` calls an entry naming a missing object invalid: an
+    entry that moved to one is dropped, one that moved from one starts from
+    nothing (git's way of saying "created"). The reflogs as they were are
+    kept in the record.
+    """
+    if not gone:
+        return
+    for log in (path / "logs" / "refs" / "heads" / "main", path / "logs" / "HEAD"):
+        data = read_file(log)
+        if data is None:
+            continue
+        kept: list[bytes] = []
+        for line in data.splitlines(keepends=True):
+            old, _, rest = line.partition(b" ")
+            new = rest[:40].decode("ascii", "replace")
+            if new in gone:
+                continue
+            if old.decode("ascii", "replace") in gone:
+                line = _ZERO.encode() + b" " + rest
+            kept.append(line)
+        text = b"".join(kept)
+        if text != data:
+            keep_file(
+                log, record / "logs", name=str(log.relative_to(path)).replace("/", "%")
+            )
+            write_file(log, text)
 
 
 def _settable(path: Path, oid: str) -> bool:

@@ -158,6 +158,22 @@ def test_recover_yes_takes_the_step_and_keeps_the_damage(store: Path, run: Run) 
     # The version at the damaged commit went with it, into the record.
     assert run("versions").stdout.startswith("no versions yet")
     assert (record / "refs" / "refs%tags%v1").is_file()
+    # git's own check is clean (no reflog entry names what was set aside;
+    # the reflogs as they were are in the record), and a second run is a no-op.
+    fsck = subprocess.run(
+        ["git", "-C", str(store), "fsck", "--full", "--strict"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (fsck.returncode, fsck.stderr) == (0, "")
+    assert damaged in (record / "logs" / "logs%HEAD").read_text()
+    again = run("recover", "--yes")
+    assert (again.exit_code, again.stdout) == (
+        0,
+        f"the store {store} is intact; nothing to recover\n",
+    )
+    assert rev(store, "main") == head
 
 
 def test_only_history_damage_loses_no_row(store: Path, run: Run) -> None:
