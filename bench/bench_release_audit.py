@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from machine_git.releases import audit  # noqa: E402
-from machine_git.store import WORK  # noqa: E402
-from machine_git.store import Change  # noqa: E402
-from machine_git.store import Store  # noqa: E402
+from machine_git.store.store import WORK  # noqa: E402
+from machine_git.store.store import Change  # noqa: E402
+from machine_git.store.store import Store  # noqa: E402
 
 
 def build(where: Path, commits: int) -> Store:

@@ -32,7 +32,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from machine_git import redaction  # noqa: E402
+from machine_git.secrets import redaction  # noqa: E402
 
 TARGET_MS = 2.0  # per 48 KB trace row, one core (issue 15)
 
@@ -156,7 +156,7 @@ def make_row(seed: int = 7) -> dict[str, Any]:
 
 
 _IMPORT_PROBE = """
-import time, re, math, bisect, collections, machine_git.errors
+import time, re, math, bisect, collections, machine_git.core.errors
 t = time.perf_counter()
 import machine_git.secrets
 print((time.perf_counter() - t) * 1e6)

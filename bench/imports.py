@@ -4,7 +4,7 @@ The floor is git writing the same row files (the bytes machine stores, at
 their ``rows/ab/cd/<id>.json`` paths) into a fresh repository as one commit
 with ``git fast-import``, git's fastest way in. ``machine import`` does more
 on the way: it parses, validates and scans every row for secrets before a
-byte is written, builds the trees, and writes one pack (machine_git/bulk.py).
+byte is written, builds the trees, and writes one pack (machine_git/store/bulk.py).
 Both run as whole processes into a fresh store or repository, interleaved
 round by round. ``python bench/run.py --only import`` measures only this.
 """
@@ -25,11 +25,11 @@ from bench import timing
 from bench.corpus import Corpus
 from bench.timing import median
 from bench.timing import paired
-from machine_git import importer
-from machine_git import paths
-from machine_git import redaction
-from machine_git import rows
-from machine_git.store import Store
+from machine_git.core import paths
+from machine_git.export import importer
+from machine_git.rows import rows
+from machine_git.secrets import redaction
+from machine_git.store.store import Store
 
 TITLE = "Import"
 ROWS = 20_000

@@ -4,7 +4,7 @@ A :class:`Spec` is one agent turn: a request, tool calls with their outputs,
 an answer. It becomes a :class:`~machine_git.sessions.Turn` (for rows written
 straight into a store) or a Pi session file (for ``machine good --session``),
 and both give the same records: :func:`check_reader_agrees` proves it with
-the real Pi reader. Rows then come from :func:`machine_git.rows.build`, so
+the real Pi reader. Rows then come from :func:`machine_git.rows.rows.build`, so
 their shape is machine's own.
 
 The mix: 75% train rows (request and answer), 20% trace rows (20 trajectory
@@ -26,16 +26,16 @@ from typing import Any
 
 from bench.corpus import Corpus
 from bench.corpus import output_size
-from machine_git import jsonio
-from machine_git import redaction
-from machine_git import rows
-from machine_git import turns
-from machine_git.rowtypes import Record
-from machine_git.rowtypes import Row
+from machine_git.core import jsonio
+from machine_git.rows import rows
+from machine_git.rows.rowtypes import Record
+from machine_git.rows.rowtypes import Row
+from machine_git.secrets import redaction
 from machine_git.sessions import Turn
 from machine_git.sessions import pi
-from machine_git.store import Change
-from machine_git.store import Redaction
+from machine_git.store.store import Change
+from machine_git.store.store import Redaction
+from machine_git.tagging import turns
 
 TOOL_CALLS = 8  # 1 meta + 1 user + 1 preface + 8 x (call, result) + 1 answer = 20
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

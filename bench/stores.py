@@ -32,13 +32,13 @@ import orjson
 import pygit2
 
 from bench.rowgen import Made
-from machine_git import gc
-from machine_git import paths
-from machine_git import rows
-from machine_git import schemas
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.store import Store
+from machine_git.core import paths
+from machine_git.rows import rows
+from machine_git.rows import schemas
+from machine_git.store import gc
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Dev",

@@ -44,15 +44,15 @@ from bench.timing import Case
 from bench.timing import median
 from bench.timing import ms
 from bench.timing import paired
-from machine_git import gc
-from machine_git import jsonio
-from machine_git import schemas
-from machine_git import turns
-from machine_git.objects import Objects
-from machine_git.rowtypes import Row
-from machine_git.schemas import KINDS
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.rows import schemas
+from machine_git.rows.rowtypes import Row
+from machine_git.rows.schemas import KINDS
+from machine_git.store import gc
+from machine_git.store.objects import Objects
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
@@ -300,7 +300,7 @@ def _prepare(n: int, opts: Options, corpus: Corpus) -> Built:
         return _load(marker)
     for name in (f"proj-{n}", f"plain-{n}", f"jsonl-{n}"):
         shutil.rmtree(opts.work / name, ignore_errors=True)
-    from machine_git import paths
+    from machine_git.core import paths
 
     shutil.rmtree(paths.store_path(opts.work / f"proj-{n}"), ignore_errors=True)
     print(f"bench: building {n} rows", flush=True)
@@ -390,7 +390,7 @@ def _rows_table(builds: dict[int, Built], report: Report) -> None:
         )
     report.table(
         "Rows",
-        "Rows are built by `machine_git.rows.build` from generated agent turns "
+        "Rows are built by `machine_git.rows.rows.build` from generated agent turns "
         "(prose from standard-library docstrings, code and tool outputs from its "
         "source files: reads, diffs, test runs, greps, listings; tool outputs are "
         "log-normal, median 600 bytes). Mix: 75% train, 20% traces with 20 "
@@ -934,7 +934,7 @@ def _valid_rows(b: Built) -> int:
 
 def _traces_store(b: Built, opts: Options, corpus: Corpus) -> tuple[Path, int]:
     """A store holding only the trace rows of the ``b.n``-row store."""
-    from machine_git import paths
+    from machine_git.core import paths
 
     name = f"proj-traces-{b.n}"
     marker = opts.work / f"built-traces-{b.n}.json"
@@ -962,9 +962,9 @@ def _validate_traces(
     start-up) and as the whole command. Then where one trace row's time goes,
     step by step in one process.
     """
-    from machine_git import parallel
-    from machine_git import paths
-    from machine_git import validate
+    from machine_git.core import paths
+    from machine_git.recovery import validate
+    from machine_git.store import parallel
 
     project, count = _traces_store(b, opts, corpus)
     store = Store.open(paths.store_path(project))
@@ -1027,7 +1027,7 @@ def _validate_traces(
         + ", ".join(f"{name} {t * 1e6:.0f} µs" for name, t in spent.items())
         + f". The whole check runs {single:,.0f} trace rows/s in one process "
         f"(MACHINE_JOBS=1) and {count / median(runs):,.0f}/s in {workers} "
-        f"(machine_git/parallel.py), so this machine's {os.cpu_count()} CPUs "
+        f"(machine_git/store/parallel.py), so this machine's {os.cpu_count()} CPUs "
         f"give at most about {single * (os.cpu_count() or 1):,.0f}/s. Reading "
         "alone is bound by zlib (see Machine speed), which runs at half the speed "
         "of the machine in perf.md that the target came from."
@@ -1181,7 +1181,7 @@ def _composition(b: Built, report: Report) -> None:
 
 
 def _depth_study(b: Built, opts: Options, report: Report) -> None:
-    from machine_git import paths
+    from machine_git.core import paths
 
     variants = {
         "git default (depth 50)": ["-c", "pack.depth=50"],

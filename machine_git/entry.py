@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 from typing import Literal
 
-from machine_git.errors import INTERRUPTED
-from machine_git.errors import exit_code
-from machine_git.errors import user_message
+from machine_git.core.errors import INTERRUPTED
+from machine_git.core.errors import exit_code
+from machine_git.core.errors import user_message
 
 _VALUES = {  # option -> parameter, for the options that take a value
     "--note": "note",
@@ -118,8 +118,8 @@ def main() -> None:
 
 
 def _tag(label: Literal["good", "bad"], params: dict[str, Any]) -> int:
-    from machine_git import paths
-    from machine_git import tagcommand
+    from machine_git.core import paths
+    from machine_git.tagging import tagcommand
 
     given: Path | None = params["project"]
     try:

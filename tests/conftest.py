@@ -16,13 +16,24 @@ from click.testing import CliRunner
 from click.testing import Result
 from pygit2.enums import ConfigLevel
 
-from machine_git import paths
 from machine_git.cli import cli
+from machine_git.core import paths
 from machine_git.sessions import pi
 from tests import helpers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PI_SESSIONS = FIXTURES / "pi" / "sessions"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _secret_engine_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The secret engine compiles its rules once (seconds) and caches them:
+    # one cache for the whole run, subprocesses included (HOME changes per test).
+    from machine_git.secrets import engine
+
+    if not os.environ.get(engine.CACHE_ENV):
+        folder = tmp_path_factory.getbasetemp() / "secret-engine-cache"
+        os.environ[engine.CACHE_ENV] = str(folder)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -57,7 +68,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
         monkeypatch.setenv(name, "test@example.com")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    # Listings fit the terminal (machine_git/table.py): without COLUMNS and
+    # Listings fit the terminal (machine_git/core/table.py): without COLUMNS and
     # with output that is no terminal, every test sees 80 columns.
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -272,9 +272,9 @@ def invalid_rows() -> list[tuple[str, dict[str, Any]]]:
 
 def commit_row(store: Any, row: dict[str, Any]) -> None:
     """Commit ``row`` straight through the store API (no session needed)."""
-    from machine_git import jsonio
-    from machine_git import rows
-    from machine_git.store import Change
+    from machine_git.core import jsonio
+    from machine_git.rows import rows
+    from machine_git.store.store import Change
 
     change = Change(
         f"add {row['id']}", {rows.row_path(row["id"]): jsonio.canonical(row)}

@@ -21,12 +21,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import paths
-from machine_git import rows
-from machine_git.errors import DAMAGED
-from machine_git.errors import IO
+from machine_git.core import paths
+from machine_git.core.errors import DAMAGED
+from machine_git.core.errors import IO
+from machine_git.rows import rows
 from machine_git.sessions import pi
-from machine_git.store import Store
+from machine_git.store.store import Store
 from tests import helpers
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
@@ -129,7 +129,7 @@ KILLER = textwrap.dedent(
     """
     import os, signal, sys
     import pygit2
-    from machine_git import store
+    from machine_git.store import store
     point = os.environ["KILL_AT"]
     real = pygit2.Repository.create_commit
     def create_commit(self, *args, **kwargs):
@@ -475,8 +475,8 @@ def test_a_file_size_limit_fails_the_tag_in_one_line_and_changes_nothing(
 BULK_KILLER = textwrap.dedent(
     """
     import os, signal, sys
-    from machine_git import bulk
-    from machine_git.store import Store
+    from machine_git.store import bulk
+    from machine_git.store.store import Store
     point = os.environ["KILL_AT"]
 
     def die():

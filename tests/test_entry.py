@@ -9,9 +9,9 @@ import click
 import pytest
 
 from machine_git import entry
-from machine_git import paths
 from machine_git.cli import cli
-from machine_git.errors import NOT_FOUND
+from machine_git.core import paths
+from machine_git.core.errors import NOT_FOUND
 from tests.conftest import Run
 from tests.conftest import install_session
 

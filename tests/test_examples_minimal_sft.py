@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git.store import Store
+from machine_git.store.store import Store
 from machine_git.train import evals
 from machine_git.train import rendering
 from machine_git.train import service

@@ -29,7 +29,7 @@ import pytest
 
 from machine_git import releases
 from machine_git.releases import steps
-from machine_git.store import Store
+from machine_git.store.store import Store
 from tests.conftest import git
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "project-euler"

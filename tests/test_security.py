@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from machine_git import paths
-from machine_git.errors import NOT_FOUND
-from machine_git.errors import USAGE
+from machine_git.core import paths
+from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
 from tests.conftest import install_session

@@ -20,8 +20,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from machine_git import jsonio
-from machine_git import rows
+from machine_git.core import jsonio
+from machine_git.rows import rows
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus.jsonl"

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from machine_git.stats import CACHE_FILE
-from machine_git.store import WORK
-from machine_git.store import Store
+from machine_git.store.stats import CACHE_FILE
+from machine_git.store.store import WORK
+from machine_git.store.store import Store
 
 __all__ = ["CACHE_FILE", "cache_path"]
 

@@ -26,21 +26,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import NamedTuple
 
-from machine_git import rows
-from machine_git import tagging
 from machine_git.agents.observe import PARENT_ENV
-from machine_git.errors import MachineError
-from machine_git.errors import NotFoundError
-from machine_git.errors import RowNotFoundError
-from machine_git.errors import UsageError
-from machine_git.paths import Project
+from machine_git.core.errors import MachineError
+from machine_git.core.errors import NotFoundError
+from machine_git.core.errors import RowNotFoundError
+from machine_git.core.errors import UsageError
+from machine_git.core.paths import Project
+from machine_git.rows import rows
 from machine_git.sessions import pi as pi_sessions
-from machine_git.store import Store
-from machine_git.tagging import Tagged
-from machine_git.tagging import TagOptions
+from machine_git.store.store import Store
+from machine_git.tagging import tagging
+from machine_git.tagging.tagging import Tagged
+from machine_git.tagging.tagging import TagOptions
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 # Our own prompt's layout: a fork's user message starts with one of these and
 # quotes the task under "Task:" (prompt() below writes it).
@@ -225,9 +225,9 @@ def fork(
 
 
 def _to_fork(project: Project, row_id: str | None) -> tuple[Store, Row]:
-    from machine_git import lookup
     from machine_git.agents import observe
-    from machine_git.store import exists
+    from machine_git.history import lookup
+    from machine_git.store.store import exists
 
     if row_id is not None:
         store = Store.open(project.store_path)

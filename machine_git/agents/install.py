@@ -42,13 +42,13 @@ from typing import NamedTuple
 from machine_git import __version__
 from machine_git import bundled
 from machine_git.agents import footer
-from machine_git.errors import INVALID
-from machine_git.errors import InstallError
-from machine_git.errors import UsageError
-from machine_git.schemas import KINDS
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import InstallError
+from machine_git.core.errors import UsageError
+from machine_git.rows.schemas import KINDS
 from machine_git.sessions import pi as pi_sessions
-from machine_git.store import BRANCH
-from machine_git.store import WORK
+from machine_git.store.store import BRANCH
+from machine_git.store.store import WORK
 
 EXTENSION_FILE = "machine.ts"
 LETTA_PROVIDER_FILE = "machine-tinker.ts"
@@ -230,7 +230,7 @@ def render_letta_provider() -> str:
 
 # -- install and uninstall -------------------------------------------------------
 
-HOSTS = ("pi", "letta")  # agents machine installs into
+HOSTS = ("pi", "letta")  # agents machine installs into (Claude Code: claude_commands)
 
 
 class Installed(NamedTuple):

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from machine_git.errors import InstallError
-from machine_git.errors import MachineError
+from machine_git.core.errors import InstallError
+from machine_git.core.errors import MachineError
 from machine_git.sessions import pi as pi_sessions
 
 SETTINGS_FILE = "settings.json"

@@ -35,16 +35,16 @@ from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
-from machine_git import paths
-from machine_git import settings
 from machine_git.agents import install
 from machine_git.agents import pimodel
-from machine_git.errors import NotFoundError
-from machine_git.errors import StudentError
-from machine_git.errors import UsageError
-from machine_git.paths import Project
-from machine_git.store import Store
-from machine_git.store import exists as store_exists
+from machine_git.core import paths
+from machine_git.core.errors import NotFoundError
+from machine_git.core.errors import StudentError
+from machine_git.core.errors import UsageError
+from machine_git.core.paths import Project
+from machine_git.store import settings
+from machine_git.store.store import Store
+from machine_git.store.store import exists as store_exists
 
 API_KEY_ENV = install.API_KEY_ENV
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -149,7 +149,15 @@ def current(store: Store | None) -> dict[str, Any]:
     if store is None:
         return dict(NOTHING)
     values = settings.read(store)
-    return {key: getattr(values, key) or NOTHING[key] for key in NOTHING}
+    found = {key: getattr(values, key) or NOTHING[key] for key in NOTHING}
+    # settings.json alone is never believed: the student is what signed
+    # commits (machine student, release trial/activate) chose.
+    from machine_git.releases import audit
+
+    chosen = audit.of_store(store).student or {}
+    for key in ("student", "student_release"):
+        found[key] = chosen.get(key) or NOTHING[key]
+    return found
 
 
 def check_work_model(work_model: str) -> str:

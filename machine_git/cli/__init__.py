@@ -2,6 +2,10 @@
 
 Library modules never import click; every MachineError becomes one line on
 stderr here, at the edge, and anything else is a bug that should crash loudly.
+
+May use: review, agents, releases, train, tagging, export, sync, recovery,
+history, store, sessions, rows, secrets, core, bundled (pyproject.toml:
+[tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ from typing import Any
 import click
 
 from machine_git import __version__
-from machine_git.errors import INTERRUPTED
-from machine_git.errors import USAGE
-from machine_git.errors import exit_code
-from machine_git.errors import user_message
+from machine_git.core.errors import INTERRUPTED
+from machine_git.core.errors import USAGE
+from machine_git.core.errors import exit_code
+from machine_git.core.errors import user_message
 
 # Start-up is most of the time of `machine good` (bench/RESULTS.md), so the
 # commands people run most load alone: their own module and what it imports,

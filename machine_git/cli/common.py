@@ -10,11 +10,11 @@ from typing import TypeVar
 
 import click
 
-from machine_git import jsonio
-from machine_git import paths
-from machine_git.errors import MachineError
-from machine_git.store import Store
-from machine_git.store import exists as store_exists
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import MachineError
+from machine_git.store.store import Store
+from machine_git.store.store import exists as store_exists
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -118,7 +118,7 @@ def _complete(
     # Loaded only when the shell asks: no command's start-up pays for them.
     from click.shell_completion import CompletionItem
 
-    from machine_git import completion
+    from machine_git.cli import completion
 
     project = ctx.params.get("project")  # --project given earlier on the line
     try:

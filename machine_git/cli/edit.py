@@ -9,20 +9,20 @@ from typing import TextIO
 
 import click
 
-from machine_git import edits
-from machine_git import jsonio
-from machine_git import lookup
 from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
-from machine_git.errors import RowNotFoundError
-from machine_git.errors import RowValidationError
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core.errors import RowNotFoundError
+from machine_git.core.errors import RowValidationError
+from machine_git.history import lookup
+from machine_git.store.store import Store
+from machine_git.tagging import edits
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 
 def _report(action: str, result: edits.EditResult, as_json: bool) -> None:

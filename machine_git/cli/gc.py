@@ -29,11 +29,16 @@ def gc_command(project: Path | None, as_json: bool) -> None:
     Example usage:
         machine gc
     """
-    from machine_git import gc
+    from machine_git.core.errors import StoreError
+    from machine_git.recovery import diagnosis
+    from machine_git.store import gc
 
     store = open_store(project)
     with progress.bars(as_json) as shown:
-        done = gc.pack(store, shown)
+        try:
+            done = gc.pack(store, shown)
+        except StoreError as e:
+            raise diagnosis.damage_or(store.path, e, "pack it") from None
     before, after = done.before, done.after
     if as_json:
         emit_json(

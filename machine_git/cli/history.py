@@ -9,14 +9,6 @@ from typing import Any
 
 import click
 
-from machine_git import context
-from machine_git import diff as diffs
-from machine_git import history
-from machine_git import jsonio
-from machine_git import lookup
-from machine_git import revs
-from machine_git import rows
-from machine_git import table
 from machine_git.cli.common import complete_revision
 from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import complete_row_or_revision
@@ -24,9 +16,18 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
-from machine_git.errors import BadRevisionError
-from machine_git.schemas import KINDS
-from machine_git.store import Store
+from machine_git.cli.common import warn
+from machine_git.core import jsonio
+from machine_git.core import table
+from machine_git.core.errors import BadRevisionError
+from machine_git.history import diff as diffs
+from machine_git.history import history
+from machine_git.history import lookup
+from machine_git.history import revs
+from machine_git.rows import context
+from machine_git.rows import rows
+from machine_git.rows.schemas import KINDS
+from machine_git.store.store import Store
 
 _HEX = re.compile(r"^[0-9a-f]{1,12}$")
 _GROUP = 3  # more files than this in one folder, with one verb: one line
@@ -122,7 +123,7 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
             raise  # a date is no row id: its own error, as every command says it
         raise BadRevisionError(f"{what!r} is neither a row id nor a revision") from None
     entry = history.entry(target)
-    touched = history.touched(store, target)
+    touched = diffs.touched(store, target)
     if as_json:
         emit_json({**entry.to_json(), "message": target.message, **_diff_json(touched)})
         return
@@ -163,7 +164,16 @@ def diff_command(
         machine diff v1 v2 --stat
     """
     store = open_store(project)
-    result = diffs.compare(store, old, new, [kind] if kind else None)
+    from machine_git.releases import lineage
+
+    result = diffs.compare(
+        store,
+        old,
+        new,
+        [kind] if kind else None,
+        run_rows=lineage.run_rows,
+        warn=warn,
+    )
     if as_json:
         emit_json(_diff_json(result))
         return

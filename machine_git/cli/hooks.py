@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from machine_git import hooks as store_hooks
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.sync import hooks as store_hooks
 
 
 @click.group()

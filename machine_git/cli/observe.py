@@ -11,8 +11,6 @@ from pathlib import Path
 
 import click
 
-from machine_git import paths
-from machine_git import rows
 from machine_git.cli.common import complete_row_id
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import existing_store
@@ -23,6 +21,8 @@ from machine_git.cli.common import project_for
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.cli.common import warn
+from machine_git.core import paths
+from machine_git.rows import rows
 from machine_git.sessions import detect
 
 # The commands import machine_git.agents.* when they run, so these modules
@@ -47,8 +47,8 @@ def auto(state: str, project: Path | None, as_json: bool) -> None:
         machine auto on
         machine auto status
     """
-    from machine_git import settings
     from machine_git.agents import observe as observing
+    from machine_git.store import settings
 
     root = project_of(project)
     commit = None
@@ -129,7 +129,7 @@ def observe(
         machine observe
         machine observe --session ~/.pi/agent/sessions/--home-me-proj--/x.jsonl
     """
-    from machine_git import tagging
+    from machine_git.tagging import tagging
 
     options = tagging.TagOptions(
         label="observed",

@@ -2,7 +2,7 @@
 
 Only when stderr is a terminal and the command prints no JSON: a pipe, a
 file or ``--json`` gets nothing at all (click would still print the label
-once). Each stage of the work (machine_git/progress.py) is one bar: done /
+once). Each stage of the work (machine_git/core/progress.py) is one bar: done /
 total, percent, time left once it is known, and the rate. A bar is
 transient: its line is cleared when the stage ends, so what stays on the
 screen is the command's own output.
@@ -19,8 +19,8 @@ from typing import Any
 
 import click
 
-from machine_git.progress import QUIET
-from machine_git.progress import Progress
+from machine_git.core.progress import QUIET
+from machine_git.core.progress import Progress
 
 _CLEAR = "\r\x1b[K\x1b[?25h"  # back to the start, clear the line, show the cursor
 _EVERY = 0.1  # seconds between two drawings of a bar
@@ -47,7 +47,7 @@ def wanted(as_json: bool = False) -> bool:
 
 
 class Bars:
-    """:class:`~machine_git.progress.Progress` drawn with click's progressbar."""
+    """:class:`~machine_git.core.progress.Progress` drawn with click's progressbar."""
 
     def __init__(self) -> None:
         self.bar: Any = None  # click's ProgressBar[int] of the current stage

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
-from machine_git import paths
-from machine_git import recover as recovering
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
+from machine_git.core import paths
+from machine_git.recovery import recover as recovering
+from machine_git.sync import restore as restoring
 
 
 @click.command("recover")
@@ -44,7 +45,7 @@ def recover_command(
     """
     location = paths.store_path(project_of(project))
     if remote is not None:
-        done = recovering.restore(location, remote, confirm)
+        done = restoring.restore(location, remote, confirm)
     else:
         done = recovering.recover(location, confirm)
     if as_json:

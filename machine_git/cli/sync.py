@@ -9,17 +9,17 @@ from typing import Any
 
 import click
 
-from machine_git import paths
-from machine_git import sync
 from machine_git.cli import progress
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
-from machine_git.errors import CONFLICT
-from machine_git.errors import RemoteError
-from machine_git.store import Store
+from machine_git.core import paths
+from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import RemoteError
+from machine_git.store.store import Store
+from machine_git.sync import sharing as sync
 
 
 @contextmanager

@@ -8,12 +8,12 @@ from typing import Literal
 
 import click
 
-from machine_git import tagcommand
 from machine_git.cli.common import json_option
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
-from machine_git.paths import Project
+from machine_git.core.paths import Project
 from machine_git.sessions import detect
+from machine_git.tagging import tagcommand
 
 
 def _tag_options(f: Any) -> Any:

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
-from machine_git import revs
-from machine_git import table
-from machine_git import versions as named
 from machine_git.cli.common import complete_revision
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
-from machine_git.schemas import KINDS
+from machine_git.core import table
+from machine_git.history import revs
+from machine_git.history import versions as named
+from machine_git.rows.schemas import KINDS
 
 
 @click.command()

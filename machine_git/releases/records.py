@@ -27,10 +27,10 @@ from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import StringConstraints
 
-from machine_git import jsonio
-from machine_git import models
-from machine_git.errors import ReleaseRecordError
-from machine_git.errors import UsageError
+from machine_git.core import jsonio
+from machine_git.core import models
+from machine_git.core.errors import ReleaseRecordError
+from machine_git.core.errors import UsageError
 
 RELEASES = "releases"
 # One id per number: BR-005, never also BR-0005 (a reused id in disguise).

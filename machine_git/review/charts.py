@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 from typing import TypedDict
 
-from machine_git import jsonio
-from machine_git import stats
-from machine_git import versions
-from machine_git.schemas import KINDS
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.history import versions
+from machine_git.rows.schemas import KINDS
+from machine_git.store import stats
+from machine_git.store.store import Store
 
 METRICS_FILE = "metrics.jsonl"  # what machine_git/train/loop.py appends to
 _NOT_METRICS = frozenset({"step", "epoch", "batch"})

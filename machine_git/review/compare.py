@@ -8,15 +8,15 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from machine_git import diff as diffs
-from machine_git import history
-from machine_git import revs
-from machine_git import versions
+from machine_git.history import diff as diffs
+from machine_git.history import history
+from machine_git.history import revs
+from machine_git.history import versions
 from machine_git.review import charts
 from machine_git.review import diffview
 from machine_git.review.web import Site
-from machine_git.schemas import KINDS
-from machine_git.store import Store
+from machine_git.rows.schemas import KINDS
+from machine_git.store.store import Store
 from machine_git.train import runs
 
 

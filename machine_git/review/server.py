@@ -12,7 +12,7 @@ from pathlib import Path
 
 import uvicorn
 
-from machine_git.errors import UsageError
+from machine_git.core.errors import UsageError
 from machine_git.review.app import create_app
 
 HOST = "127.0.0.1"  # loopback only: never another interface

@@ -7,13 +7,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from machine_git import jsonio
-from machine_git import paths
 from machine_git import releases
-from machine_git.errors import NotFoundError
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import NotFoundError
 from machine_git.review import charts
 from machine_git.review.web import Site
-from machine_git.store import Store
+from machine_git.store.store import Store
 from machine_git.train import evals
 from machine_git.train import runs
 

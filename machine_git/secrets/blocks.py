@@ -6,7 +6,7 @@ host...) found with ``str.find``, so text without it costs one fast search.
 
 from __future__ import annotations
 
-from machine_git.errors import SecretScanError
+from machine_git.core.errors import SecretScanError
 from machine_git.secrets import shapes
 from machine_git.secrets.found import HEADER
 from machine_git.secrets.found import PROVIDER

@@ -5,9 +5,11 @@ the end of the active branch) as trajectory-v1 records, plus where it came
 from. Every reader produces the same records, so tagging, traces and diffs do
 not care which agent wrote the session.
 
-Each host's module (pi, letta, claude, codex) is a :class:`SessionReader`;
+Each host's module (pi, letta, claude, codex, gemini) is a :class:`SessionReader`;
 ``detect.py`` reaches the hosts only through that interface, and loads a
 host's module only when a session of that host is looked for or read.
+
+May use: rows, secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -19,19 +21,19 @@ from typing import Protocol
 from typing import cast
 from typing import runtime_checkable
 
-from machine_git.plain import Plain
+from machine_git.core.plain import Plain
 
 if TYPE_CHECKING:
-    from machine_git.context import Context
-    from machine_git.rowtypes import Host
-    from machine_git.rowtypes import Record
-    from machine_git.rowtypes import Source
+    from machine_git.rows.context import Context
+    from machine_git.rows.rowtypes import Host
+    from machine_git.rows.rowtypes import Record
+    from machine_git.rows.rowtypes import Source
 
 
 class ReadReport(Plain):
     """What a reader skipped, so the CLI can say so in one line."""
 
-    __slots__ = ("corrupt_lines", "dropped", "path", "unknown_types")
+    __slots__ = ("corrupt_lines", "dropped", "path", "repaired_lines", "unknown_types")
 
     def __init__(
         self,
@@ -46,6 +48,8 @@ class ReadReport(Plain):
             unknown_types if unknown_types else []
         )
         self.dropped: list[str] = dropped if dropped else []
+        # Lines kept with broken characters (lone surrogates, bad UTF-8) as U+FFFD.
+        self.repaired_lines: list[int] = []
 
     def warning(self) -> str | None:
         """One line describing what was skipped, or None if nothing was."""
@@ -59,9 +63,17 @@ class ReadReport(Plain):
             parts.append(f"{_count(lines, 'entry', 'entries')} of unknown type {kinds}")
         if self.dropped:
             parts.append("; ".join(self.dropped[:3]))
+        repaired = None
+        if self.repaired_lines:
+            lines = sorted(self.repaired_lines)
+            repaired = (
+                f"kept {_count(lines, 'line')} with broken characters "
+                "(lone surrogates or bad UTF-8) as U+FFFD"
+            )
         if not parts:
-            return None
-        return f"{self.path}: skipped {'; '.join(parts)}"
+            return f"{self.path}: {repaired}" if repaired else None
+        skipped = f"{self.path}: skipped {'; '.join(parts)}"
+        return f"{skipped}; {repaired}" if repaired else skipped
 
 
 def _count(lines: list[int], word: str, plural: str | None = None) -> str:
@@ -121,7 +133,7 @@ class Turn(Plain):
         self.stop_reason = stop_reason
         self.error = error
         self.dropped: list[str] = dropped if dropped else []
-        # The system prompt and tools the run had (machine_git.context.Context),
+        # The system prompt and tools the run had (machine_git.rows.context.Context),
         # or None when the host's files do not hold them.
         self.context = context
 

@@ -12,22 +12,25 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 from typing import NamedTuple
 
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git.errors import NoSessionError
-from machine_git.errors import SessionError
+from machine_git.core.errors import NoSessionError
+from machine_git.core.errors import SessionError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import SessionReader
 from machine_git.sessions import Turn
 from machine_git.sessions import files
+from machine_git.sessions import formats
+from machine_git.sessions.formats import HOSTS as HOSTS
 
-HOSTS = ("pi", "letta", "claude", "codex")
 AUTO = "auto"
-NAMES = {"pi": "Pi", "letta": "Letta Code", "claude": "Claude Code", "codex": "Codex"}
-_SNIFF_LINES = 50  # lines read to find one that names the format
+NAMES = {
+    "pi": "Pi",
+    "letta": "Letta Code",
+    "claude": "Claude Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+}
 
 
 # Each host's reader loads when a session of that host is read or looked for:
@@ -58,11 +61,18 @@ def _codex() -> SessionReader:
     return codex
 
 
+def _gemini() -> SessionReader:
+    from machine_git.sessions import gemini
+
+    return gemini
+
+
 READERS: dict[str, Callable[[], SessionReader]] = {
     "pi": _pi,
     "letta": _letta,
     "claude": _claude,
     "codex": _codex,
+    "gemini": _gemini,
 }
 
 
@@ -71,90 +81,71 @@ def reader(host: str) -> SessionReader:
     return READERS[host]()
 
 
-class Format(NamedTuple):
-    """One session file format: who writes it and what it is called."""
+class Format(formats.Format):
+    """A session file format that reads its files (through its host's reader)."""
 
-    name: str
-    host: str
-    label: str
-    document: bool = False
-    """A whole JSON document (else JSON lines)."""
+    __slots__ = ()
 
     def read(self, path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:
         """The last turn (or the turn ending at ``entry``) of the file at ``path``."""
         return reader(self.host).read_turn(path, entry, self.name)
 
 
-PI = Format("pi", "pi", "Pi session")
-LETTA_LOCAL = Format("letta-local", "letta", "Letta Code local-backend conversation")
-LETTA_TRANSCRIPT = Format("letta-transcript", "letta", "Letta Code transcript")
-LETTA_HISTORY = Format(
-    "letta-history", "letta", "Letta API message history", document=True
-)
-LETTA_AGENT_FILE = Format(
-    "letta-agent-file", "letta", "Letta Agent File", document=True
-)
-CLAUDE = Format("claude", "claude", "Claude Code session")
-CODEX = Format("codex", "codex", "Codex rollout")
-FORMATS = (
-    PI,
-    LETTA_LOCAL,
-    LETTA_TRANSCRIPT,
-    LETTA_HISTORY,
-    LETTA_AGENT_FILE,
-    CLAUDE,
-    CODEX,
-)
+FORMATS = tuple(Format(*f) for f in formats.FORMATS)
 BY_NAME = {f.name: f for f in FORMATS}
-# The hosts asked about a line, in order (the first to recognize it names the
-# format): Pi first, so a Pi session loads no other host's module.
-_LINE_HOSTS = ("pi", "codex", "claude", "letta")
-_DOCUMENT_HOSTS = tuple(
-    h for h in HOSTS if any(f.document for f in FORMATS if f.host == h)
-)
+PI = BY_NAME[formats.PI.name]
+LETTA_LOCAL = BY_NAME[formats.LETTA_LOCAL.name]
+LETTA_TRANSCRIPT = BY_NAME[formats.LETTA_TRANSCRIPT.name]
+LETTA_HISTORY = BY_NAME[formats.LETTA_HISTORY.name]
+LETTA_AGENT_FILE = BY_NAME[formats.LETTA_AGENT_FILE.name]
+CLAUDE = BY_NAME[formats.CLAUDE.name]
+CODEX = BY_NAME[formats.CODEX.name]
+GEMINI = BY_NAME[formats.GEMINI.name]
+
+
+# Each host's recognizer, from the small module that holds it.
+def _recognize_pi() -> formats.Recognize:
+    from machine_git.sessions.pi import turn
+
+    return turn.recognize
+
+
+def _recognize_letta() -> formats.Recognize:
+    from machine_git.sessions.letta import forms
+
+    return forms.recognize
+
+
+def _recognize_claude() -> formats.Recognize:
+    from machine_git.sessions.claude import turn
+
+    return turn.recognize
+
+
+def _recognize_codex() -> formats.Recognize:
+    from machine_git.sessions.codex import turn
+
+    return turn.recognize
+
+
+def _recognize_gemini() -> formats.Recognize:
+    from machine_git.sessions.gemini import turn
+
+    return turn.recognize
+
+
+RECOGNIZERS: formats.Recognizers = {
+    "pi": _recognize_pi,
+    "letta": _recognize_letta,
+    "claude": _recognize_claude,
+    "codex": _recognize_codex,
+    "gemini": _recognize_gemini,
+}
 
 
 def sniff(path: Path) -> Format:
     """The format of the session file at ``path``, recognized from its content."""
-    data = files.read_bytes(path)
-    whole = _whole(data)
-    if whole is not None:
-        for host in _DOCUMENT_HOSTS:
-            form = _recognized(host, whole)
-            if form is not None and form.document:
-                return form
-    seen = 0
-    for _, text in inputs.numbered_lines(data):
-        seen += 1
-        if seen > _SNIFF_LINES:
-            break
-        try:
-            row = jsonio.loads(text)
-        except ValueError:
-            continue
-        for host in _LINE_HOSTS:
-            form = _recognized(host, row)
-            if form is not None and not form.document:
-                return form
-    tried = ", ".join(f.label for f in FORMATS)
-    raise SessionError(f"{path}: not a session file of a known format (tried: {tried})")
-
-
-def _recognized(host: str, value: Any) -> Format | None:
-    name = reader(host).recognize(value)
-    return BY_NAME[name] if name is not None else None
-
-
-def _whole(data: bytes) -> Any:
-    # JSON documents (history, agent file) are often pretty-printed: parse the
-    # whole file. A JSONL file fails at its second line, cheaply.
-    head = data.lstrip()[:1]
-    if head not in (b"[", b"{"):
-        return None
-    try:
-        return jsonio.loads(data)
-    except ValueError:
-        return None
+    return BY_NAME[formats.sniff(path, RECOGNIZERS).name]
 
 
 def read(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:

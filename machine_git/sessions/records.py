@@ -26,7 +26,7 @@ from typing import Generic
 from typing import NamedTuple
 from typing import TypeVar
 
-from machine_git.errors import TurnError
+from machine_git.core.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
@@ -36,13 +36,13 @@ from machine_git.sessions.values import error_text
 from machine_git.sessions.values import iso
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import MetaRecord
-    from machine_git.rowtypes import Record
-    from machine_git.rowtypes import RecordToolCall
-    from machine_git.rowtypes import ToolRecord
+    from machine_git.rows.rowtypes import MetaRecord
+    from machine_git.rows.rowtypes import Record
+    from machine_git.rows.rowtypes import RecordToolCall
+    from machine_git.rows.rowtypes import ToolRecord
 
 if TYPE_CHECKING:
-    from machine_git.context import Context
+    from machine_git.rows.context import Context
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from datetime import UTC
 from datetime import datetime
 from typing import Any
 
-from machine_git import jsonio
+from machine_git.core import jsonio
 
 IMAGE = "[image]"
 EPOCH = "1970-01-01T00:00:00Z"

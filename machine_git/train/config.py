@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from machine_git import bundled
-from machine_git import jsonio
-from machine_git.errors import TrainingError
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
 
 # Its tokenizer ships offline in tml-renderers, and its family's published chat
 # template is a test fixture that machine's rendering is checked against.

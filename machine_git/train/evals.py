@@ -32,21 +32,21 @@ from pygit2 import Commit
 from pygit2 import Tree
 from pygit2.enums import FileMode
 
-from machine_git import context
-from machine_git import export
-from machine_git import history
-from machine_git import jsonio
-from machine_git import rows
-from machine_git.errors import TrainingError
-from machine_git.store import Change
-from machine_git.store import Snapshot
-from machine_git.store import Store
-from machine_git.store import parse_row
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
+from machine_git.export import export
+from machine_git.history import history
+from machine_git.rows import context
+from machine_git.rows import rows
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
+from machine_git.store.store import parse_row
 from machine_git.train import config
 from machine_git.train import pins
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 EVALS_DIR = "evals"
 SALT = "machine-eval-v1"
@@ -125,6 +125,44 @@ def _eval_files(store: Store, snap: Snapshot) -> Iterator[tuple[str, bytes]]:
             data = snap.read(path)
             if data is not None:
                 yield path, data
+
+
+def bad_records(store: Store, commit: Commit | None = None) -> list[str]:
+    """One line for each eval set or result record that does not read."""
+    snap = store.snapshot(commit)
+    out = []
+    for path, data in _eval_files(store, snap):
+        try:
+            _parse(data, path)
+        except TrainingError as e:
+            out.append(str(e))
+    if snap.tree is None or EVALS_DIR not in snap.tree:
+        return out
+    for path in sorted(_result_paths(store, snap.tree[EVALS_DIR])):
+        result = snap.read(path)
+        if result is None:
+            continue
+        try:
+            jsonio.load_object(result, path, TrainingError, "an eval result")
+        except TrainingError as e:
+            out.append(str(e))
+    return out
+
+
+def _result_paths(store: Store, entry: Any) -> Iterator[str]:
+    if entry.filemode != FileMode.TREE:
+        return
+    for folder in store.repo[entry.id].peel(Tree):
+        if folder.filemode != FileMode.TREE or "results" not in (
+            tree := store.repo[folder.id].peel(Tree)
+        ):
+            continue
+        results = tree["results"]
+        if results.filemode != FileMode.TREE:
+            continue
+        for item in store.repo[results.id].peel(Tree):
+            if item.filemode == FileMode.BLOB and (item.name or "").endswith(".json"):
+                yield f"{EVALS_DIR}/{folder.name}/results/{item.name}"
 
 
 def _parse(data: bytes, path: str) -> dict[str, Any]:

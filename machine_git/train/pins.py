@@ -5,7 +5,7 @@ from __future__ import annotations
 import pygit2
 from pygit2 import Commit
 
-from machine_git import rows
+from machine_git.rows import rows
 
 
 def data_commit(commit: Commit) -> Commit:

@@ -38,8 +38,8 @@ from tinker_cookbook.supervised.types import ChatDatasetBuilder
 from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
 from tinker_cookbook.supervised.types import SupervisedDataset
 
-from machine_git import jsonio
-from machine_git.errors import TrainingError
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
 from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
@@ -226,3 +226,14 @@ def _dpo_loss(
         rejected_ref_logprobs=ref_sums[1::2],
         dpo_beta=beta,
     )
+
+
+def for_run(cfg: config.RunConfig, folder: Path) -> datasets.ListDataset:
+    """A run's training data, rendered offline: DPO pairs, or the SFT export.
+
+    The one place that chooses, above both builders (datasets.build for SFT
+    knows nothing of preference pairs).
+    """
+    if cfg.method == "dpo":
+        return build(cfg, folder)
+    return datasets.build(cfg, folder)

@@ -20,7 +20,7 @@ from typing import Any
 from typing import Literal
 from urllib.parse import urlsplit
 
-from machine_git.errors import TinkerServiceError
+from machine_git.core.errors import TinkerServiceError
 from machine_git.train import service
 
 KEY_ENV = "TINKER_API_KEY"

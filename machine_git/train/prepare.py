@@ -15,11 +15,12 @@ from typing import Any
 
 from pygit2 import Commit
 
-from machine_git import revs
-from machine_git.errors import TrainingError
-from machine_git.store import Store
+from machine_git.core.errors import TrainingError
+from machine_git.history import revs
+from machine_git.store.store import Store
 from machine_git.train import config
 from machine_git.train import datasets
+from machine_git.train import preference
 from machine_git.train import rendering
 from machine_git.train import runs
 from machine_git.train import sources
@@ -68,8 +69,6 @@ def run(store: Store, options: Options) -> dict[str, Any]:
 
 def _train_on(options: Options) -> Any:
     if options.method == "dpo":
-        from machine_git.train import preference
-
         return preference.TRAIN_ON
     return datasets.train_on_what(options.kind)
 
@@ -83,6 +82,7 @@ def _refuse_what_validate_blocks(
         base_model=options.base_model,
         max_length=options.hyper.max_length,
         batch_size=options.hyper.batch_size,
+        with_context=options.context,
     )
     validate.refuse_blocking(report)
 
@@ -92,7 +92,7 @@ def _count(cfg: config.RunConfig, where: Path) -> int:
     # a DPO export is checked here (it exists only now) as validate would.
     if cfg.method == "dpo":
         validate.refuse_blocking(validate.check_export(cfg, where))
-    dataset = datasets.build(cfg, where)
+    dataset = preference.for_run(cfg, where)
     if dataset.units == 0:
         raise TrainingError("the dataset is empty: 0 training steps")
     return dataset.units

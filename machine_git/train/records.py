@@ -21,8 +21,8 @@ from pydantic import StringConstraints
 from pydantic import field_validator
 from pydantic import model_validator
 
-from machine_git import models
-from machine_git.errors import TrainingError
+from machine_git.core import models
+from machine_git.core.errors import TrainingError
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 Positive = Annotated[int, Field(ge=1)]
@@ -163,6 +163,14 @@ class SmokeRecord(_Record):
     trained: Trained | None = None
 
 
+class AttemptRecord(_Record):
+    attempt: Positive
+    from_step: Count = 0
+    from_checkpoint: str | None = None
+    status: NonEmpty
+    steps: Count | None = None
+
+
 class RunRecord(_Record):
     """A training run's record, rewritten by one commit per event."""
 
@@ -177,6 +185,7 @@ class RunRecord(_Record):
     hyperparameters: dict[str, float | int]
     steps_planned: Count
     attempts: Count = 0
+    attempt_log: list[AttemptRecord] = []  # each attempt, resumed ones too
     steps: list[StepRecord] = []
     checkpoints: list[CheckpointRecord] = []
     smoke: SmokeRecord | None = None

@@ -18,8 +18,8 @@ import tinker
 from tinker_cookbook import renderers
 from tinker_cookbook.renderers.base import ToolSpec
 
-from machine_git.errors import TrainingError
-from machine_git.store import Store
+from machine_git.core.errors import TrainingError
+from machine_git.store.store import Store
 from machine_git.train import datasets
 from machine_git.train import evals
 from machine_git.train import preflight

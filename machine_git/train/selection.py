@@ -15,13 +15,13 @@ from typing import cast
 
 from pygit2 import Commit
 
-from machine_git import context
-from machine_git import rows
-from machine_git.store import Store
-from machine_git.store import parse_row
+from machine_git.rows import context
+from machine_git.rows import rows
+from machine_git.store.store import Store
+from machine_git.store.store import parse_row
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
     from machine_git.train.evals import HeldOut
 
 

@@ -19,14 +19,14 @@ from typing import NamedTuple
 
 from pygit2 import Commit
 
-from machine_git import inputs
-from machine_git import jsonio
-from machine_git.errors import UsageError
-from machine_git.store import Store
+from machine_git.core import inputs
+from machine_git.core import jsonio
+from machine_git.core.errors import UsageError
+from machine_git.store.store import Store
 from machine_git.train import config
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 Item = tuple[str, "Row | dict[str, Any]"]  # (label, row or {"messages": [...]})
 
@@ -50,7 +50,7 @@ def of_target(
     else the rows at the revision it names (default: the newest)."""
     if target is not None and Path(target).is_file():
         return of_file(Path(target), kind)
-    from machine_git import revs
+    from machine_git.history import revs
 
     store = open_store()
     return of_store(store, revs.resolve(store, target), target, kind or "train")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 
-from machine_git.errors import TrainingStackMissingError
+from machine_git.core.errors import TrainingStackMissingError
 
 INSTALL = "pip install 'machine-git[train]'"
 MODULES = ("torch", "tinker", "tinker_cookbook", "tml_renderers")

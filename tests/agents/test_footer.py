@@ -3,10 +3,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from machine_git import paths
-from machine_git import stats
 from machine_git.agents import footer
-from machine_git.store import Store
+from machine_git.core import paths
+from machine_git.store import stats
+from machine_git.store.store import Store
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session

@@ -5,12 +5,12 @@ from typing import Any
 
 import pytest
 
-from machine_git import jsonio
-from machine_git import rows
 from machine_git.agents import fork
-from machine_git.errors import UsageError
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core.errors import UsageError
+from machine_git.rows import rows
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests.helpers import source
 from tests.helpers import traces_row
 from tests.helpers import train_row

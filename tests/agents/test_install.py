@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from machine_git.agents import install
-from machine_git.errors import InstallError
+from machine_git.core.errors import InstallError
 from machine_git.sessions import pi
 
 ARGV = json.dumps([sys.executable, "-m", "machine_git"])

@@ -5,16 +5,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import redaction
-from machine_git import rows
-from machine_git import settings
-from machine_git import turns
 from machine_git.agents import observe
-from machine_git.errors import UsageError
-from machine_git.rowtypes import Row
+from machine_git.core.errors import UsageError
+from machine_git.rows import rows
+from machine_git.rows.rowtypes import Row
+from machine_git.secrets import redaction
 from machine_git.sessions import pi
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.store import settings
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
 from tests.helpers import commit_row
@@ -156,5 +156,5 @@ def test_a_label_answer_is_redacted(store: Store) -> None:
     row = basic_row()
     record(store, row)
     done = observe.label(store, str(row["id"]), "good", rewrite=f"use {TOKEN}")
-    assert rows.final_answer(done.after) == "use [REDACTED:github-token]"
-    assert done.after["redactions"] == {"github-token": 1}
+    assert rows.final_answer(done.after) == "use [REDACTED:github-pat]"
+    assert done.after["redactions"] == {"github-pat": 1}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from machine_git.agents import pimodel
-from machine_git.errors import InstallError
+from machine_git.core.errors import InstallError
 from machine_git.sessions import pi
 from tests.conftest import PI_SESSIONS
 

@@ -5,11 +5,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import settings
 from machine_git.agents import student
-from machine_git.errors import StudentError
-from machine_git.errors import UsageError
-from machine_git.store import Store
+from machine_git.core.errors import StudentError
+from machine_git.core.errors import UsageError
+from machine_git.store import settings
+from machine_git.store.store import Store
 from tests.agents import conftest as oai_stub
 from tests.conftest import git
 

@@ -6,12 +6,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import jsonio
-from machine_git import paths
-from machine_git import rows
-from machine_git.errors import INVALID
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import INVALID
+from machine_git.rows import rows
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git
@@ -67,7 +67,7 @@ def test_counts_follow_moves_and_stay_right_after_outside_commits(
 def test_tagged_lists_newest_first_with_kind_filter(
     project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # notes in full (tests/test_table.py: 80)
+    monkeypatch.setenv("COLUMNS", "200")  # notes in full (tests/core/test_table.py: 80)
     install_session(project, "basic")
     run("good", "first")
     install_session(project, "multi-turn")

@@ -7,11 +7,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import paths
-from machine_git.errors import INVALID
-from machine_git.errors import NOT_FOUND
-from machine_git.errors import USAGE
-from machine_git.store import Store
+from machine_git.core import paths
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
+from machine_git.store.store import Store
 from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git
@@ -196,7 +196,7 @@ def test_an_undo_of_an_undo_made_before_redo_counts_as_a_redo(
     store = Store.open(paths.store_path(project))
     undo_commit = store.head
     assert undo_commit is not None
-    from machine_git import edits
+    from machine_git.tagging import edits
 
     change = edits._revert(store, undo_commit, undo_commit, "undo")
     store.write(lambda snap: change)  # undo: undo: rm, as the old undo wrote it

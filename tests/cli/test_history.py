@@ -10,9 +10,9 @@ import orjson
 import pygit2
 import pytest
 
-from machine_git import paths
-from machine_git.errors import NOT_FOUND
-from machine_git.errors import USAGE
+from machine_git.core import paths
+from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
@@ -36,7 +36,9 @@ def shas(project: Path) -> list[str]:
 def test_log_lists_every_change_newest_first(
     project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # whole summaries (tests/test_table.py: 80)
+    monkeypatch.setenv(
+        "COLUMNS", "200"
+    )  # whole summaries (tests/core/test_table.py: 80)
     a, b, _ = tag_three(project, run)
     run("rewrite", a, "--as", "Short.")
     run("rm", b, "--why", "dup")
@@ -188,7 +190,7 @@ def _sft(run: Run) -> str:
 def test_diff_between_runs_compares_what_each_trained_on(
     project: Path, run: Run
 ) -> None:
-    from machine_git.store import Store
+    from machine_git.store.store import Store
     from machine_git.train import evals
     from tests.train import conftest as support
 
@@ -220,6 +222,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     )  # status: as wide as its widest
     assert out[3:] == [
         "other files:",
+        "  added    allowed_signers",  # the first signed record trusts its key
         f"  added    evals/{eval_id}.json",
         f"  added    runs/{first}.json",
     ]
@@ -227,6 +230,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     found = orjson.loads(run("diff", first, second, "--json").stdout)
     assert [(r["id"], r["status"]) for r in found["rows"]] == [(added, "added")]
     assert found["other_files"] == [
+        {"path": "allowed_signers", "status": "added"},
         {"path": f"evals/{eval_id}.json", "status": "added"},
         {"path": f"runs/{first}.json", "status": "added"},
     ]
@@ -242,8 +246,8 @@ def test_diff_between_runs_compares_what_each_trained_on(
 def test_diff_names_files_outside_rows_by_what_happened(
     project: Path, run: Run
 ) -> None:
-    from machine_git.store import Change
-    from machine_git.store import Store
+    from machine_git.store.store import Change
+    from machine_git.store.store import Store
 
     tag_three(project, run)
     store = Store.open(paths.store_path(project))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import orjson
 
-from machine_git import paths
+from machine_git.core import paths
 from tests.conftest import Run
 
 

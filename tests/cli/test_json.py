@@ -12,8 +12,8 @@ import click
 import orjson
 import pytest
 
-from machine_git import paths
 from machine_git.cli import cli
+from machine_git.core import paths
 from tests import helpers
 from tests.cli.test_help import COMMANDS
 from tests.conftest import Run

@@ -10,11 +10,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from machine_git import paths
-from machine_git import rows
-from machine_git.errors import INVALID
-from machine_git.errors import NOT_FOUND
-from machine_git.errors import USAGE
+from machine_git.core import paths
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
+from machine_git.rows import rows
 from machine_git.sessions import detect
 from machine_git.sessions import pi
 from tests.conftest import FIXTURES

@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import paths
 from machine_git.cli import progress
-from machine_git.progress import QUIET
+from machine_git.core import paths
+from machine_git.core.progress import QUIET
 from tests import helpers
 from tests.conftest import Run
 

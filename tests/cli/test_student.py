@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from machine_git import jsonio
-from machine_git import paths
 from machine_git.agents import install
-from machine_git.errors import INVALID
-from machine_git.errors import NOT_FOUND
-from machine_git.errors import USAGE
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
 from machine_git.sessions import pi
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests import helpers
 from tests.agents import conftest as oai_stub
 from tests.conftest import Run

@@ -14,25 +14,25 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
-from machine_git import jsonio
-from machine_git import paths
-from machine_git import rows
-from machine_git import turns
-from machine_git.errors import CONFLICT
-from machine_git.errors import REMOTE
-from machine_git.errors import USAGE
-from machine_git.store import BRANCH
-from machine_git.store import Change
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core import paths
+from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import REMOTE
+from machine_git.core.errors import USAGE
+from machine_git.rows import rows
+from machine_git.store.store import BRANCH
+from machine_git.store.store import Change
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests import helpers
 from tests.cli.test_tag import answer_id
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
-from tests.test_sync import commit_bad_row
-from tests.test_transport import GitServer
-from tests.test_transport import git_daemon  # noqa: F401 (a fixture)
+from tests.sync.test_sync import commit_bad_row
+from tests.sync.test_transport import GitServer
+from tests.sync.test_transport import git_daemon  # noqa: F401 (a fixture)
 
 CONFLICT_HINT = (
     "Error: 1 row was changed differently here and on origin; nothing was merged. "

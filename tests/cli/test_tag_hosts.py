@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import context
-from machine_git import paths
-from machine_git import rows
-from machine_git.errors import INVALID
-from machine_git.errors import NOT_FOUND
+from machine_git.core import paths
+from machine_git.core.errors import INVALID
+from machine_git.core.errors import NOT_FOUND
+from machine_git.rows import context
+from machine_git.rows import rows
 from machine_git.sessions import claude
 from machine_git.sessions import codex
 from machine_git.sessions import letta
@@ -29,7 +29,7 @@ from tests.conftest import install_session
 LETTA = FIXTURES / "letta"
 LOCAL = LETTA / "local-backend" / "bash-tool"
 TRANSCRIPT = next(LETTA.glob("transcript/*/*/transcript.jsonl"))
-CLAUDE = next((FIXTURES / "claude").glob("*/*.jsonl"))
+CLAUDE = next((FIXTURES / "claude").glob("-*/*.jsonl"))
 CODEX = next((FIXTURES / "codex").glob("sessions/*/*/*/rollout-*.jsonl"))
 RETRY_USER = "Make it deterministic and run the tests."
 RETRY_ANSWER = (
@@ -333,7 +333,8 @@ def test_a_file_of_no_known_format(project: Path, run: Run, tmp_path: Path) -> N
     assert result.stderr == (
         f"Error: {path}: not a session file of a known format (tried: Pi session, "
         "Letta Code local-backend conversation, Letta Code transcript, Letta API "
-        "message history, Letta Agent File, Claude Code session, Codex rollout)\n"
+        "message history, Letta Agent File, Claude Code session, Codex rollout, "
+        "Gemini CLI session)\n"
     )
 
 

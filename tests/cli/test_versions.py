@@ -4,9 +4,9 @@ from pathlib import Path
 
 import orjson
 
-from machine_git import paths
-from machine_git.errors import CONFLICT
-from machine_git.errors import USAGE
+from machine_git.core import paths
+from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import USAGE
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session

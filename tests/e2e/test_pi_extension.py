@@ -29,9 +29,9 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import paths
-from machine_git import rows
 from machine_git.agents import install
+from machine_git.core import paths
+from machine_git.rows import rows
 from machine_git.sessions import pi as pi_sessions
 from tests.agents import conftest as oai_stub
 from tests.conftest import FIXTURES

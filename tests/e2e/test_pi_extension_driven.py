@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from machine_git import paths
 from machine_git.agents import install
+from machine_git.core import paths
 from machine_git.sessions import pi as pi_sessions
 from tests.agents import conftest as oai_stub
 from tests.conftest import Run

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git.store import Store
+from machine_git.store.store import Store
 from machine_git.train import evals
 from tests import helpers
 from tests.conftest import Run

@@ -7,12 +7,13 @@ from typing import Any
 
 from machine_git import releases
 from machine_git.releases import audit
-from machine_git.store import BRANCH
-from machine_git.store import WORK
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.store.store import BRANCH
+from machine_git.store.store import WORK
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from tests.conftest import Run
 from tests.conftest import git
+from tests.train.conftest import FakeTinker
 
 PATH = "releases/BR-014/prereg.json"
 
@@ -36,7 +37,8 @@ def test_the_remembered_audit_only_walks_new_commits_and_agrees(
     cache = store.path / WORK / audit.CACHE
     assert run("release", "new", "BR-014", "--run", trained["run"]).exit_code == 0
     assert cache.exists() and oct(cache.stat().st_mode & 0o777) == "0o600"
-    assert json.loads(cache.read_bytes())["tip"] != str(store.head.id)  # type: ignore[union-attr]
+    # The command audited after its commit too (to report tampering elsewhere).
+    assert json.loads(cache.read_bytes())["tip"] == str(store.head.id)  # type: ignore[union-attr]
     assert releases.audit_store(store).tampered == []
     assert json.loads(cache.read_bytes())["tip"] == str(store.head.id)  # type: ignore[union-attr]
     edit = tamper(store)
@@ -73,9 +75,9 @@ def test_a_damaged_or_stale_memory_means_a_full_walk(
 def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     trained: dict[str, Any], run: Run, tmp_path: Any
 ) -> None:
-    from machine_git import sync
+    from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     def answering(right: bool) -> releases.Sampler:
         def sample(cases: list[Any], base: str, checkpoint: str) -> list[Any]:
@@ -110,16 +112,19 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
 
 
 def test_a_step_that_also_writes_something_else_taints_its_release(
-    trained: dict[str, Any], run: Run
+    trained: dict[str, Any], run: Run, fake: FakeTinker
 ) -> None:
-    from machine_git import jsonio
-    from machine_git import rows
-    from machine_git.errors import INVALID
+    from machine_git.core import jsonio
+    from machine_git.core.errors import INVALID
     from machine_git.releases import steps
+    from machine_git.rows import rows
     from tests.releases.conftest import CHECKPOINT
 
     store = Store.open(trained["store"])
     assert run("release", "new", "BR-015", "--run", trained["run"]).exit_code == 0
+    refs = trained["refs"]
+    fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
+    assert run("release", "check", "BR-015", "--yes").exit_code == 0
     # The trial record is exactly right; the student it sets is not.
     made = steps.trial(store.snapshot(), "BR-015", rows.now())
     value = json.loads(made.files["settings.json"] or b"")

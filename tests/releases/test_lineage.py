@@ -15,8 +15,8 @@ import orjson
 import pytest
 import tinker
 
-from machine_git.store import Change
-from machine_git.store import Store
+from machine_git.store.store import Change
+from machine_git.store.store import Store
 from machine_git.train import evals
 from machine_git.train import runs
 from tests.conftest import Run

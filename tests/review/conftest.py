@@ -19,13 +19,13 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from machine_git import jsonio
-from machine_git import paths
 from machine_git import releases
 from machine_git.cli import cli
+from machine_git.core import jsonio
+from machine_git.core import paths
 from machine_git.review.app import create_app
 from machine_git.review.security import cookie_name
-from machine_git.store import Store
+from machine_git.store.store import Store
 from machine_git.train import config
 from machine_git.train import evals
 from machine_git.train import runs

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from machine_git import edits
-from machine_git import rows
-from machine_git.errors import ConflictError
+from machine_git.core.errors import ConflictError
 from machine_git.review.guard import Guarded
 from machine_git.review.guard import row_blob
-from machine_git.store import Store
+from machine_git.rows import rows
+from machine_git.store.store import Store
+from machine_git.tagging import edits
 from tests.conftest import git
 
 

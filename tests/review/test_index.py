@@ -5,13 +5,13 @@ from pathlib import Path
 import pytest
 from pygit2 import Commit
 
-from machine_git import revs
-from machine_git.errors import UsageError
+from machine_git.core.errors import UsageError
+from machine_git.history import revs
 from machine_git.review.index import Cache
 from machine_git.review.index import Filters
 from machine_git.review.index import select
 from machine_git.review.index import summarize
-from machine_git.store import Store
+from machine_git.store.store import Store
 from tests.helpers import traces_row
 from tests.review.conftest import machine
 from tests.review.conftest import same_run_elsewhere

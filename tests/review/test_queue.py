@@ -9,11 +9,11 @@ from typing import Any
 import markupsafe
 from starlette.testclient import TestClient
 
-from machine_git import rows
-from machine_git import turns
+from machine_git.rows import rows
 from machine_git.sessions import pi
-from machine_git.store import Redaction
-from machine_git.store import Store
+from machine_git.store.store import Redaction
+from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests.conftest import PI_SESSIONS
 from tests.conftest import git
 from tests.helpers import loose
@@ -133,7 +133,8 @@ def test_a_rewrite_is_saved_as_the_label_with_the_new_answer(
         if r["role"] == "assistant" and r.get("content")
     )
     page = client.get(f"/queue?id={row_id}").text
-    assert f">{esc(original)}</textarea>" in page  # prefilled
+    # prefilled, after the newline HTML drops (so a leading one would stay)
+    assert f'data-base="answer">\n{esc(original)}</textarea>' in page
     answer = client.post(
         "/queue/rewrite",
         data={
@@ -320,7 +321,7 @@ def _session(name: str) -> str:
 
 
 def git_dir(project: Path) -> str:
-    from machine_git import paths
+    from machine_git.core import paths
 
     return str(paths.store_path(project))
 

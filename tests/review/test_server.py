@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from machine_git.errors import UsageError
+from machine_git.core.errors import UsageError
 from machine_git.review import server
 
 

@@ -5,7 +5,7 @@ import re
 
 from starlette.testclient import TestClient
 
-from machine_git.store import Store
+from machine_git.store.store import Store
 from machine_git.train import runs
 from tests.review.conftest import SAMPLER
 from tests.review.conftest import STEPS

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from machine_git.review.web import Site
 from machine_git.review.web import back_to
-from machine_git.store import Store
+from machine_git.store.store import Store
 from tests.conftest import git
 
 

@@ -8,11 +8,11 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git import rows
-from machine_git import schemas
-from machine_git.errors import NoSessionError
-from machine_git.errors import SessionError
-from machine_git.errors import TurnError
+from machine_git.core.errors import NoSessionError
+from machine_git.core.errors import SessionError
+from machine_git.core.errors import TurnError
+from machine_git.rows import rows
+from machine_git.rows import schemas
 from machine_git.sessions import letta
 from tests.conftest import FIXTURES
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from machine_git import schemas
-from machine_git.errors import NoSessionError
-from machine_git.errors import SessionError
-from machine_git.errors import TurnError
+from machine_git.core.errors import NoSessionError
+from machine_git.core.errors import SessionError
+from machine_git.core.errors import TurnError
+from machine_git.rows import schemas
 from machine_git.sessions import pi
 from tests.conftest import FIXTURES
 from tests.conftest import PI_SESSIONS

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from machine_git.errors import TrainingError
+from machine_git.core.errors import TrainingError
 from machine_git.train import config
 
 CFG = config.RunConfig(

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from machine_git import export
-from machine_git import jsonio
-from machine_git.errors import TrainingError
-from machine_git.store import Store
+from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
+from machine_git.export import export
+from machine_git.store.store import Store
 from machine_git.train import config
 from machine_git.train import datasets
 from machine_git.train import rendering
@@ -19,7 +19,7 @@ from tests.conftest import install_session
 from tests.train import conftest as support
 
 if TYPE_CHECKING:
-    from machine_git.rowtypes import Row
+    from machine_git.rows.rowtypes import Row
 
 IM_END = 151645
 TOOL_CALL = 151657  # <tool_call>

@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 import pytest
 
-from machine_git.store import Store
+from machine_git.store.store import Store
 from machine_git.train import evals
 from tests.conftest import Run
 from tests.conftest import git
@@ -248,7 +248,7 @@ def test_scores_ignore_case_spacing_and_edge_punctuation() -> None:
 def _again(project: Path, name: str, session: str) -> Path:
     """Fixture session ``name`` under another session id: the same prompt and
     answer tagged from a second session (a re-run, a fork)."""
-    from machine_git import jsonio
+    from machine_git.core import jsonio
     from machine_git.sessions import pi
 
     source = install_session(project, name)
@@ -300,8 +300,8 @@ def test_eval_init_keeps_identical_content_on_one_side(project: Path, run: Run) 
 def test_validate_blocks_rows_that_share_content_with_an_older_eval_set(
     project: Path, run: Run
 ) -> None:
-    from machine_git import jsonio
-    from machine_git.store import Change
+    from machine_git.core import jsonio
+    from machine_git.store.store import Change
 
     both = _mixed_twice(project, run)
     assert run("train", "eval", "init", "--size", "1").exit_code == 0

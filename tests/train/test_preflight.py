@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from machine_git.errors import TinkerServiceError
-from machine_git.errors import UsageError
+from machine_git.core.errors import TinkerServiceError
+from machine_git.core.errors import UsageError
 from machine_git.train import preflight
 from tests.train import conftest as support
 from tests.train.conftest import FakeTinker

@@ -90,7 +90,7 @@ def _store_path(args: argparse.Namespace) -> Path | None:
     if args.store:
         return Path(args.store)
     if args.project:
-        from machine_git import paths
+        from machine_git.core import paths
 
         return paths.store_path(paths.project_root(Path(args.project)))
     return None

@@ -64,10 +64,10 @@ def path(rid: str) -> str:
 
 def commit(store_path: Path, receipt: dict[str, Any]) -> str:
     """Write the receipt as one commit; returns the commit id."""
-    from machine_git import jsonio
-    from machine_git.store import Change
-    from machine_git.store import Snapshot
-    from machine_git.store import Store
+    from machine_git.core import jsonio
+    from machine_git.store.store import Change
+    from machine_git.store.store import Snapshot
+    from machine_git.store.store import Store
 
     store = Store.open(store_path)
     data = jsonio.canonical(receipt)

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from machine_git.errors import NoSessionError
+from machine_git.core.errors import NoSessionError
 from machine_git.sessions import files
 from machine_git.sessions.values import string
 

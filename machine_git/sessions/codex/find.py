@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from machine_git.errors import NoSessionError
+from machine_git.core.errors import NoSessionError
 from machine_git.sessions import files
 
 

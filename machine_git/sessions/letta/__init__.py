@@ -17,12 +17,11 @@ the readers share. This module is the host's SessionReader.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from machine_git.errors import SessionError
+from machine_git.core.errors import SessionError
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
-from machine_git.sessions import detect
+from machine_git.sessions import formats
 from machine_git.sessions.letta.agent_file import looks_like_agent_file
 from machine_git.sessions.letta.agent_file import read_agent_file
 from machine_git.sessions.letta.common import HOST
@@ -30,6 +29,11 @@ from machine_git.sessions.letta.find import backend_dir
 from machine_git.sessions.letta.find import conversation_folder
 from machine_git.sessions.letta.find import find_session
 from machine_git.sessions.letta.find import transcript_root
+from machine_git.sessions.letta.forms import AGENT_FILE
+from machine_git.sessions.letta.forms import HISTORY
+from machine_git.sessions.letta.forms import LOCAL
+from machine_git.sessions.letta.forms import TRANSCRIPT
+from machine_git.sessions.letta.forms import recognize as recognize
 from machine_git.sessions.letta.history import looks_like_history
 from machine_git.sessions.letta.history import read_history
 from machine_git.sessions.letta.local import looks_like_local
@@ -55,22 +59,49 @@ __all__ = [
     "transcript_root",
 ]
 
-# Each form, its test and its reader, in the order they are tried: the
-# documents' tests first, as detect.sniff asks them.
+
+# To say what a file is when it is not Letta's: every host's recognizer
+# (sessions/detect.py has the same table; it imports this package, so this
+# package cannot import it).
+def _pi() -> formats.Recognize:
+    from machine_git.sessions.pi import turn
+
+    return turn.recognize
+
+
+def _claude() -> formats.Recognize:
+    from machine_git.sessions.claude import turn
+
+    return turn.recognize
+
+
+def _codex() -> formats.Recognize:
+    from machine_git.sessions.codex import turn
+
+    return turn.recognize
+
+
+def _gemini() -> formats.Recognize:
+    from machine_git.sessions.gemini import turn
+
+    return turn.recognize
+
+
+_RECOGNIZERS: formats.Recognizers = {
+    "pi": _pi,
+    "letta": lambda: recognize,
+    "claude": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+}
+
+# Each form and its reader, in the order forms.recognize tries them.
 _FORMS = (
-    (detect.LETTA_AGENT_FILE.name, looks_like_agent_file, read_agent_file),
-    (detect.LETTA_HISTORY.name, looks_like_history, read_history),
-    (detect.LETTA_LOCAL.name, looks_like_local, read_local),
-    (detect.LETTA_TRANSCRIPT.name, looks_like_transcript, read_transcript),
+    (AGENT_FILE, read_agent_file),
+    (HISTORY, read_history),
+    (LOCAL, read_local),
+    (TRANSCRIPT, read_transcript),
 )
-
-
-def recognize(value: Any) -> str | None:
-    """The Letta form a parsed line or a whole document shows (SessionReader)."""
-    for name, test, _ in _FORMS:
-        if test(value):
-            return name
-    return None
 
 
 def read_turn(
@@ -78,11 +109,11 @@ def read_turn(
 ) -> tuple[Turn, ReadReport]:
     """The last turn of any Letta form (``form``, else recognized from the file)."""
     if form is None:
-        found = detect.sniff(path)
+        found = formats.sniff(path, _RECOGNIZERS)
         if found.host != HOST:
             raise SessionError(f"{path}: a {found.label}, not a Letta session")
         form = found.name
-    for name, _, read in _FORMS:
+    for name, read in _FORMS:
         if name == form:
             return read(path, entry)
     raise SessionError(f"{path}: {form!r} is not a Letta session format")

@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from machine_git import context
-from machine_git import jsonio
-from machine_git.errors import SessionError
+from machine_git.core import jsonio
+from machine_git.core.errors import SessionError
+from machine_git.rows import context
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files

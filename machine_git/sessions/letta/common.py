@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from machine_git import jsonio
-from machine_git.errors import TurnError
+from machine_git.core import jsonio
+from machine_git.core.errors import TurnError
 from machine_git.sessions import ReadReport
 from machine_git.sessions.values import string
 from machine_git.sessions.values import text_of

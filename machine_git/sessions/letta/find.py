@@ -13,8 +13,8 @@ import base64
 import os
 from pathlib import Path
 
-from machine_git import jsonio
-from machine_git.errors import NoSessionError
+from machine_git.core import jsonio
+from machine_git.core.errors import NoSessionError
 from machine_git.sessions import files
 from machine_git.sessions.letta.common import cwd_of
 from machine_git.sessions.values import string

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from machine_git import context
-from machine_git.errors import SessionError
+from machine_git.core.errors import SessionError
+from machine_git.rows import context
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from machine_git import context
-from machine_git import jsonio
-from machine_git.context import Context
-from machine_git.errors import MachineError
+from machine_git.core import jsonio
+from machine_git.core.errors import MachineError
+from machine_git.rows import context
+from machine_git.rows.context import Context
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files

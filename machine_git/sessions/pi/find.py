@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from machine_git.errors import NoSessionError
+from machine_git.core.errors import NoSessionError
 from machine_git.sessions import files
 
 

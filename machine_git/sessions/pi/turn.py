@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from machine_git import context
-from machine_git.context import Context
-from machine_git.errors import SessionError
-from machine_git.errors import TurnError
+from machine_git.core.errors import SessionError
+from machine_git.core.errors import TurnError
+from machine_git.rows import context
+from machine_git.rows.context import Context
 from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
@@ -199,7 +199,10 @@ def _turn(
             start = index
             break
     if start is None:
+        if branch and branch[0].parent is not None and report.corrupt_lines:
+            raise TurnError(files.cut_short(path, report, branch[0].line))
         raise TurnError(f"{path}: no user message on the active branch")
+    files.check_whole(path, report, branch[start].line, leaf.line)
     model = provider = None
     for e in branch[:start]:
         if e.type == "model_change":

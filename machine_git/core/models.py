@@ -1,0 +1,112 @@
+"""pydantic models of the records machine writes and reads back, and their loader.
+
+Such records can be edited or damaged by hand (``machine clone``, then a
+push), so each is validated whenever it is read: a bad one is one line naming
+the field (``<file>: $.json.path: problem``), not a traceback later.
+:func:`load` is that check for every record model (settings here, the
+training records in ``train.records``, the release records in
+``releases.records``). Rows are not here: they are checked by their JSON
+Schemas and typed by ``rowtypes`` (pydantic costs about 0.25 s of start-up,
+and the tag path never loads it).
+
+``settings.json``: loaded by the commands that read settings whole
+(``student``, ``work``, ``ask``, ``auto on|off``, releases); the question
+every agent turn asks (is auto-capture on?) reads its one value without it
+(settings.auto).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from typing import TypeVar
+
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import ValidationError
+
+from machine_git.core.errors import MachineError
+from machine_git.core.errors import RecordError
+
+
+class Settings(BaseModel):
+    """Every setting a project has, with its default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    auto: bool = False
+    """Auto-capture: record every finished agent run as an observed row."""
+    student: str | None = None
+    """The student's handle (a Tinker model id or checkpoint)."""
+    student_release: str | None = None
+    """The release the student's checkpoint comes from, if any."""
+    student_status: Literal["trial", "default"] | None = None
+    """How a release made it the student: on trial, or activated."""
+    chat: Literal["work", "student"] = "work"
+    """Whom the project last chose to chat with."""
+    work_model: str | None = None
+    """The ``provider/model`` to switch back to from the student."""
+    chat_session: str | None = None
+    """The Pi session the student was chosen in."""
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load(
+    model: type[M],
+    value: object,
+    where: str,
+    error: type[MachineError] = RecordError,
+) -> M:
+    """``value`` (a parsed record) as ``model``, or one line naming the field.
+
+    The one loader of every pydantic record (settings, run records,
+    ``tinker.yaml``, export manifests, release records): the line is
+    ``<where>: <json path>: <problem>``, as a row's schema problems read, and
+    raised as ``error`` (the command's own class; RecordError by default).
+    """
+    try:
+        return model.model_validate(value)
+    except ValidationError as e:
+        raise error(f"{where}: {first_problem(e, value)}") from None
+
+
+def first_problem(error: ValidationError, value: object) -> str:
+    """``$.hyperparameters.batch_size: Input should be ...``, in one line.
+
+    A check of the whole record (a model validator) is at ``$``, unless its
+    message starts with the path of the field it names (``$.dataset.kind: ...``).
+    """
+    problem = error.errors()[0]
+    message = " ".join(str(problem["msg"]).split()).removeprefix("Value error, ")
+    path = json_path(problem["loc"], value)
+    named = path == "$" and message.startswith("$.")
+    return message if named else f"{path}: {message}"
+
+
+def json_path(loc: tuple[int | str, ...], value: object) -> str:
+    """pydantic's location of a problem in ``value`` as a JSON path.
+
+    pydantic puts the branch of a union it tried into the location (``int``,
+    ``literal['all']``, a model's name): a part is a key only where ``value``
+    has an object there, and holds it (or the part is the last, a field that
+    is missing).
+    """
+    out = "$"
+    for number, part in enumerate(loc, start=1):
+        if isinstance(part, int) and isinstance(value, list):
+            out += f"[{part}]"
+            value = value[part] if -len(value) <= part < len(value) else None
+        elif isinstance(part, str) and isinstance(value, dict):
+            if part in value:
+                out += f".{part}"
+                value = value[part]
+            elif number == len(loc):
+                out += f".{part}"
+        # else: the branch of a union pydantic tried, not a key
+    return out
+
+
+def load_settings(value: object, where: str) -> Settings:
+    """``settings.json`` (parsed) as Settings."""
+    return load(Settings, value, where)

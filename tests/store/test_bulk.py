@@ -1,0 +1,227 @@
+"""Bulk commits: many files become one pack, written directly (bulk.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from machine_git.core import jsonio
+from machine_git.rows import rows
+from machine_git.store import bulk
+from machine_git.store import gc
+from machine_git.store import packs
+from machine_git.store.objects import open_repository
+from machine_git.store.store import BRANCH
+from machine_git.store.store import Change
+from machine_git.store.store import Snapshot
+from machine_git.store.store import Store
+from machine_git.store.store import configure
+from tests import helpers
+from tests.conftest import git
+
+MANY = 200  # rows in a bulk change (above store._BULK files)
+
+
+def row_ids(count: int, start: int = 0) -> list[str]:
+    # Spread over the fan-out like real ids: many trees on the paths.
+    return [
+        hashlib.sha1(b"%d" % n).hexdigest()[:12] for n in range(start, start + count)
+    ]
+
+
+def many_rows(count: int = MANY, start: int = 0) -> dict[str, bytes | None]:
+    return {
+        rows.row_path(i): jsonio.canonical(helpers.train_row(i))
+        for i in row_ids(count, start)
+    }
+
+
+def loose_objects(store: Path) -> set[str]:
+    return {p.parent.name + p.name for p in (store / "objects").glob("??/*")}
+
+
+def commit(store: Store, files: dict[str, bytes | None], summary: str) -> pygit2.Oid:
+    def plan(snap: Snapshot) -> Change:
+        return Change(summary, files, trailers={"Action": "import"})
+
+    oid = store.write(plan)
+    assert oid is not None
+    return oid
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    (tmp_path / "p").mkdir()
+    return Store.create(tmp_path / "store", tmp_path / "p")
+
+
+def test_a_change_of_many_files_is_one_private_pack_and_no_loose_object(
+    store: Store,
+) -> None:
+    before = loose_objects(store.path)
+    files = many_rows()
+    oid = commit(store, files, f"import {MANY} rows")
+
+    assert loose_objects(store.path) == before
+    [pack] = (store.path / "objects" / "pack").glob("pack-*.pack")
+    index = pack.with_suffix(".idx")
+    assert {p.name for p in pack.parent.iterdir()} == {pack.name, index.name}
+    for file in (pack, index):
+        assert oct(file.stat().st_mode & 0o777) == oct(0o600)
+    git(store.path, "fsck", "--strict", "--no-dangling")
+    # One commit, every row at its path, as git reads it.
+    assert git(store.path, "rev-parse", "main").strip() == str(oid)
+    assert git(store.path, "rev-list", "--count", "main").strip() == "2"
+    listed = git(store.path, "ls-tree", "-r", "--name-only", "main").split()
+    assert set(files) <= set(listed)
+    some = sorted(files)[7]
+    assert git(store.path, "cat-file", "blob", f"main:{some}").encode() == files[some]
+    # The pack holds exactly the new objects: the blobs, the trees on their
+    # paths, and the commit.
+    verified = git(store.path, "verify-pack", "-v", str(index)).splitlines()
+    types = [line.split()[1] for line in verified if len(line.split()) >= 5]
+    assert types.count("commit") == 1
+    assert types.count("blob") == MANY
+    assert types[0] == "commit"  # commit first, as an export asks
+
+
+def test_the_index_is_what_git_builds_from_the_pack(store: Store) -> None:
+    commit(store, many_rows(), "import")
+    [pack] = (store.path / "objects" / "pack").glob("pack-*.pack")
+    rebuilt = store.path / "rebuilt.idx"
+    subprocess.run(
+        ["git", "index-pack", "-o", str(rebuilt), str(pack)],
+        check=True,
+        capture_output=True,
+    )
+    assert rebuilt.read_bytes() == pack.with_suffix(".idx").read_bytes()
+    [checked] = packs.check(store.path / "objects")
+    assert checked.problem is None
+
+
+def test_offsets_past_two_gigabytes_go_to_the_large_offset_table(
+    tmp_path: Path,
+) -> None:
+    entries = [
+        (bytes([0x10]) + bytes(19), 11, 12),
+        (bytes([0x20]) + bytes(19), 22, 3 << 30),
+        (bytes([0x30]) + bytes(19), 33, 5 << 30),
+    ]
+    index = tmp_path / "pack-x.idx"
+    index.write_bytes(bulk._index(entries, bytes(20)))
+    names, crcs, offsets = packs.read_index(index)
+    assert names == [raw.hex() for raw, _, _ in entries]
+    assert crcs == [11, 22, 33]
+    assert offsets == [12, 3 << 30, 5 << 30]
+
+
+def test_an_open_store_reads_what_a_bulk_commit_wrote(store: Store) -> None:
+    reader = Store.open(store.path)  # opened (and read) before the pack exists
+    assert reader.read_row(row_ids(1)[0]) is None
+    commit(store, many_rows(), "import")
+    for row_id in row_ids(MANY)[::37]:
+        assert reader.read_row(row_id, reader.head) == helpers.train_row(row_id)
+
+
+def test_the_reflog_says_what_libgit2_says_for_a_commit(store: Store) -> None:
+    commit(store, many_rows(), "import 200 rows from x.jsonl")
+    last = store.repo.references[BRANCH].log()
+    entry = next(iter(last))
+    assert entry.message == "commit: import 200 rows from x.jsonl"
+    assert entry.committer.name == "machine"
+
+
+def test_changes_and_deletions_of_many_rows_in_one_pack(store: Store) -> None:
+    commit(store, many_rows(), "import")
+    files: dict[str, bytes | None] = dict.fromkeys(list(many_rows())[:100])
+    files.update(many_rows(50, start=MANY))
+    commit(store, files, "rewrite")
+    listed = git(store.path, "ls-tree", "-r", "--name-only", "main").split()
+    assert len([p for p in listed if p.startswith("rows/")]) == MANY - 100 + 50
+    assert len(list((store.path / "objects" / "pack").glob("pack-*.idx"))) == 2
+    git(store.path, "fsck", "--strict", "--no-dangling")
+
+
+def test_the_same_rows_again_make_no_commit_and_no_pack(store: Store) -> None:
+    first = commit(store, many_rows(), "import")
+    assert store.write(lambda snap: Change("again", many_rows())) is None
+    assert store.head is not None and store.head.id == first
+    assert len(list((store.path / "objects" / "pack").glob("pack-*.pack"))) == 1
+
+
+def test_a_branch_moved_by_someone_else_is_planned_again(store: Store) -> None:
+    # A push into the store (outside machine's lock) lands between the plan
+    # and the ref update: the compare-and-swap sees it and machine retries.
+    outside = commit(store, many_rows(1, start=5000), "small")
+    parent = git(store.path, "rev-parse", "main~1").strip()
+    git(store.path, "update-ref", BRANCH, parent)
+    planned: list[str] = []
+
+    def plan(snap: Snapshot) -> Change:
+        planned.append(str(snap.commit.id) if snap.commit else "")
+        if len(planned) == 1:
+            git(store.path, "update-ref", BRANCH, str(outside))
+        return Change("import", many_rows())
+
+    oid = store.write(plan)
+    assert planned == [parent, str(outside)]
+    assert git(store.path, "rev-parse", f"{oid}^").strip() == str(outside)
+    git(store.path, "fsck", "--strict")
+
+
+def test_a_bulk_commit_on_an_unborn_branch_creates_it(tmp_path: Path) -> None:
+    repo = pygit2.init_repository(
+        str(tmp_path / "bare"), bare=True, initial_head="main"
+    )
+    configure(repo, None)  # machine's settings: a reflog for the branch
+    store = Store(tmp_path / "bare", open_repository(tmp_path / "bare"))
+    with store.locked():
+        oid = store._write_locked(lambda snap: Change("import", many_rows()))
+    assert git(store.path, "rev-parse", "main").strip() == str(oid)
+    assert "commit (initial): import" in git(store.path, "reflog", "main")
+
+
+def test_what_a_killed_bulk_write_left_is_removed_and_never_damage(
+    store: Store,
+) -> None:
+    commit(store, many_rows(), "import")
+    folder = store.path / "objects" / "pack"
+    [whole] = folder.glob("pack-*.pack")
+    # A kill between the renames: the pack is in place, its index is not.
+    (folder / "pack-ab.pack").write_bytes(whole.read_bytes())
+    (folder / f"{bulk.TEMP}pack-ab.idx").write_bytes(b"index")
+    # A kill while writing: a temporary pack.
+    (folder / f"{bulk.TEMP}1_2.pack").write_bytes(b"PACK")
+    assert bulk.interrupted(folder / "pack-ab.pack")
+    assert not bulk.interrupted(whole)
+    assert [p.path for p in packs.check(store.path / "objects")] == [whole]
+    removed = gc.remove_leftovers(store.path)
+    assert removed == [
+        "objects/pack/pack-ab.pack",
+        f"objects/pack/{bulk.TEMP}1_2.pack",
+        f"objects/pack/{bulk.TEMP}pack-ab.idx",
+    ]
+    assert sorted(os.listdir(folder)) == sorted([whole.name, f"{whole.stem}.idx"])
+
+
+def test_the_next_bulk_write_cleans_up_first(store: Store) -> None:
+    folder = store.path / "objects" / "pack"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{bulk.TEMP}9_9.pack").write_bytes(b"PACK")
+    commit(store, many_rows(), "import")
+    assert not list(folder.glob(f"{bulk.TEMP}*"))
+
+
+def test_many_bulk_writes_are_joined_by_gc_auto(store: Store) -> None:
+    store.repo.config["gc.autoPackLimit"] = "3"
+    for n in range(4):
+        commit(store, many_rows(40, start=1000 * n), f"import {n}")
+    # The fourth pack went over the limit: git gc --auto packed them as one.
+    assert gc.pack_count(store.path) == 1
+    assert not gc.needs_packing(store)
+    git(store.path, "fsck", "--strict", "--no-dangling")
