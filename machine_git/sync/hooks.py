@@ -116,6 +116,16 @@ def check_secrets(path: str, data: bytes, old: bytes | None) -> list[Finding]:
     return [Finding(path, 1, "$", f"holds an unredacted secret ({', '.join(kinds)})")]
 
 
+def check_file_secrets(path: str, data: bytes, old: bytes | None) -> list[Finding]:
+    """A file (not a row) that brings a secret its old version ``old`` lacked."""
+    from machine_git import secrets  # the scanner loads only when files come
+
+    kinds = secrets.file_leaks(data, old)
+    if not kinds:
+        return []
+    return [Finding(path, 1, "$", f"holds an unredacted secret ({', '.join(kinds)})")]
+
+
 def check_commits(
     repo: pygit2.Repository,
     ids: Iterable[pygit2.Oid],
@@ -142,7 +152,14 @@ def check_commits(
             try:
                 data = repo[new].peel(pygit2.Blob).data
             except (KeyError, ValueError, pygit2.GitError):
-                found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+                if _checked(path):  # a submodule elsewhere is no row's business
+                    found.append(
+                        Finding(path, 1, "$", "not a file (a link or submodule)")
+                    )
+                continue
+            if not _checked(path):  # any other file: its secrets alone
+                if scan:
+                    found.extend(check_file_secrets(path, data, _blob(repo, old)))
                 continue
             problems = check_blob(path, data) or _reference(path, data, commit)
             if not problems and scan:
@@ -157,12 +174,13 @@ def check_commits(
 def _changed_rows(
     repo: pygit2.Repository, commit: Commit
 ) -> tuple[Commit, list[tuple[str, pygit2.Oid | None, pygit2.Oid]]]:
-    """The files ``commit`` adds or changes that are checked: rows, contexts."""
+    """The files ``commit`` adds or changes: rows and contexts are checked
+    whole, every other file for secrets."""
     parent = commit.parents[0].tree if commit.parents else None
     return commit, [
         (path, old, new)
         for path, old, new in treediff.changed_blobs(repo, parent, commit.tree)
-        if new is not None and _checked(path)
+        if new is not None
     ]
 
 
@@ -270,7 +288,9 @@ def pre_receive(
             f"{count(len(bad), 'commit')}; nothing was stored",
             file=sys.stderr,
         )
-    refused = releases_refused(repo, refs, oids, audit)
+    refused = releases_refused(repo, refs, oids, audit) + signed_refused(
+        repo, oids, audit
+    )
     for line in refused:
         print(line, file=sys.stderr)
     return 1 if bad or refused else 0
@@ -318,6 +338,58 @@ def releases_refused(
             "only machine's release commands write; nothing was stored"
         )
     return lines
+
+
+def signed_refused(
+    repo: pygit2.Repository, oids: list[pygit2.Oid], audit: Audit | None = None
+) -> list[str]:
+    """Why the push may not change signed records; empty if it may.
+
+    Run records, the student in ``settings.json`` and ``allowed_signers``
+    change only in commits signed by an allowed signer (releases/trust.py).
+    A push that touches ``releases/`` was audited whole, signatures included,
+    by :func:`releases_refused`; this covers the pushes that do not.
+    """
+    commits = [repo[oid].peel(Commit) for oid in oids]
+    if any(touches_releases(c) for c in commits):
+        return []
+    if not any(_touches_signed(c) for c in commits):
+        return []
+    if audit is None:  # fail closed, as releases_refused does
+        return ["machine: signed records were pushed and cannot be checked"]
+    found = audit(repo, commits, Path(repo.path))
+    lines: list[str] = []
+    for commit, tampered in found:
+        summary = (commit.message or "").strip().splitlines()[:1] or [""]
+        lines.append(f"commit {str(commit.id)[:12]}: {summary[0]}")
+        lines.extend(str(t) for t in tampered)
+    if found:
+        lines.append(
+            f"machine: push rejected: {count(len(found), 'commit')} "
+            f"{'changes' if len(found) == 1 else 'change'} signed records "
+            "(runs, the student, allowed signers) without an allowed signer's "
+            "signature; nothing was stored"
+        )
+    return lines
+
+
+_SIGNED = ("runs", "settings.json", "allowed_signers")
+
+
+def _touches_signed(commit: Commit) -> bool:
+    def entries(c: Commit) -> list[pygit2.Oid | None]:
+        out: list[pygit2.Oid | None] = []
+        for name in _SIGNED:
+            try:
+                out.append(c.tree[name].id)
+            except KeyError:
+                out.append(None)
+        return out
+
+    mine = entries(commit)
+    if not commit.parents:
+        return any(e is not None for e in mine)
+    return any(entries(p) != mine for p in commit.parents)
 
 
 def _rewritten(
@@ -379,16 +451,20 @@ def pre_commit(git_dir: Path) -> int:
     found: list[Finding] = []
     for meta, path in zip(parts[0::2], parts[1::2], strict=False):
         fields = meta.split()
-        if len(fields) < 4 or not _checked(path):
+        if len(fields) < 4:
             continue
         try:
             data = repo[fields[3]].peel(pygit2.Blob).data
         except (KeyError, ValueError, pygit2.GitError):
-            found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+            if _checked(path):  # a submodule elsewhere is no row's business
+                found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+            continue
+        old = None if fields[2] == _ZERO else _blob(repo, fields[2])
+        if not _checked(path):  # any other file: its secrets alone
+            found.extend(check_file_secrets(path, data, old))
             continue
         problems = check_blob(path, data)
         if not problems:  # a hand edit may not bring a secret in
-            old = None if fields[2] == _ZERO else _blob(repo, fields[2])
             problems = check_secrets(path, data, old)
         found.extend(problems)
     for finding in found:
@@ -561,19 +637,30 @@ def secrets_main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="machine-secrets")
     parser.add_argument("filenames", nargs="*", help="text files to scan")
+    parser.add_argument(
+        "--version", action="store_true", help="the engine's version and rule count"
+    )
     args = parser.parse_args(argv)
+    if args.version:
+        try:
+            print(f"machine-secrets: {secrets.version()}")
+        except MachineError as e:
+            print(f"machine-secrets: {e}")
+            return 1
+        return 0
     retval = 0
     for name in args.filenames:
         try:
-            text = Path(name).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue  # not text: pre-commit's types filter should have left it out
+            data = Path(name).read_bytes()
         except OSError as e:
             print(f"{name}:0: cannot read: {e.strerror}")
             retval = 1
             continue
+        if b"\0" in data[:8000]:
+            continue  # not text: pre-commit's types filter should have left it out
+        text = data.decode("utf-8", "surrogateescape")  # as scan_bytes reads it
         try:
-            found = secrets.scan_text(text)
+            found = secrets.scan_bytes(data)
         except MachineError as e:
             print(f"{name}:0: the secret scanner failed: {e}")
             retval = 1

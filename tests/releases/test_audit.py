@@ -13,6 +13,7 @@ from machine_git.store.store import Change
 from machine_git.store.store import Store
 from tests.conftest import Run
 from tests.conftest import git
+from tests.train.conftest import FakeTinker
 
 PATH = "releases/BR-014/prereg.json"
 
@@ -36,7 +37,8 @@ def test_the_remembered_audit_only_walks_new_commits_and_agrees(
     cache = store.path / WORK / audit.CACHE
     assert run("release", "new", "BR-014", "--run", trained["run"]).exit_code == 0
     assert cache.exists() and oct(cache.stat().st_mode & 0o777) == "0o600"
-    assert json.loads(cache.read_bytes())["tip"] != str(store.head.id)  # type: ignore[union-attr]
+    # The command audited after its commit too (to report tampering elsewhere).
+    assert json.loads(cache.read_bytes())["tip"] == str(store.head.id)  # type: ignore[union-attr]
     assert releases.audit_store(store).tampered == []
     assert json.loads(cache.read_bytes())["tip"] == str(store.head.id)  # type: ignore[union-attr]
     edit = tamper(store)
@@ -110,7 +112,7 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
 
 
 def test_a_step_that_also_writes_something_else_taints_its_release(
-    trained: dict[str, Any], run: Run
+    trained: dict[str, Any], run: Run, fake: FakeTinker
 ) -> None:
     from machine_git.core import jsonio
     from machine_git.core.errors import INVALID
@@ -120,6 +122,9 @@ def test_a_step_that_also_writes_something_else_taints_its_release(
 
     store = Store.open(trained["store"])
     assert run("release", "new", "BR-015", "--run", trained["run"]).exit_code == 0
+    refs = trained["refs"]
+    fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
+    assert run("release", "check", "BR-015", "--yes").exit_code == 0
     # The trial record is exactly right; the student it sets is not.
     made = steps.trial(store.snapshot(), "BR-015", rows.now())
     value = json.loads(made.files["settings.json"] or b"")
