@@ -265,6 +265,16 @@ class TamperedReleaseError(ReleaseError):
     exit_code: ClassVar[int] = INVALID
 
 
+class SigningError(MachineError):
+    """A record cannot be signed: no ssh-keygen, no key, or a key not allowed."""
+
+
+class UntrustedSignerError(SigningError):
+    """This user's signing key is not one of the store's allowed signers."""
+
+    exit_code: ClassVar[int] = INVALID
+
+
 # -- machine review --------------------------------------------------------------
 
 
