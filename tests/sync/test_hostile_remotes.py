@@ -71,7 +71,7 @@ def raw_tree(repo: Path, entries: list[Entry], order: bool = True) -> str:
 
 def entries_of(repo: Path, tree: str) -> list[Entry]:
     found = pygit2.Repository(str(repo))[tree].peel(pygit2.Tree)
-    return [(f"{e.filemode:o}", e.raw_name, str(e.id)) for e in found]
+    return [(f"{e.filemode:o}", e.raw_name or b"", str(e.id)) for e in found]
 
 
 def graft(repo: Path, tree: str, path: str, entry: tuple[str, str] | None) -> str:
@@ -444,7 +444,7 @@ def test_an_honest_pull_still_lands_with_its_version(
 
 # -- push from a clone -----------------------------------------------------------------
 
-PUSHED = {
+PUSHED: dict[Callable[[Path], list[str]], list[str]] = {
     # case: the refs it sets, pushed as they are
     tag_of_a_row_blob: ["refs/tags/rowblob"],
     tag_of_a_tree: ["refs/tags/tree"],
