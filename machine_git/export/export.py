@@ -5,7 +5,7 @@ order (sorted by id), every line is written with sorted keys, and nothing
 about the moment of the export (time, host, path) goes into the data. That is
 what lets a training run name its data by commit id and a manifest's sha256.
 
-Formats (each one's writer and reader: machine_git/export/formats/): ``tinker`` and
+Formats (each one's writer and reader: machine_git/rows/formats/): ``tinker`` and
 ``openai`` chat lines, ``dpo`` and ``openai-dpo`` preference pairs from rows
 rewritten with ``--as``, ``traces`` (trajectory-v1 lines) and ``rows``
 (machine's rows themselves, the one format that carries everything).
@@ -40,10 +40,10 @@ from machine_git.core import paths
 from machine_git.core.errors import UsageError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
-from machine_git.export import formats
-from machine_git.export.formats import chat
 from machine_git.rows import context
+from machine_git.rows import formats
 from machine_git.rows import rows
+from machine_git.rows.formats import chat
 from machine_git.rows.schemas import KINDS
 from machine_git.store import parallel
 from machine_git.store import stats
@@ -86,7 +86,7 @@ def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
 
 
 # -- converting rows ---------------------------------------------------------------
-# Each format's writer lives with its reader in machine_git/export/formats/; these
+# Each format's writer lives with its reader in machine_git/rows/formats/; these
 # names stay for the training code and tests that render one row.
 
 trajectory_to_messages = chat.trajectory_to_messages

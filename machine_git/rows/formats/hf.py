@@ -22,12 +22,12 @@ from machine_git.core import inputs
 from machine_git.core import jsonio
 from machine_git.core.errors import MachineError
 from machine_git.core.errors import UsageError
-from machine_git.export.formats import chat
-from machine_git.export.formats import sharegpt
-from machine_git.export.formats.lines import Found
-from machine_git.export.formats.lines import Parsed
-from machine_git.export.formats.lines import carried
-from machine_git.export.formats.lines import text_of
+from machine_git.rows.formats import chat
+from machine_git.rows.formats import sharegpt
+from machine_git.rows.formats.lines import Found
+from machine_git.rows.formats.lines import Parsed
+from machine_git.rows.formats.lines import carried
+from machine_git.rows.formats.lines import text_of
 
 OWN = ("messages", "conversations", "tools")
 PYARROW_HINT = (

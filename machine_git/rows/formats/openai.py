@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from typing import Any
 
-from machine_git.export.formats import chat
-from machine_git.export.formats import tinker
 from machine_git.rows import context
+from machine_git.rows.formats import chat
+from machine_git.rows.formats import tinker
 
 if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from typing import Any
 
-from machine_git.export.formats.lines import CARRIED
-from machine_git.export.formats.lines import Found
-from machine_git.export.formats.lines import Parsed
-from machine_git.export.formats.lines import carried
 from machine_git.rows import context
+from machine_git.rows.formats.lines import CARRIED
+from machine_git.rows.formats.lines import Found
+from machine_git.rows.formats.lines import Parsed
+from machine_git.rows.formats.lines import carried
 
 if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from typing import Any
 
-from machine_git.export.formats import chat
-from machine_git.export.formats import dpo
-from machine_git.export.formats.lines import Found
-from machine_git.export.formats.lines import Parsed
 from machine_git.rows import context
+from machine_git.rows.formats import chat
+from machine_git.rows.formats import dpo
+from machine_git.rows.formats.lines import Found
+from machine_git.rows.formats.lines import Parsed
 
 if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row

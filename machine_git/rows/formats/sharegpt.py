@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from machine_git.core import jsonio
-from machine_git.export.formats import chat
-from machine_git.export.formats.lines import Found
-from machine_git.export.formats.lines import Parsed
-from machine_git.export.formats.lines import carried
-from machine_git.export.formats.lines import text_of
+from machine_git.rows.formats import chat
+from machine_git.rows.formats.lines import Found
+from machine_git.rows.formats.lines import Parsed
+from machine_git.rows.formats.lines import carried
+from machine_git.rows.formats.lines import text_of
 
 OWN = ("conversations", "system", "tools")
 BODY = "conversations"

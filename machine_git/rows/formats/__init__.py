@@ -32,18 +32,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
 
-from machine_git.export.formats import chat
-from machine_git.export.formats import dpo
-from machine_git.export.formats import hf
-from machine_git.export.formats import openai
-from machine_git.export.formats import openai_dpo
-from machine_git.export.formats import rows
-from machine_git.export.formats import sharegpt
-from machine_git.export.formats import tinker
-from machine_git.export.formats import traces
-from machine_git.export.formats.lines import Found
-from machine_git.export.formats.lines import Parsed
 from machine_git.rows import schemas
+from machine_git.rows.formats import chat
+from machine_git.rows.formats import dpo
+from machine_git.rows.formats import hf
+from machine_git.rows.formats import openai
+from machine_git.rows.formats import openai_dpo
+from machine_git.rows.formats import rows
+from machine_git.rows.formats import sharegpt
+from machine_git.rows.formats import tinker
+from machine_git.rows.formats import traces
+from machine_git.rows.formats.lines import Found
+from machine_git.rows.formats.lines import Parsed
 
 if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row

@@ -16,8 +16,8 @@ from typing import Any
 from typing import cast
 
 from machine_git.core import jsonio
-from machine_git.export.formats.lines import text_of
 from machine_git.rows import context
+from machine_git.rows.formats.lines import text_of
 
 if TYPE_CHECKING:
     from machine_git.rows.context import Context
