@@ -141,6 +141,11 @@ def _object_error(stderr: str) -> str | None:
             return line[len("error: ") :].strip()
     if "shallow" in stderr:
         return "it is a shallow copy (its history is cut short); pull from a full copy"
+    if "promisor remote" in stderr:  # a partial clone (--filter) lacking objects
+        return (
+            "it is a partial copy (some of its objects are only on its own "
+            "remote); pull from a full copy"
+        )
     return None
 
 
