@@ -199,6 +199,8 @@ def _file_problems(
         if kind == "context":
             return _record_secrets(path, {"context": jsonio.loads(data)})
         return check_secrets(path, data, _blob(repo, old))
+    if kind == "signers":  # text lines, verified by the releases' trust check
+        return check_file_secrets(path, data, _blob(repo, old)) if scan else []
     # Machine's other records: JSON objects (a JSON object a line for .jsonl).
     try:
         values = (
