@@ -300,6 +300,33 @@ def verify(
 # -- writing: may this user sign? -----------------------------------------------------
 
 
+def wanted(snap: Snapshot, change: Change) -> bool:
+    """Must ``change`` be signed? Yes if it writes a protected file, except a
+    ``settings.json`` that leaves the student as it was (``auto on`` needs no
+    signer)."""
+    for path in change.files:
+        if not protected(path):
+            continue
+        if path != "settings.json":
+            return True
+        if student_of(change.files[path]) != student_of(snap.read(path)):
+            return True
+    return False
+
+
+def student_of(data: bytes | None) -> dict[str, object]:
+    """The student keys a ``settings.json`` sets (an unreadable one: marked)."""
+    from machine_git.core import jsonio
+
+    try:
+        value = jsonio.loads(data) if data else {}
+    except ValueError:
+        return {"unreadable": True}
+    if not isinstance(value, dict):
+        return {"unreadable": True}
+    return {k: value[k] for k in STUDENT_KEYS if value.get(k) is not None}
+
+
 def admit(snap: Snapshot, change: Change, author: pygit2.Signature) -> Signer:
     """This user's signer for ``change``; adds ``allowed_signers`` on first use.
 

@@ -350,6 +350,8 @@ def test_a_signer_added_by_a_may_check_and_one_never_added_may_not(
     assert refused.stderr.startswith("Error: your signing key SHA256:")
     assert "sample" not in fake.names()
     assert f'machine release signers add b@example.com "{fp}' in refused.stderr
+    # A setting that leaves the student alone needs no signer.
+    assert run("auto", "on").exit_code == 0
     # A adds B (a commit signed by A); B pulls, checks, pushes: accepted.
     become("a")
     added = run("release", "signers", "add", "bob", b_key)
