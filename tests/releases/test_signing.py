@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -516,3 +518,42 @@ def test_a_key_added_without_a_signers_signature_signs_nothing(
     listed = run("release", "signers").stdout
     assert "mallory" in listed  # what the file says; the audit trusts none of it
     assert student_line(run) == NO_STUDENT
+
+
+# -- a backdated commit -------------------------------------------------------------
+
+
+def test_a_backdated_commit_never_makes_todays_rows_look_old(
+    trained: dict[str, Any], run: Run, clone: Path
+) -> None:
+    from machine_git.core.errors import NOT_FOUND
+
+    store = trained["store"]
+    before = run("export")
+    assert before.exit_code == 0 and before.stdout
+    parent = git(store, "log", "-1", "--format=%ct").strip()
+    make_clone(run, clone)
+    (clone / "notes.txt").write_text("written today, dated 2020\n")
+    assert git_in(clone, "add", "notes.txt").returncode == 0
+    env = {**os.environ, "GIT_AUTHOR_DATE": "2020-05-31T12:00:00+0000"}
+    env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"]
+    done = subprocess.run(
+        ["git", "-C", str(clone), "commit", "-q", "-m", "old news"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0
+    forged = head(clone)
+    assert push(clone) == (0, [])  # nothing signed in it: the hook takes it
+    then = run("export", "@{2020-06-01}")
+    assert then.exit_code == NOT_FOUND
+    shown = datetime.fromtimestamp(int(parent), UTC).strftime("%Y-%m-%d %H:%M")
+    assert then.stderr.splitlines()[0] == (
+        f"warning: commit {forged[:12]} is dated 2020-05-31 12:00 UTC, before its "
+        f"parent ({shown} UTC); it is taken as no older than its parent"
+    )
+    assert then.stderr.splitlines()[1].startswith(
+        "Error: no commit at or before @{2020-06-01} (2020-06-01 23:59 UTC)"
+    )
+    assert then.stdout == ""
