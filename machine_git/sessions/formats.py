@@ -19,7 +19,7 @@ from machine_git.core import jsonio
 from machine_git.core.errors import SessionError
 from machine_git.sessions import files
 
-HOSTS = ("pi", "letta", "claude", "codex")
+HOSTS = ("pi", "letta", "claude", "codex", "gemini")
 _SNIFF_LINES = 50  # lines read to find one that names the format
 
 Recognize = Callable[[Any], "str | None"]
@@ -52,6 +52,7 @@ LETTA_AGENT_FILE = Format(
 )
 CLAUDE = Format("claude", "claude", "Claude Code session")
 CODEX = Format("codex", "codex", "Codex rollout")
+GEMINI = Format("gemini", "gemini", "Gemini CLI session")
 FORMATS = (
     PI,
     LETTA_LOCAL,
@@ -60,11 +61,12 @@ FORMATS = (
     LETTA_AGENT_FILE,
     CLAUDE,
     CODEX,
+    GEMINI,
 )
 BY_NAME = {f.name: f for f in FORMATS}
 # The hosts asked about a line, in order (the first to recognize it names the
 # format): Pi first, so a Pi session loads no other host's module.
-_LINE_HOSTS = ("pi", "codex", "claude", "letta")
+_LINE_HOSTS = ("pi", "codex", "claude", "gemini", "letta")
 _DOCUMENT_HOSTS = tuple(
     h for h in HOSTS if any(f.document for f in FORMATS if f.host == h)
 )

@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from machine_git.core.errors import UsageError
@@ -82,10 +83,12 @@ def test_a_signed_store_commit_is_what_git_verify_commit_accepts(
     oid = store.write(
         lambda snap: Change("student x", {"settings.json": b'{"student": "x"}\n'})
     )
-    commit = store.repo[oid]
+    assert oid is not None
+    commit = store.repo[oid].peel(pygit2.Commit)
     signature, payload = signing.split_commit(commit.read_raw())
     assert signature is not None
-    allowed = signing.parse_signers(commit.tree["allowed_signers"].data)
+    listed_blob = store.repo[commit.tree["allowed_signers"].id].peel(pygit2.Blob)
+    allowed = signing.parse_signers(listed_blob.data)
     assert [s.name for s in allowed] == ["test@example.com"]
     assert signing.verify(payload, signature, allowed)[0] == allowed[0]
     listed = tmp_path / "allowed"
@@ -107,6 +110,7 @@ def test_a_signed_store_commit_is_what_git_verify_commit_accepts(
     assert oct(key.parent.stat().st_mode & 0o777) == "0o700"
     # A setting that leaves the student alone is not signed.
     plain = store.write(lambda snap: Change("auto", {"x.json": b"{}\n"}))
+    assert plain is not None
     assert signing.split_commit(store.repo[plain].read_raw())[0] is None
 
 

@@ -81,11 +81,18 @@ def _codex() -> formats.Recognize:
     return turn.recognize
 
 
+def _gemini() -> formats.Recognize:
+    from machine_git.sessions.gemini import turn
+
+    return turn.recognize
+
+
 _RECOGNIZERS: formats.Recognizers = {
     "pi": _pi,
     "letta": lambda: recognize,
     "claude": _claude,
     "codex": _codex,
+    "gemini": _gemini,
 }
 
 # Each form and its reader, in the order forms.recognize tries them.
