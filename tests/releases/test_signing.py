@@ -533,8 +533,16 @@ def test_a_backdated_commit_never_makes_todays_rows_look_old(
     assert before.exit_code == 0 and before.stdout
     parent = git(store, "log", "-1", "--format=%ct").strip()
     make_clone(run, clone)
-    (clone / "notes.txt").write_text("written today, dated 2020\n")
-    assert git_in(clone, "add", "notes.txt").returncode == 0
+    # A new row, written today, in a commit that says it is from 2020.
+    from machine_git.core import jsonio
+    from machine_git.rows import rows
+    from tests import helpers
+
+    row = helpers.train_row("0a0a0a0a0a0a")
+    target = clone / rows.row_path("0a0a0a0a0a0a")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(jsonio.canonical(row))
+    assert git_in(clone, "add", "-A").returncode == 0
     env = {**os.environ, "GIT_AUTHOR_DATE": "2020-05-31T12:00:00+0000"}
     env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"]
     done = subprocess.run(
@@ -545,7 +553,8 @@ def test_a_backdated_commit_never_makes_todays_rows_look_old(
     )
     assert done.returncode == 0
     forged = head(clone)
-    assert push(clone) == (0, [])  # nothing signed in it: the hook takes it
+    pushed = push(clone)
+    assert pushed == (0, []), pushed  # nothing signed in it: the hook takes it
     then = run("export", "@{2020-06-01}")
     assert then.exit_code == NOT_FOUND
     shown = datetime.fromtimestamp(int(parent), UTC).strftime("%Y-%m-%d %H:%M")
@@ -557,3 +566,42 @@ def test_a_backdated_commit_never_makes_todays_rows_look_old(
         "Error: no commit at or before @{2020-06-01} (2020-06-01 23:59 UTC)"
     )
     assert then.stdout == ""
+    today = run("export").stdout.splitlines()
+    assert len(today) == len(before.stdout.splitlines()) + 1  # the row is today's
+
+
+# -- a pull brings what a push could not ----------------------------------------------
+
+
+def test_a_pull_refuses_a_student_no_signer_chose(
+    trained: dict[str, Any],
+    run: Run,
+    fake: FakeTinker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = trained["store"]
+    # A plain bare copy: no hooks, so the forged student lands there.
+    copy = tmp_path / "copy.git"
+    cloned = git_in(tmp_path, "clone", "-q", "--bare", str(store), str(copy))
+    assert cloned.returncode == 0, cloned.stderr
+    work = tmp_path / "work"
+    assert git_in(tmp_path, "clone", "-q", str(copy), str(work)).returncode == 0
+    path = work / "settings.json"
+    value = json.loads(path.read_text()) if path.exists() else {}
+    value.update(student=EVIL, student_release="BR-004", chat="student")
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    assert git_in(work, "add", "settings.json").returncode == 0
+    assert git_in(work, "commit", "-q", "-m", "student BR-004").returncode == 0
+    forged = head(work)
+    assert git_in(work, "push", "-q", "origin", "HEAD:main").returncode == 0
+    # Someone else's store pulls from that copy: refused, nothing merged.
+    monkeypatch.setenv("MACHINE_DATA_DIR", str(tmp_path / "other"))
+    assert run("remote", "add", "copy", str(copy)).exit_code == 0
+    pulled = run("pull", "copy")
+    assert pulled.exit_code != 0
+    assert f"settings.json: added in commit {forged[:12]}, {UNSIGNED}" in (
+        pulled.stderr
+    )
+    assert "nothing was pulled" in pulled.stderr
+    assert student_line(run) == NO_STUDENT
