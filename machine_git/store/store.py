@@ -316,7 +316,9 @@ class Store:
             if signed:
                 from machine_git.store import signing  # only for signed records
 
-                signing.admit(snap, change, _author())
+                signed = signing.wanted(snap, change)
+                if signed:
+                    signing.admit(snap, change, _author())
             try:
                 with private_umask():
                     oid = self._commit(snap, change, merged, signed)
@@ -336,7 +338,7 @@ class Store:
         merged: Oid | None = None,
         signed: bool = False,
     ) -> Oid | None:
-        if len(change.files) > _BULK:
+        if len(change.files) > _BULK and not signed:  # a signed commit: never bulk
             return self._commit_bulk(snap, change, merged)
         repo = self.repo
         created: list[Oid] = []

@@ -51,7 +51,8 @@ _EVAL = r"evals/eval-[0-9a-f]{8}"
 FILES: dict[str, re.Pattern[str]] = {
     "marker": re.compile(r"machine\.json"),
     "settings": re.compile(r"settings\.json"),
-    # ssh's allowed-signers lines (store/signing.py), not JSON.
+    # Who may sign release records (store/signing.py); the audit checks who
+    # changed it.
     "signers": re.compile(r"allowed_signers"),
     "row": re.compile(rf"rows/({_HEX2})/({_HEX2})/\1\2[0-9a-f]{{8}}\.json"),
     "context": re.compile(rf"context/({_HEX2})/\1[0-9a-f]{{62}}\.json"),
