@@ -22,6 +22,7 @@ from pygit2 import Commit
 from machine_git import releases
 from machine_git.core import jsonio
 from machine_git.core.errors import ReleaseError
+from machine_git.core.errors import RunNotFoundError
 from machine_git.history import history
 from machine_git.rows import rows
 from machine_git.store import stats
@@ -121,7 +122,7 @@ def _run_of_checkpoint(all_runs: list[dict[str, Any]], path: str) -> dict[str, A
         smoke = (record.get("smoke") or {}).get("checkpoint")
         if path == smoke or any(path in pair for pair in made):
             return record
-    raise ReleaseError(f"no run made checkpoint {path}")
+    raise RunNotFoundError(f"no run made checkpoint {path}")
 
 
 def _last_sampler(run: dict[str, Any]) -> str | None:

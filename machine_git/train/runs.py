@@ -35,6 +35,8 @@ from pygit2.enums import FileMode
 from machine_git import __version__
 from machine_git import bundled
 from machine_git.core import jsonio
+from machine_git.core.errors import AmbiguousRunError
+from machine_git.core.errors import RunNotFoundError
 from machine_git.core.errors import TrainingError
 from machine_git.export import export
 from machine_git.history import history
@@ -132,7 +134,7 @@ def find(store: Store, text: str | None) -> dict[str, Any]:
     """The run ``text`` names (an id or unique prefix); default: the newest."""
     runs = all_runs(store)
     if not runs:
-        raise TrainingError(
+        raise RunNotFoundError(
             "no training runs yet (prepare one with 'machine train sft')"
         )
     if text is None:
@@ -140,10 +142,10 @@ def find(store: Store, text: str | None) -> dict[str, Any]:
     exact = [r for r in runs if r["id"] == text]
     matches = exact or [r for r in runs if str(r["id"]).startswith(text)]
     if not matches:
-        raise TrainingError(f"no run {text!r} (see 'machine runs')")
+        raise RunNotFoundError(f"no run {text!r} (see 'machine runs')")
     if len(matches) > 1:
         shown = ", ".join(str(r["id"]) for r in matches[:5])
-        raise TrainingError(f"run {text!r} is ambiguous ({shown})")
+        raise AmbiguousRunError(f"run {text!r} is ambiguous ({shown})")
     return matches[0]
 
 
@@ -538,7 +540,7 @@ def update(
     def plan(snap: Snapshot) -> Change:
         data = snap.read(record_path(run_id))
         if data is None:
-            raise TrainingError(f"no run {run_id!r} in the store")
+            raise RunNotFoundError(f"no run {run_id!r} in the store")
         record = _parse(data, record_path(run_id))
         change(record)
         record["updated_at"] = rows.now()
