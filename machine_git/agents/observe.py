@@ -11,6 +11,7 @@ at a compaction boundary) finds the row and changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import NamedTuple
 
@@ -106,3 +107,68 @@ def label(
 
     oid = store.write(plan)
     return Labeled(seen[0], seen[1], None if oid is None else str(oid))
+
+
+def label_many(
+    store: Store, ids: Sequence[str], verdict: str, note: str | None = None
+) -> tuple[int, str | None]:
+    """Label the observed rows ``ids`` ``verdict`` in one commit (one undo).
+
+    Rows that carry ``verdict`` already are left as they are; any other row
+    that is not observed is refused, and nothing is written. Returns how many
+    rows changed and the commit.
+    """
+    if verdict not in rows.LABELS:
+        raise UsageError(f"label must be good or bad, not {verdict!r}")
+    wanted = sorted({rows.check_id(i) for i in ids})
+    if not wanted:
+        raise UsageError("no rows to label")
+    done: list[int] = [0]
+
+    def plan(snap: Snapshot) -> Change | None:
+        files: dict[str, bytes | None] = {}
+        kinds: set[str] = set()
+        for row_id in wanted:
+            path = rows.row_path(row_id)
+            data = snap.read(path)
+            if data is None:
+                raise UsageError(
+                    f"row {row_id} was removed meanwhile; nothing was written"
+                )
+            before = rows.parse(data, path)
+            if before.get("kind") != "observed":
+                if before.get("tag") == verdict:
+                    continue
+                raise UsageError(
+                    f"row {row_id} is a {before.get('kind')} row, not observed; "
+                    "nothing was written"
+                )
+            after = rows.judged(before, verdict, note)
+            if note:
+                after, _ = redaction.redact_row(after)
+            kinds.add(after["kind"])
+            files[path] = jsonio.canonical(after)
+        done[0] = len(files)
+        if not files:
+            return None
+        listed = "\n".join(rows.id_of_path(p) or p for p in sorted(files))
+        return Change(
+            summary=fit(
+                f"label {len(files)} row{'s' if len(files) != 1 else ''} "
+                f"observed -> {', '.join(sorted(kinds))}"
+                + (f": {note}" if note else "")
+            ),
+            files=files,
+            trailers={
+                "Action": "label",
+                "Rows": str(len(files)),
+                "Kind": ", ".join(sorted(kinds)),
+                "Tag": verdict,
+                "From": "observed",
+            },
+            body=(f"{note}\n\n" if note else "") + listed,
+            redaction=Redaction.SCANNED if note else Redaction.KEPT,
+        )
+
+    oid = store.write(plan)
+    return done[0], None if oid is None else str(oid)

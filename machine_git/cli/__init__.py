@@ -2,6 +2,10 @@
 
 Library modules never import click; every MachineError becomes one line on
 stderr here, at the edge, and anything else is a bug that should crash loudly.
+
+May use: review, agents, releases, train, tagging, export, sync, recovery,
+history, store, sessions, rows, secrets, core, bundled (pyproject.toml:
+[tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 import click
 
 from machine_git import __version__
+from machine_git.core import table
 from machine_git.core.errors import INTERRUPTED
 from machine_git.core.errors import USAGE
 from machine_git.core.errors import exit_code
@@ -93,7 +98,9 @@ class MachineGroup(click.Group):
             why = user_message(e)
             if why is None:
                 raise
-            raise Failure(why, exit_code(e)) from None
+            # Stored text (a row id, a summary) can be in it: no control
+            # character of it reaches the terminal.
+            raise Failure(table.printable(why), exit_code(e)) from None
         except KeyboardInterrupt:
             click.echo("Interrupted", err=True)
             ctx.exit(INTERRUPTED)

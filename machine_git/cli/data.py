@@ -193,6 +193,12 @@ def validate(
 
         store = Store.open(paths.store_path(project_of(project)))
         tampered, touched = releases.findings(store)
+        from machine_git.train import runs  # training records: runs, evals
+
+        findings += [
+            checks.Finding(file, 1, where, problem)
+            for file, where, problem in runs.record_problems(store)
+        ]
     if as_json:
         out: dict[str, Any] = {
             "rows": tally.rows,

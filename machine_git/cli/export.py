@@ -28,7 +28,7 @@ from machine_git.rows.schemas import KINDS
 if TYPE_CHECKING:
     from machine_git.export.importer import Loaded
 
-# Kept here rather than imported from machine_git.export.formats: this module
+# Kept here rather than imported from machine_git.rows.formats: this module
 # loads on every command, ``machine good`` included, and the format code need not.
 FORMATS = ("tinker", "openai", "dpo", "openai-dpo", "traces", "rows")
 # What import reads besides (tests/export/test_export.py holds both to the
@@ -309,7 +309,7 @@ def import_(
 
 def _import_notes(loaded: Loaded, name: str) -> None:
     """What an import left out of its rows, and the secrets it redacted."""
-    from machine_git.export import formats
+    from machine_git.rows import formats
 
     for fmt, lacks in loaded.missing.items():
         if lacks:

@@ -5,7 +5,7 @@ order (sorted by id), every line is written with sorted keys, and nothing
 about the moment of the export (time, host, path) goes into the data. That is
 what lets a training run name its data by commit id and a manifest's sha256.
 
-Formats (each one's writer and reader: machine_git/export/formats/): ``tinker`` and
+Formats (each one's writer and reader: machine_git/rows/formats/): ``tinker`` and
 ``openai`` chat lines, ``dpo`` and ``openai-dpo`` preference pairs from rows
 rewritten with ``--as``, ``traces`` (trajectory-v1 lines) and ``rows``
 (machine's rows themselves, the one format that carries everything).
@@ -40,10 +40,10 @@ from machine_git.core import paths
 from machine_git.core.errors import UsageError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
-from machine_git.export import formats
-from machine_git.export.formats import chat
 from machine_git.rows import context
+from machine_git.rows import formats
 from machine_git.rows import rows
+from machine_git.rows.formats import chat
 from machine_git.rows.schemas import KINDS
 from machine_git.store import parallel
 from machine_git.store import stats
@@ -86,7 +86,7 @@ def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
 
 
 # -- converting rows ---------------------------------------------------------------
-# Each format's writer lives with its reader in machine_git/export/formats/; these
+# Each format's writer lives with its reader in machine_git/rows/formats/; these
 # names stay for the training code and tests that render one row.
 
 trajectory_to_messages = chat.trajectory_to_messages
@@ -143,6 +143,33 @@ def _format(fmt: str) -> formats.Format:
 
 
 # -- writing ---------------------------------------------------------------------
+
+
+def line(rendered: dict[str, Any]) -> bytes:
+    """One exported line: sorted keys, except inside ``tools``.
+
+    The tools are written exactly in the order and key order the agent sent
+    them (:func:`machine_git.rows.context.load` gives them so): a chat template
+    renders them in that order, so sorting them would train a prompt the
+    model never saw. Everything else is sorted, so the same revision still
+    gives the same bytes.
+    """
+    tools = rendered.get("tools")
+    if tools is None:
+        return jsonio.line(rendered)
+    return jsonio.line({**rendered, "tools": jsonio.fragment(tools)})
+
+
+def row_line(
+    row: Row, fmt: str, redact: bool = True, with_context: bool = True
+) -> bytes | None:
+    """The exported line of ``row`` (:func:`render` then :func:`line`), or None.
+
+    Every export and every training run writes its lines with this, and
+    ``machine train validate`` renders these very bytes.
+    """
+    rendered = render(row, fmt, redact, with_context)
+    return None if rendered is None else line(rendered)
 
 
 @dataclass
@@ -254,11 +281,11 @@ def _render_part(
             continue
         if with_context:
             row = context.inline(row, read)
-        rendered = render(row, fmt, redact, with_context)
-        if rendered is None:
+        exported = row_line(row, fmt, redact, with_context)
+        if exported is None:
             skipped += 1
             continue
-        out.append(jsonio.line(rendered))
+        out.append(exported)
     return _Part(b"".join(out), len(out), skipped)
 
 

@@ -4,7 +4,7 @@ A line is read as what its keys say, or as ``--format`` says: a machine row
 (``kind`` and ``id``, as ``machine good --out`` and ``export --format rows``
 write), any line ``machine export`` writes (tinker or OpenAI chat lines,
 dpo or openai-dpo pairs, trajectory lines), a ShareGPT conversation, or a
-Hugging Face ``datasets`` record (machine_git/export/formats has each format's
+Hugging Face ``datasets`` record (machine_git/rows/formats has each format's
 reader). A line is checked against its format's schema, then the row made
 of it against the row's.
 
@@ -33,14 +33,14 @@ from machine_git.core.errors import ImportProblemsError
 from machine_git.core.errors import UsageError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
-from machine_git.export import formats
-from machine_git.export.formats import chat
-from machine_git.export.formats import hf
-from machine_git.export.formats.lines import Parsed
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
+from machine_git.rows import formats
 from machine_git.rows import rows
 from machine_git.rows import schemas
+from machine_git.rows.formats import chat
+from machine_git.rows.formats import hf
+from machine_git.rows.formats.lines import Parsed
 from machine_git.rows.schemas import KINDS
 from machine_git.secrets import redaction
 from machine_git.store import stats
@@ -78,7 +78,7 @@ class Loaded:
     # those fields are ignored when comparing with a row already stored.
     generated: set[str] = field(default_factory=set)
     ignored_keys: dict[str, int] = field(default_factory=dict)
-    # How many lines of each format (machine_git/export/formats) were read, and the
+    # How many lines of each format (machine_git/rows/formats) were read, and the
     # row fields none of them carried.
     formats: dict[str, int] = field(default_factory=dict)
     missing: dict[str, set[str]] = field(default_factory=dict)
@@ -114,7 +114,7 @@ def load(
     """Read and validate every line of ``source``; ImportProblemsError if any is bad.
 
     ``source`` is a file's path, or a stream (standard input). ``fmt`` is
-    the format every line must have (machine_git/export/formats); without it each
+    the format every line must have (machine_git/rows/formats); without it each
     line is read as what its keys say. ``name`` is how problems name the
     file (default: the path as given, or ``<stdin>``). ``progress`` hears of
     each line checked (and scanned for secrets).

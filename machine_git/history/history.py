@@ -262,23 +262,35 @@ def recent(store: Store, limit: int, kind: str | None = None) -> list[Row]:
     if head is None:
         return []
     found: list[Row] = []
-    seen: set[str] = set()
     snap = store.snapshot(head)
-    for commit in walk(store, head):
-        for row_id in _rows_of(store, commit):
-            if row_id in seen:
-                continue
-            seen.add(row_id)
-            path = rows.row_path(row_id)
-            data = snap.read(path)
-            if data is None:
-                continue  # removed since
-            row = rows.parse(data, path)
-            if kind is None or row["kind"] == kind:
-                found.append(row)
-                if len(found) >= limit:
-                    return found
+    for _, row_id in by_recency(store, head):
+        path = rows.row_path(row_id)
+        data = snap.read(path)
+        if data is None:
+            continue  # removed since
+        row = rows.parse(data, path)
+        if kind is None or row["kind"] == kind:
+            found.append(row)
+            if len(found) >= limit:
+                return found
     return found
+
+
+def by_recency(
+    store: Store, start: Commit, until: Oid | None = None
+) -> Iterator[tuple[Oid, str]]:
+    """Row ids by their newest change, newest first, each once, with the commit
+    that made it: the order of :func:`recent` (and so of ``machine observed``
+    and the review Queue), read as far as the caller needs; with ``until``,
+    only the changes made after that commit."""
+    seen: set[str] = set()
+    for commit in walk(store, start):
+        if commit.id == until:
+            return
+        for row_id in _rows_of(store, commit):
+            if row_id not in seen:
+                seen.add(row_id)
+                yield commit.id, row_id
 
 
 def _rows_of(store: Store, commit: Commit) -> list[str]:

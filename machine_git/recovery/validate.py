@@ -64,7 +64,7 @@ class Finding:
 
 
 ROWS = "rows"
-# Each format a file can be checked as (machine_git/export/formats), and how a
+# Each format a file can be checked as (machine_git/rows/formats), and how a
 # summary names one line; a file of chat lines that do not show whose they
 # are is tinker's and OpenAI's alike.
 FORMATS = {
@@ -168,7 +168,7 @@ def check_file(
 def _items(
     source: Path | BinaryIO, path: Path | None, fmt: str | None
 ) -> list[tuple[int, bytes]]:
-    from machine_git.export.formats import hf  # pyarrow only for a Parquet file
+    from machine_git.rows.formats import hf  # pyarrow only for a Parquet file
 
     if hf.is_parquet(path) and fmt == "hf":
         assert path is not None
@@ -194,7 +194,7 @@ class _Chat:
 def file_format(first: bytes) -> str:
     """The format of a file (a key of FORMATS) whose first row or line is
     ``first``: rows unless that line is of another known shape."""
-    from machine_git.export import formats
+    from machine_git.rows import formats
 
     try:
         value = jsonio.loads(first)
@@ -208,7 +208,7 @@ def _check_line(
 ) -> list[Finding]:
     if fmt == ROWS:
         return _parse(name, line, data)[1]
-    from machine_git.export import formats
+    from machine_git.rows import formats
 
     try:
         value = jsonio.loads(data)

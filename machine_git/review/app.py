@@ -92,10 +92,13 @@ def create_app(
         Route("/queue/list", page(queue.listing)),
         Route("/queue/label", action(queue.label), methods=["POST"]),
         Route("/queue/rewrite", action(queue.rewrite), methods=["POST"]),
+        Route("/queue/bulk", action(queue.bulk), methods=["POST"]),
         Route("/undo", action(queue.undo), methods=["POST"]),
+        Route("/redo", action(queue.redo), methods=["POST"]),
         Route("/browse", page(browse.page)),
         Route("/browse/table", page(browse.table)),
         Route("/rows/{row}", page(browse.row_page)),
+        Route("/rows/{row}/history", page(browse.row_history)),
         Route("/rows/{row}/{action}", action(browse.row_action), methods=["POST"]),
         Route("/diff", page(compare.diff_page)),
         Route("/versions", page(compare.versions_page)),
@@ -115,4 +118,4 @@ def create_app(
     app = Starlette(
         routes=routes, exception_handlers={MachineError: failed, Exception: failed}
     )
-    return Guard(app, token=token, csrf=site.csrf, port=port)
+    return Guard(app, token=token, csrf=site.csrf, port=port, limit=site.body_limit)

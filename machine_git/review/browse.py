@@ -64,14 +64,19 @@ def context(site: Site, store: Store, request: Request) -> dict[str, Any]:
     at = q.get("at", "").strip()
     commit = revs.resolve(store, at or None)
     index = site.cache.at(store, commit)
-    found = select(index, filters_of(request))
+    filters = site.searched(store, commit, filters_of(request))
+    found = select(index, filters)
     page = _number(q.get("page", "1"), 1)
     pages = max(1, (len(found) + PAGE - 1) // PAGE)
     page = min(page, pages)
     kept = {k: q[k] for k in _FILTERS if q.get(k)}
+    shown = found[(page - 1) * PAGE : page * PAGE]
     return {
         "page": "browse",
-        "rows": found[(page - 1) * PAGE : page * PAGE],
+        "rows": shown,
+        "snippets": site.search.snippets(filters.query, [s["id"] for s in shown])
+        if filters.found is not None
+        else {},
         "total": len(found),
         "all": len(index.rows),
         "page_number": page,
@@ -119,10 +124,15 @@ def row_context(site: Site, store: Store, prefix: str, at: str) -> dict[str, Any
     head = revs.resolve(store, None)
     commit = revs.resolve(store, at or None)
     row_id = full_id(store, prefix, commit)
-    entries = history.log(store, head, limit=500, row_id=row_id)
-    if not entries:
-        raise RowNotFoundError(f"no row {prefix!r} in the store or its history")
     row = store.read_row(row_id, commit)
+    # A row's history is a walk of every commit since it was made (seconds at
+    # 100,000 rows for an old one): the page loads it after it is shown,
+    # unless it is what says whether the row ever existed.
+    entries = None
+    if row is None and store.read_row(row_id, head) is None:
+        entries = history.log(store, head, limit=500, row_id=row_id)
+        if not entries:
+            raise RowNotFoundError(f"no row {prefix!r} in the store or its history")
     present = [
         {"name": v.name, "has": rows.row_path(row_id) in v.commit.tree}
         for v in versions.listing(store)
@@ -151,6 +161,15 @@ def row_page(site: Site, request: Request) -> Response:
     return site.render(
         request, "row.html", row_context(site, store, prefix, at), store=store
     )
+
+
+def row_history(site: Site, request: Request) -> Response:
+    """A row's history (``machine log --id``), the part its page loads after."""
+    store = site.store()
+    head = revs.resolve(store, None)
+    row_id = full_id(store, str(request.path_params["row"]), head)
+    entries = history.log(store, head, limit=500, row_id=row_id)
+    return site.render(request, "_row_history.html", {"id": row_id, "entries": entries})
 
 
 async def row_action(site: Site, request: Request) -> Response:

@@ -12,6 +12,7 @@ nothing is written and the user sees a conflict, never a lost label.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Mapping
 
 from pygit2 import Oid
 
@@ -43,11 +44,13 @@ class Guarded(Store):
         row_id: str | None = None,
         blob: str | None = None,
         head: str | None = None,
+        blobs: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(store.path, store.repo)
         self.row_id = row_id
         self.blob = blob
         self.head_seen = head
+        self.blobs = blobs
 
     def write(self, plan: Callable[[Snapshot], Change | None]) -> Oid | None:
         def checked(snap: Snapshot) -> Change | None:
@@ -64,6 +67,13 @@ class Guarded(Store):
                 raise ConflictError(
                     f"row {self.row_id} changed since this page showed it "
                     f"({_what_happened(snap, self.row_id, now)}); nothing was written"
+                )
+        for row_id, blob in (self.blobs or {}).items():
+            now = row_blob(snap, row_id)
+            if now != blob:
+                raise ConflictError(
+                    f"row {row_id} changed since this page showed it "
+                    f"({_what_happened(snap, row_id, now)}); nothing was written"
                 )
         commit = snap.commit
         if (

@@ -22,10 +22,12 @@ from typing import TypedDict
 from typing import cast
 
 from pygit2 import Commit
+from pygit2 import Oid
 from pygit2 import Tree
 
 from machine_git.core import jsonio
 from machine_git.core.errors import UsageError
+from machine_git.history import history
 from machine_git.rows import rows
 from machine_git.store.objects import Objects
 from machine_git.store.store import Store
@@ -47,6 +49,7 @@ class Summary(TypedDict):
     host: str
     model: str
     created_at: str
+    tag: str
     note: str
     words: str
     tools: list[str]
@@ -83,6 +86,7 @@ def summarize(row: Mapping[str, Any], blob: str) -> Summary:
         host=str(source.get("host") or ""),
         model=str(source.get("model") or ""),
         created_at=str(row.get("created_at") or ""),
+        tag=str(row.get("tag") or ""),
         note=str(row.get("note") or ""),
         words=rows.first_words(row, 80),
         tools=sorted(tools),
@@ -105,6 +109,10 @@ class Index:
 
     commit: str
     rows: dict[str, Summary]
+    # Row id -> when it last changed, as a rank (larger: newer), read from
+    # history on first use: the order of ``machine observed``.
+    recency: dict[str, int] | None = None
+    largest: int = 0  # bytes of the largest row blob read (an upper bound)
 
     @cached_property
     def ordered(self) -> list[Summary]:
@@ -113,11 +121,28 @@ class Index:
             self.rows.values(), key=lambda s: (s["created_at"], s["id"]), reverse=True
         )
 
+    @cached_property
+    def recorded(self) -> list[Summary]:
+        """Newest change first, as ``machine observed`` lists rows.
+
+        Only once :attr:`recency` is known (:meth:`Cache.recorded`).
+        """
+        ranks = self.recency or {}
+        return sorted(
+            self.rows.values(), key=lambda s: ranks.get(s["id"], 0), reverse=True
+        )
+
     def tools(self) -> list[str]:
         return sorted({t for s in self.rows.values() for t in s["tools"]})
 
     def hosts(self) -> list[str]:
         return sorted({s["host"] for s in self.rows.values() if s["host"]})
+
+    def models(self) -> list[str]:
+        return sorted({s["model"] for s in self.rows.values() if s["model"]})
+
+    def tags(self) -> list[str]:
+        return sorted({s["tag"] for s in self.rows.values() if s["tag"]})
 
 
 class Cache:
@@ -147,11 +172,61 @@ class Cache:
                 self._indexes.popitem(last=False)
             return index
 
+    def largest(self) -> int:
+        """The size of the largest row the newest index has read (0: none yet)."""
+        with self._lock:
+            newest = next(reversed(self._indexes.values()), None)
+            return newest.largest if newest is not None else 0
+
+    def recorded(self, store: Store, commit: Commit) -> list[Summary]:
+        """The rows at ``commit``, newest change first (as ``machine observed``)."""
+        index = self.at(store, commit)
+        with self._lock:
+            if index.recency is None:
+                index.recency = _recency(store, commit, index)
+            return index.recorded
+
+
+def _recency(store: Store, commit: Commit, index: Index) -> dict[str, int]:
+    """Each row's rank by its newest change, from history: one walk, which
+    stops once every row of ``index`` is placed."""
+    ranks: dict[str, int] = {}
+    wanted = len(index.rows)
+    rank = 0
+    for _, row_id in history.by_recency(store, commit):
+        if row_id in index.rows:
+            rank -= 1
+            ranks[row_id] = rank
+            if len(ranks) == wanted:
+                break
+    return ranks
+
+
+def _newer_recency(store: Store, commit: Commit, base: Index, now: Index) -> None:
+    """``now``'s ranks from ``base``'s: the rows changed since go on top."""
+    if base.recency is None:
+        return
+    ranks = {k: v for k, v in base.recency.items() if k in now.rows}
+    top = max(ranks.values(), default=0)
+    changed = [
+        row_id
+        for _, row_id in history.by_recency(store, commit, until=Oid(hex=base.commit))
+        if row_id in now.rows
+    ]
+    # Rows the walk did not reach (brought by a merge from before ``base``)
+    # count as new.
+    seen = set(changed)
+    changed += [r for r in now.rows if r not in ranks and r not in seen]
+    for offset, row_id in enumerate(reversed(changed), start=1):
+        ranks[row_id] = top + offset
+    now.recency = ranks
+
 
 def _build(store: Store, commit: Commit, base: Index | None) -> Index:
     repo = store.repo
     objects = Objects(repo)
     summaries: dict[str, Summary] = dict(base.rows) if base is not None else {}
+    largest = base.largest if base is not None else 0
     old_tree = _rows_tree(store, repo.get(base.commit)) if base is not None else None
     for path, _, new in changed_blobs(
         repo, old_tree, _rows_tree(store, commit), f"{rows.ROWS_DIR}/", objects
@@ -162,13 +237,18 @@ def _build(store: Store, commit: Commit, base: Index | None) -> Index:
         if new is None:
             summaries.pop(row_id, None)
             continue
+        data = objects.blob(new)
+        largest = max(largest, len(data))
         try:
-            row = jsonio.loads(objects.blob(new))
+            row = jsonio.loads(data)
         except ValueError:
             row = {"id": row_id, "kind": "unreadable"}
         if isinstance(row, dict):
             summaries[row_id] = summarize(row, str(new))
-    return Index(str(commit.id), summaries)
+    index = Index(str(commit.id), summaries, largest=largest)
+    if base is not None:
+        _newer_recency(store, commit, base, index)
+    return index
 
 
 def _rows_tree(store: Store, commit: Any) -> Tree | None:
@@ -182,16 +262,21 @@ def _rows_tree(store: Store, commit: Any) -> Tree | None:
 
 @dataclass(frozen=True)
 class Filters:
-    """Browse's filters; empty strings mean "any"."""
+    """Browse's and the Queue's filters; empty strings mean "any"."""
 
     kind: str = ""
     host: str = ""
+    model: str = ""
+    tag: str = ""
     tool: str = ""
     note: str = ""
     query: str = ""
     errors: bool = False
     since: str = ""
     until: str = ""
+    # The rows the full-text index found for ``query`` (None: match the
+    # summaries' user text and answers word by word, as at an old revision).
+    found: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("from", self.since), ("to", self.until)):
@@ -203,12 +288,18 @@ class Filters:
         return (
             (not self.kind or s["kind"] == self.kind)
             and (not self.host or s["host"] == self.host)
+            and (not self.model or s["model"] == self.model)
+            and (not self.tag or s["tag"] == self.tag)
             and (not self.tool or self.tool in s["tools"])
             and (not self.errors or s["error"])
             and (not self.note or self.note.casefold() in s["note"].casefold())
             and (not self.since or s["created_at"][:10] >= self.since)
             and (not self.until or s["created_at"][:10] <= self.until)
-            and all(w in s["text"] for w in words)
+            and (
+                s["id"] in self.found
+                if self.found is not None
+                else all(w in s["text"] for w in words)
+            )
         )
 
 

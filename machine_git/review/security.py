@@ -9,8 +9,9 @@ One ASGI middleware in front of every route, static files included:
   then kept in an HttpOnly, SameSite=Strict cookie named for the port, and
   every later request must carry it;
 - a state-changing request is a form POST (``application/x-www-form-
-  urlencoded``, at most 1 MiB) from our own origin whose ``csrf`` field is the
-  server's CSRF token; any other method is refused;
+  urlencoded``, at most 1 MiB, or three times the largest row the store holds,
+  which is what that row's text costs percent-encoded) from our own origin
+  whose ``csrf`` field is the server's CSRF token; any other method is refused;
 - every response forbids inline script and anything from another origin
   (Content-Security-Policy), framing, MIME sniffing, and a Referer sent to
   another site.
@@ -19,7 +20,9 @@ One ASGI middleware in front of every route, static files included:
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from urllib.parse import parse_qsl
+from urllib.parse import quote
 from urllib.parse import urlencode
 
 from starlette.datastructures import Headers
@@ -31,7 +34,9 @@ from starlette.types import Receive
 from starlette.types import Scope
 from starlette.types import Send
 
+# A form post's least limit; larger if the store holds larger rows.
 MAX_BODY = 1024 * 1024
+CEILING = 256 * 1024 * 1024
 FORM = "application/x-www-form-urlencoded"
 CSRF_FIELD = "csrf"
 CSP = (
@@ -65,8 +70,17 @@ def form_fields(body: bytes) -> dict[str, str]:
 class Guard:
     """The middleware: Host, token or cookie, CSRF, then security headers."""
 
-    def __init__(self, app: ASGIApp, *, token: str, csrf: str, port: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        csrf: str,
+        port: int,
+        limit: Callable[[], int] = lambda: MAX_BODY,
+    ) -> None:
         self.app = app
+        self.limit = limit
         self.token = token
         self.csrf = csrf
         self.port = port
@@ -121,7 +135,7 @@ class Guard:
         # the SameSite=Strict cookie is sent even when the link was opened
         # from another site.
         rest = urlencode({k: v for k, v in query.items() if k != "token"})
-        target = str(scope["path"]) + (f"?{rest}" if rest else "")
+        target = local_path(str(scope["path"])) + (f"?{rest}" if rest else "")
         body = (
             '<!doctype html><meta charset="utf-8">'
             '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
@@ -150,7 +164,7 @@ class Guard:
         if kind != FORM:
             await _plain(send, 415, "machine review: only form posts are accepted")
             return
-        body = await _read_body(receive)
+        body = await _read_body(receive, min(max(MAX_BODY, self.limit()), CEILING))
         if body is None:
             await _plain(send, 413, "machine review: request too large")
             return
@@ -158,6 +172,18 @@ class Guard:
             await _plain(send, 403, "machine review: missing or wrong CSRF token")
             return
         await self.app(scope, _replay(body, receive), _secured(send))
+
+
+def local_path(path: str) -> str:
+    """``path`` as an address on this server, never on another site.
+
+    The path arrives percent-decoded: quoted again, a tab, a newline or a
+    backslash (which browsers drop or read as ``/``) cannot make it
+    protocol-relative; leading slashes are then one, so ``//evil.example/x``
+    is ``/evil.example/x`` here.
+    """
+    quoted = quote(path, safe="/:@!$'()*+,;=-._~")
+    return "/" + quoted.lstrip("/")
 
 
 def _same(given: str, expected: str) -> bool:
@@ -173,7 +199,7 @@ def _attr(text: str) -> str:
     )
 
 
-async def _read_body(receive: Receive) -> bytes | None:
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -182,7 +208,7 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY:
+        if size > limit:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):

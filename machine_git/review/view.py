@@ -122,6 +122,21 @@ def items(row: Row) -> list[Item]:
     return out
 
 
+def call_of(call: Mapping[str, Any]) -> Call:
+    """One tool call as shown: its name and arguments (no result)."""
+    return _call(call, {}, set())
+
+
+def result_of(record: Mapping[str, Any]) -> Result:
+    """A tool result record as shown: its text, whether it failed, its lines."""
+    return _result(record)
+
+
+def meta_text(record: Mapping[str, Any]) -> str:
+    """A meta record on one line (source, model, folder, branch)."""
+    return _meta(record)
+
+
 def _item(role: str, text: str, error: bool = False) -> Item:
     return Item(role=role, text=text, final=False, calls=[], error=error)
 
@@ -162,7 +177,12 @@ def _call(
 
 def _result(record: Mapping[str, Any]) -> Result:
     text = str(record.get("content") or "")
-    return Result(text=clip(text), error=is_error(record), lines=text.count("\n") + 1)
+    return Result(text=clip(text), error=is_error(record), lines=line_count(text))
+
+
+def line_count(text: str) -> int:
+    """Lines as a reader counts them: a final newline ends a line, starts none."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def pretty_args(args: Any) -> str:

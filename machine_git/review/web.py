@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from typing import TypedDict
+from urllib.parse import parse_qsl
 
 import jinja2
 import markupsafe
+from pygit2 import Commit
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.responses import RedirectResponse
 
 from machine_git.core import errors
 from machine_git.history import history
+from machine_git.review import search
 from machine_git.review.index import Cache
+from machine_git.review.index import Filters
 from machine_git.review.security import form_fields
 from machine_git.store import stats
 from machine_git.store.store import Store
@@ -34,6 +39,52 @@ STATUS = {
 }
 
 
+# Every key the pages' script binds (app.js), listed by ``?``. The test of
+# the overlay checks each one listed here is bound.
+SHORTCUTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "Queue: judge the row shown",
+        (
+            ("g", "label good (observed -> traces)"),
+            ("b", "label bad (observed -> rejected)"),
+            ("r", "rewrite the answer in the editor"),
+            ("Ctrl+Enter", "save the rewrite (in the editor)"),
+            ("N", "write a note for the next label (Enter: label good)"),
+            ("t", "show or hide thinking"),
+        ),
+    ),
+    (
+        "Queue: move",
+        (
+            ("n", "next row"),
+            ("p", "previous row"),
+            ("s", "skip to the next row"),
+            ("]", "next 50 rows"),
+            ("[", "previous 50 rows"),
+            ("/", "type in the text filter"),
+        ),
+    ),
+    (
+        "Queue: many rows at once",
+        (
+            ("x", "tick or untick the row shown"),
+            ("A", "choose all rows the filters match"),
+            ("G", "label the ticked (or all matching) rows good"),
+            ("B", "label the ticked (or all matching) rows bad"),
+        ),
+    ),
+    (
+        "Everywhere",
+        (
+            ("u", "undo the newest change"),
+            ("U", "redo the newest undo"),
+            ("?", "show or hide this list"),
+            ("Esc", "close the editor, the note or this list"),
+        ),
+    ),
+)
+
+
 class Banner(TypedDict):
     level: str  # info | conflict | error
     text: str
@@ -48,8 +99,10 @@ class Site:
     csrf: str
     cache: Cache = field(default_factory=Cache)
     templates: jinja2.Environment = field(init=False)
+    search: search.Index = field(init=False)
 
     def __post_init__(self) -> None:
+        self.search = search.Index(self.location)
         # autoescape everywhere: rows hold tool output and answers, shown as
         # text; a <script> in them is printed, never run.
         self.templates = jinja2.Environment(
@@ -67,10 +120,28 @@ class Site:
             store = self.store()
             head = store.head
             if head is not None:
-                self.cache.at(store, head)
+                self.cache.recorded(store, head)
+                self.search.update(store, head)
         except Exception as e:  # re-raised unless the first page can say it in a line
             if errors.user_message(e) is None:
                 raise
+
+    def searched(self, store: Store, at: Commit, filters: Filters) -> Filters:
+        """``filters`` with its text query answered by the full-text index.
+
+        The index follows the head; at an older revision the query matches
+        the user text and answers of the in-memory summaries instead.
+        """
+        head = store.head
+        if not filters.query.strip() or head is None or head.id != at.id:
+            return filters
+        self.search.update(store, head)
+        return replace(filters, found=frozenset(self.search.ids(filters.query)))
+
+    def body_limit(self) -> int:
+        """The largest form post: room for the largest row the store holds,
+        percent-encoded (at most three bytes for one), whole in a rewrite."""
+        return 3 * self.cache.largest() + 64 * 1024
 
     def store(self) -> Store:
         """The store, opened for this request (pygit2 objects stay in one thread)."""
@@ -94,6 +165,8 @@ class Site:
             values.setdefault("row_blob", "")
             values.setdefault("reload", False)
         values.update(csrf=self.csrf, path=request.url.path)
+        values.setdefault("back", request.url.path)
+        values["shortcuts"] = SHORTCUTS
         html = self.templates.get_template(name).render(values)
         return HTMLResponse(html, status_code=status)
 
@@ -102,12 +175,18 @@ class Site:
         # What the undo key takes back: the newest change, or after undos the
         # step before them (machine undo's own choice).
         step = edits.next_undo(store, head) if head is not None else None
+        undone = edits.next_redo(store, head) if head is not None else None
         return {
             "project": self.project,
             "head_id": str(head.id) if head is not None else "",
             "newest": history.entry(step) if step is not None else None,
+            "redoable": history.entry(undone) if undone is not None else None,
             "counts": stats.counts(store),
         }
+
+    def status_of(self, e: Exception) -> int:
+        """The HTTP status that says what kind of failure ``e`` was."""
+        return STATUS.get(errors.exit_code(e), 500)
 
     def failure(self, request: Request, e: Exception) -> HTMLResponse:
         """A MachineError (or a damaged read) as a page with one line."""
@@ -136,6 +215,12 @@ class Site:
 async def form(request: Request) -> dict[str, str]:
     """The posted form (the security middleware has checked its CSRF token)."""
     return form_fields(await request.body())
+
+
+async def form_pairs(request: Request) -> list[tuple[str, str]]:
+    """The posted form's fields in order, a repeated name (checkboxes) each time."""
+    body = await request.body()
+    return parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
 
 
 def back_to(path: str, default: str) -> str:

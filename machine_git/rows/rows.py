@@ -21,9 +21,9 @@ from machine_git.core import jsonio
 from machine_git.core.errors import StoreError
 from machine_git.core.errors import TurnError
 from machine_git.core.errors import UsageError
-from machine_git.sessions import Turn
 
 if TYPE_CHECKING:
+    # A type only: rows sit below the session readers, which build on them.
     from machine_git.rows.rowtypes import AssistantRecord
     from machine_git.rows.rowtypes import Kind
     from machine_git.rows.rowtypes import Message
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Record
     from machine_git.rows.rowtypes import Row
     from machine_git.rows.rowtypes import Tag
+    from machine_git.sessions import Turn
 
 ROWS_DIR = "rows"
 ID_LENGTH = 12
@@ -154,8 +155,10 @@ def build(
     kind = trace_kind if trace else answer_kind
     answer = turn.answer
     if answer is None and rewrite is None and not failed:
+        acted = any(r["role"] in ("assistant", "tool") for r in turn.records)
+        ended = "it ended on a tool call" if acted else "nothing came after the prompt"
         raise TurnError(
-            "the last turn has no answer yet (it ended on a tool call); "
+            f"the last turn has no answer yet ({ended}); "
             "tag it with --as TEXT to supply one"
         )
     row: dict[str, object] = {

@@ -70,7 +70,7 @@ def _modify(
 
     def plan(snap: Snapshot) -> Change | None:
         before = _current(snap, row_id)
-        after = context.from_shown(change_row(copy.deepcopy(before)))
+        after = context.from_shown(change_row(copy.deepcopy(before)), snap.read)
         if content_changes and after != before:
             # New words (a rewrite, a hand edit) are scanned like a new tag.
             after, _ = redaction.redact_row(after)

@@ -113,8 +113,16 @@ def _parse(data: bytes, where: str) -> dict[str, Any]:
     return records.run_record(value, where)
 
 
-def all_runs(store: Store) -> list[dict[str, Any]]:
-    """Every run, oldest first."""
+BadRecord = Callable[[str], None]  # told one line per record that cannot be read
+
+
+def all_runs(store: Store, on_bad: BadRecord | None = None) -> list[dict[str, Any]]:
+    """Every run that reads, oldest first.
+
+    A damaged record (a hand edit, a merge, an older machine's bug) does not
+    hide the others: it is left out, and ``on_bad`` gets one line naming it
+    and its first bad field.
+    """
     snap = store.snapshot()
     if snap.tree is None or RUNS_DIR not in snap.tree:
         return []
@@ -126,27 +134,66 @@ def all_runs(store: Store) -> list[dict[str, Any]]:
         name = item.name or ""
         if item.filemode == FileMode.BLOB and name.endswith(".json"):
             data = store.repo[item.id].peel(pygit2.Blob).data
-            found.append(_parse(data, f"{RUNS_DIR}/{name}"))
+            try:
+                found.append(_parse(data, f"{RUNS_DIR}/{name}"))
+            except TrainingError as e:
+                if on_bad is not None:
+                    on_bad(str(e))
     return sorted(found, key=lambda r: (str(r.get("created_at")), str(r["id"])))
 
 
-def find(store: Store, text: str | None) -> dict[str, Any]:
-    """The run ``text`` names (an id or unique prefix); default: the newest."""
-    runs = all_runs(store)
+def bad_records(store: Store) -> list[str]:
+    """One line for each run record that does not read."""
+    out: list[str] = []
+    all_runs(store, out.append)
+    return out
+
+
+def record_problems(store: Store) -> list[tuple[str, str, str]]:
+    """``(file, json path, problem)`` for each training record (runs, eval
+    sets, eval results) at the newest commit that does not read."""
+    out = []
+    for line in [*bad_records(store), *evals.bad_records(store)]:
+        where, _, rest = line.partition(": ")
+        path, found, problem = rest.partition(": ")
+        if found and path.startswith("$"):
+            out.append((where, path, problem))
+        else:
+            out.append((where, "$", rest))
+    return out
+
+
+def find(
+    store: Store, text: str | None, on_bad: BadRecord | None = None
+) -> dict[str, Any]:
+    """The run ``text`` names (an id or unique prefix); default: the newest.
+
+    A run named by its exact id is read on its own: its record's damage is
+    the error; other damaged records are skipped (``on_bad`` is told).
+    """
+    if text is not None and _is_id(text):
+        exact = read(store, text)
+        if exact is not None:
+            return exact
+    runs = all_runs(store, on_bad)
     if not runs:
         raise RunNotFoundError(
             "no training runs yet (prepare one with 'machine train sft')"
         )
     if text is None:
         return runs[-1]
-    exact = [r for r in runs if r["id"] == text]
-    matches = exact or [r for r in runs if str(r["id"]).startswith(text)]
+    matches = [r for r in runs if str(r["id"]).startswith(text)]
     if not matches:
         raise RunNotFoundError(f"no run {text!r} (see 'machine runs')")
     if len(matches) > 1:
         shown = ", ".join(str(r["id"]) for r in matches[:5])
         raise AmbiguousRunError(f"run {text!r} is ambiguous ({shown})")
     return matches[0]
+
+
+def _is_id(text: str) -> bool:
+    # A name that can be a record's file (no path, no dot files).
+    return bool(text) and "/" not in text and "\\" not in text and text[0] != "."
 
 
 def commits(store: Store, run_id: str) -> list[history.Entry]:
@@ -215,10 +262,9 @@ def write_export(
     chosen = selection.select(store, commit, kind)
     with open(target, "wb") as out:
         for row_id, row in chosen.items:
-            rendered = export.render(row, fmt, with_context=with_context)
-            if rendered is None:
+            line = export.row_line(row, fmt, with_context=with_context)
+            if line is None:
                 continue
-            line = jsonio.line(rendered)
             out.write(line)
             digest.update(line)
             ids.append(row_id)

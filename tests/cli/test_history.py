@@ -222,6 +222,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     )  # status: as wide as its widest
     assert out[3:] == [
         "other files:",
+        "  added    allowed_signers",  # the first signed record trusts its key
         f"  added    evals/{eval_id}.json",
         f"  added    runs/{first}.json",
     ]
@@ -229,6 +230,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     found = orjson.loads(run("diff", first, second, "--json").stdout)
     assert [(r["id"], r["status"]) for r in found["rows"]] == [(added, "added")]
     assert found["other_files"] == [
+        {"path": "allowed_signers", "status": "added"},
         {"path": f"evals/{eval_id}.json", "status": "added"},
         {"path": f"runs/{first}.json", "status": "added"},
     ]

@@ -19,7 +19,7 @@ import pytest
 
 from machine_git.core import jsonio
 from machine_git.core import paths
-from machine_git.export.formats import FORMATS
+from machine_git.rows.formats import FORMATS
 from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git

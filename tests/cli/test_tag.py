@@ -380,10 +380,10 @@ def test_a_secret_in_the_error_is_redacted(project: Path, run: Run) -> None:
         session.read_text().replace("scripted failure", f"bad token {token}")
     )
     result = run("bad")
-    assert result.stderr == "redacted 1 secret (github-token 1)\n"
+    assert result.stderr == "redacted 1 secret (github-pat 1)\n"
     row = row_at_head(project, answer_id("errored"))
     assert token not in row["failure"]["error"]
-    assert row["redactions"] == {"github-token": 1}
+    assert row["redactions"] == {"github-pat": 1}
 
 
 def test_a_turn_without_an_answer_needs_as(project: Path, run: Run) -> None:

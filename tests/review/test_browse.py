@@ -143,7 +143,11 @@ def test_the_row_page_has_its_history_and_versions(
     machine(project, "version", "v2")
     page = client.get(f"/rows/{bad[:6]}").text  # a prefix is enough
     assert f"Row <code>{bad}</code>" in page
-    history = re.findall(r"<b>([a-z-]+)</b><br>", page)
+    # The history comes after the page (a walk of every commit since the row
+    # was made): the page says where, and its script loads it.
+    assert f'<div id="row-history" data-load="/rows/{bad}/history">' in page
+    later = client.get(f"/rows/{bad[:6]}/history").text
+    history = re.findall(r"<b>([a-z-]+)</b><br>", later)
     assert history == ["rewrite", "tag"]
     assert (
         f'<a href="/rows/{bad}?at=v1">v1</a> <span class="tag ok">contains it' in page

@@ -8,6 +8,7 @@ fails these tests instead of skipping them.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -24,7 +25,10 @@ import uvicorn
 
 from machine_git.review.app import create_app
 from machine_git.review.server import listen
+from machine_git.rows import rows
+from machine_git.store.store import Redaction
 from machine_git.store.store import Store
+from machine_git.tagging import turns
 from tests.conftest import git
 from tests.review.conftest import TOKEN
 from tests.review.conftest import machine
@@ -388,6 +392,220 @@ def test_a_screenshot_of_every_main_page(
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert shot.stat().st_size > 10_000
     assert sorted(p.stem for p in folder.iterdir()) == sorted(pages)
+    assert errors_in_console(browser) == []
+
+
+def test_a_2_mb_rewrite_is_saved_sending_only_what_changed(
+    browser: Any, served: Served, store: Store
+) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    from tests.review.test_rewrite import long_answer
+    from tests.review.test_rewrite import long_row
+
+    answer = long_answer()
+    row = long_row(answer)
+    turns.commit(store, row, Redaction.CHECK)
+    login(browser, served, "/queue")
+    browser.get(f"{served.url}/queue?id={row['id']}")
+    until(lambda: showing(browser, row["id"]), "the long row")
+    # What the page sends, recorded (the page's script calls fetch by name).
+    browser.execute_script(
+        "const real = window.fetch;"
+        "window.fetch = (url, options) => {"
+        "  if (options && options.body)"
+        "    sessionStorage.setItem('sent', String(String(options.body).length));"
+        "  return real(url, options); };"
+    )
+    press(browser, "r")
+    editor = browser.find_element("id", "rewrite-text")
+    until(lambda: editor.is_displayed(), "the editor")
+    editor.send_keys(" Checked twice.")
+    editor.send_keys(Keys.CONTROL, Keys.ENTER)
+    until(lambda: not showing(browser, row["id"]), "the next row after the save")
+    saved = store.read_row(row["id"])
+    assert saved is not None and saved["kind"] == "traces"
+    typed = answer.replace("\r\n", "\n")
+    assert rows.final_answer(saved) == typed + " Checked twice."
+    assert saved["original_answer"] == answer
+    sent = browser.execute_script("return sessionStorage.getItem('sent')")
+    assert 0 < int(sent) < 2_000  # not the 2 MB the editor held
+    assert errors_in_console(browser) == []
+
+
+def test_a_save_that_fails_keeps_the_text_with_the_error_beside_it(
+    browser: Any, served: Served, project: Path, store: Store
+) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    login(browser, served)
+    row_id = card_id(browser)
+    press(browser, "r")
+    editor = browser.find_element("id", "rewrite-text")
+    until(lambda: editor.is_displayed(), "the editor")
+    editor.send_keys(Keys.CONTROL, "a")
+    editor.send_keys("An answer typed with care.")
+    machine(project, "label", row_id, "bad")  # from the shell meanwhile
+    before = git(store.path, "rev-parse", "HEAD").strip()
+    editor.send_keys(Keys.CONTROL, Keys.ENTER)
+    error = browser.find_element("id", "rewrite-error")
+    until(lambda: error.is_displayed(), "the error beside the editor")
+    assert error.text.startswith(
+        f"Not saved: row {row_id} changed since this page showed it"
+    )
+    assert error.text.endswith("Your text is still here.")
+    assert editor.get_attribute("value") == "An answer typed with care."
+    assert editor.is_displayed() and card_id(browser) == row_id
+    assert git(store.path, "rev-parse", "HEAD").strip() == before
+    # The server stopped: the same, the text stays.
+    served.stop()
+    editor.send_keys(Keys.CONTROL, Keys.ENTER)
+    until(lambda: "did not answer" in error.text, "the second error")
+    assert editor.get_attribute("value") == "An answer typed with care."
+
+
+def test_question_mark_lists_every_shortcut(browser: Any, served: Served) -> None:
+    login(browser, served)
+    overlay = browser.find_element("id", "keys-overlay")
+    assert not overlay.is_displayed()
+    press(browser, "?")
+    until(lambda: overlay.is_displayed(), "the shortcut list")
+    listed = {k.text for k in overlay.find_elements("css selector", "td kbd")}
+    bound = set(browser.execute_script("return window.machineReviewKeys"))
+    assert bound <= listed  # every key the script binds is listed
+    assert {"Ctrl+Enter", "Esc"} <= listed
+    press(browser, Keys_ESCAPE())
+    until(lambda: not overlay.is_displayed(), "the list to close")
+    assert errors_in_console(browser) == []
+
+
+def Keys_ESCAPE() -> str:
+    from selenium.webdriver.common.keys import Keys
+
+    return str(Keys.ESCAPE)
+
+
+def test_a_filtered_set_labeled_from_the_keyboard_and_undone(
+    browser: Any, served: Served, store: Store
+) -> None:
+    login(browser, served)
+    press(browser, "/")
+    field = browser.find_element("id", "queue-text")
+    until(lambda: browser.switch_to.active_element == field, "the text filter")
+    field.send_keys("branch turn\n")
+    until(lambda: "q=branch+turn" in browser.current_url, "the filtered queue")
+    assert text_of(browser, "#queue-total") == "2 rows"
+    matching = [
+        a.get_attribute("href").rsplit("=", 1)[1]
+        for a in browser.find_elements("css selector", ".queue-list a")
+    ]
+    before = git(store.path, "rev-parse", "HEAD").strip()
+    press(browser, "A")
+    press(browser, "B")
+    until(lambda: text_of(browser, "#queue-total") == "0 rows", "the labeled set")
+    assert git(store.path, "rev-list", "--count", f"{before}..HEAD").strip() == "1"
+    assert [store.read_row(i)["kind"] for i in matching] == ["rejected"] * 2  # type: ignore[index]
+    assert "label 2 rows observed -> rejected" in text_of(browser, "#undo")
+    press(browser, "u")
+    until(lambda: text_of(browser, "#queue-total") == "2 rows", "the undone set")
+    assert [store.read_row(i)["kind"] for i in matching] == ["observed"] * 2  # type: ignore[index]
+    assert "q=branch+turn" in browser.current_url  # the view is kept
+    assert "redo makes again" in text_of(browser, "#redo")
+    assert errors_in_console(browser) == []
+
+
+def test_search_finds_words_inside_tool_arguments_and_a_phrase(
+    browser: Any, served: Served
+) -> None:
+    login(browser, served, "/browse")
+
+    def search_for(query: str) -> list[str]:
+        before = browser.current_url
+        field = browser.find_element("css selector", "input[name=q]")
+        field.clear()
+        field.send_keys(query + "\n")
+        until(lambda: browser.current_url != before, "the results")
+        until(
+            lambda: browser.execute_script("return document.readyState") == "complete"
+        )
+        return [
+            a.text
+            for a in browser.find_elements("css selector", "table.rows td a code")
+        ]
+
+    found = search_for("args:nonexistent")
+    assert len(found) == 1
+    marks = [m.text for m in browser.find_elements("css selector", ".snippet mark")]
+    assert marks == ["nonexistent"]
+    phrase = search_for('"cannot access"')
+    assert len(phrase) == 2 and found[0] in phrase
+    assert search_for('"access cannot"') == []
+    assert errors_in_console(browser) == []
+
+
+def test_a_trajectory_diff_shows_calls_not_json(
+    browser: Any, served: Served, project: Path, store: Store
+) -> None:
+    from machine_git.tagging import edits
+
+    row_id = machine(project, "tagged", "--kind", "observed").split()[0]
+    row = copy.deepcopy(store.read_row(row_id))
+    assert row is not None
+    records: list[Any] = row["trajectory"]  # type: ignore[typeddict-item]
+    stamp = records[1]["timestamp"]
+    records[2:2] = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call-new",
+                    "name": "bash",
+                    "args": '{"command":"grep -n \\"TODO\\" notes.md","timeout":5}',
+                }
+            ],
+            "timestamp": stamp,
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call-new",
+            "content": "3:TODO check the header\n",
+            "ok": True,
+            "timestamp": stamp,
+        },
+    ]
+    edits.replace(store, row_id, row)
+    login(browser, served, "/diff")
+    change = browser.find_element("css selector", f"#change-{row_id}")
+    labels = [e.text for e in change.find_elements("css selector", "td.path .label")]
+    assert labels == ["record 2"]  # the call and its result: one inserted step
+    call = change.find_element("css selector", ".record.ins .call")
+    assert call.find_element("css selector", ".tool-name").text == "bash"
+    args = call.find_element("css selector", "pre.args").text
+    assert args == '{\n  "command": "grep -n \\"TODO\\" notes.md",\n  "timeout": 5\n}'
+    summary = call.find_element("css selector", "details.result summary").text
+    assert summary == "result · 1 line"
+    assert call.find_element("css selector", "pre.output").text == (
+        "3:TODO check the header"
+    )
+    assert '"tool_call_id"' not in change.text  # no raw record JSON
+    assert errors_in_console(browser) == []
+
+
+def test_a_row_page_loads_its_history_after_it_is_shown(
+    browser: Any, served: Served
+) -> None:
+    login(browser, served)
+    row_id = card_id(browser)
+    browser.get(f"{served.url}/rows/{row_id}")
+    until(
+        lambda: browser.find_elements("css selector", "#row-history ol.history li"),
+        "the history",
+    )
+    actions = [
+        b.text for b in browser.find_elements("css selector", "#row-history li b")
+    ]
+    assert actions == ["observe"]
     assert errors_in_console(browser) == []
 
 

@@ -76,9 +76,16 @@ def test_a_trajectory_change_is_aligned_record_by_record(
 
     edits.replace(store, row_id, row)
     page = client.get("/diff").text
-    paths = re.findall(r'<td class="path"><code>([^<]+)</code>', page)
+    paths = re.findall(r"<br><code>([^<]+)</code></td>", page)
     assert paths == ["$.trajectory[2]"]  # one added record, not every later index
-    assert esc("Let me check first.") in page
+    assert '<td class="path"><span class="label">record 2</span><br>' in page
+    # Shown as a record (who said it, its text), not as JSON.
+    assert re.search(
+        r'<div class="record ins rec-assistant">\s*<div class="who">assistant</div>'
+        r'\s*<pre class="text">Let me check first.</pre>',
+        page,
+    )
+    assert esc('"role": "assistant"') not in page
 
 
 def test_a_diff_by_run_id_and_date(client: TestClient, store: Store) -> None:

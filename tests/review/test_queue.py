@@ -133,7 +133,8 @@ def test_a_rewrite_is_saved_as_the_label_with_the_new_answer(
         if r["role"] == "assistant" and r.get("content")
     )
     page = client.get(f"/queue?id={row_id}").text
-    assert f">{esc(original)}</textarea>" in page  # prefilled
+    # prefilled, after the newline HTML drops (so a leading one would stay)
+    assert f'data-base="answer">\n{esc(original)}</textarea>' in page
     answer = client.post(
         "/queue/rewrite",
         data={

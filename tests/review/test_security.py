@@ -58,6 +58,27 @@ def test_the_printed_link_sets_an_httponly_strict_cookie_and_drops_the_token(
     assert client.get("/browse?kind=train").status_code == 200  # the cookie now
 
 
+@pytest.mark.parametrize(
+    ("path", "target"),
+    [
+        ("//evil.example/x", "/evil.example/x"),
+        ("///evil.example/x", "/evil.example/x"),
+        ("/%2F%2Fevil.example/x", "/evil.example/x"),
+        ("/%5C%5Cevil.example/x", "/%5C%5Cevil.example/x"),
+        ("/%09/evil.example", "/%09/evil.example"),
+        ("/rows/a%3Fb", "/rows/a%3Fb"),
+    ],
+)
+def test_the_login_only_moves_on_to_a_path_of_this_server(
+    store: Store, path: str, target: str
+) -> None:
+    # a full URL: httpx would read a path starting "//" as a host
+    answer = anonymous(store).get(f"{BASE}{path}?token={TOKEN}&q=1")
+    assert answer.status_code == 200
+    assert f'content="0;url={target}?q=1"' in answer.text
+    assert f'<a href="{target}?q=1">continue</a>' in answer.text
+
+
 def test_a_wrong_token_or_cookie_is_refused(store: Store) -> None:
     client = anonymous(store)
     assert client.get("/?token=guess").status_code == 403
@@ -179,6 +200,7 @@ PAGES = {
     "/browse": "/browse?q=notes",
     "/browse/table": "/browse/table?kind=train",
     "/rows/{row}": "/rows/{row}",
+    "/rows/{row}/history": "/rows/{row}/history",
     "/diff": "/diff?a=v1",
     "/versions": "/versions",
     "/runs": "/runs",
@@ -191,7 +213,9 @@ PAGES = {
 ACTIONS = {
     "/queue/label": "/queue/label",
     "/queue/rewrite": "/queue/rewrite",
+    "/queue/bulk": "/queue/bulk",
     "/undo": "/undo",
+    "/redo": "/redo",
     "/rows/{row}/{action}": "/rows/{row}/rewrite",
 }
 

@@ -71,3 +71,16 @@ def test_long_text_is_cut_with_a_note() -> None:
     text = "x" * (view.MAX_TEXT + 5)
     assert view.clip(text).endswith("\n… 5 more characters (machine show has them all)")
     assert view.clip("short") == "short"
+
+
+def test_a_result_counts_its_lines_as_a_reader_does() -> None:
+    assert [view.line_count(t) for t in ("", "one", "one\n", "one\ntwo", "a\n\n")] == [
+        0,
+        1,
+        1,
+        2,
+        2,
+    ]
+    row = traces_row()
+    row["trajectory"][4]["content"] = "a.py\n"
+    assert view.items(row)[3]["calls"][0]["result"]["lines"] == 1

@@ -177,3 +177,18 @@ def test_dpo_refuses_without_pairs_or_with_fewer_than_a_batch(
         "of 2 (tag more pairs or lower --batch-size); see 'machine train validate'\n"
     )
     assert run("runs").stdout.startswith("no training runs yet")
+
+
+def test_dpo_refuses_pairs_whose_answers_max_length_cuts(pairs: Path, run: Run) -> None:
+    # A pair whose answer --max-length cuts trains nothing (or half an
+    # answer): refused before any call, naming the pair's line and side.
+    head = git(pairs, "rev-parse", "HEAD").strip()
+    result = run("train", "dpo", "--batch-size", "2", "--max-length", "16")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: refused, nothing was spent: nothing to learn: --max-length 16 cuts "
+        "away every trained token (raise --max-length to at least "
+    )
+    assert "or drop the row): data.jsonl:1:chosen example 1, " in result.stderr
+    assert git(pairs, "rev-parse", "HEAD").strip() == head
+    assert run("runs").stdout.startswith("no training runs yet")
