@@ -78,6 +78,7 @@ CASES: list[tuple[str, str, tuple[str, ...], int, str]] = [
     ("release trial", "store", ("BR-009",), NOT_FOUND, NO_RELEASE),
     ("release activate", "store", ("BR-009",), NOT_FOUND, NO_RELEASE),
     ("release show", "store", ("BR-1",), USAGE, "bad release id 'BR-1'"),
+    ("release signers add", "none", ("bob", "x"), NOT_FOUND, NO_STORE),
     ("models", "store", (), SERVICE, NO_KEY),
     ("ask", "store", ("hi",), SERVICE, NO_KEY),
     ("install", "none", ("nosuch",), USAGE, "Invalid value for"),
@@ -96,6 +97,8 @@ ELSEWHERE = {
     "review": "serves a page (tests/review/)",
     "student": "reports the setting without failing (tests/cli/test_student.py)",
     "work": "an interactive session (tests/agents/)",
+    "release signers key": "prints this machine's key, made if need be",
+    "train models": "lists the models training accepts, offline",
 }
 
 

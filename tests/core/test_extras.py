@@ -25,7 +25,7 @@ def test_a_hint_installs_an_extra_the_project_defines(extra: str) -> None:
     assert "machine-git[" not in hint  # not on the index (yet)
 
 
-def test_the_training_hint_pins_the_readme_s_torch() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert f"pip install {extras.TORCH} " in readme
+def test_the_training_hint_pins_the_documented_torch() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert any(f"pip install {extras.TORCH} " in p.read_text() for p in pages)
     assert extras.install_hint("train").startswith(f"pip install {extras.TORCH} ")
