@@ -146,7 +146,7 @@ def _format(fmt: str) -> formats.Format:
 
 
 def line(rendered: dict[str, Any]) -> bytes:
-    """One exported line: sorted keys, except inside ``tools``.
+    """One exported line: sorted keys, except inside ``tools`` (at any depth).
 
     The tools are written exactly in the order and key order the agent sent
     them (:func:`machine_git.rows.context.load` gives them so): a chat template
@@ -154,10 +154,22 @@ def line(rendered: dict[str, Any]) -> bytes:
     model never saw. Everything else is sorted, so the same revision still
     gives the same bytes.
     """
-    tools = rendered.get("tools")
-    if tools is None:
-        return jsonio.line(rendered)
-    return jsonio.line({**rendered, "tools": jsonio.fragment(tools)})
+    return jsonio.line(_tools_as_sent(rendered))
+
+
+def _tools_as_sent(value: dict[str, Any]) -> dict[str, Any]:
+    # Tools sit at the top of a chat line, in ``input`` of an openai-dpo pair
+    # and in the inline ``context`` of a rows or traces line: wherever they
+    # are, they keep their order (an import stores that context by the same
+    # hash again).
+    return {
+        key: jsonio.fragment(item)
+        if key == "tools" and isinstance(item, list)
+        else _tools_as_sent(item)
+        if isinstance(item, dict)
+        else item
+        for key, item in value.items()
+    }
 
 
 def row_line(

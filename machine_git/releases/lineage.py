@@ -22,6 +22,7 @@ from pygit2 import Commit
 from machine_git import releases
 from machine_git.core import jsonio
 from machine_git.core.errors import ReleaseError
+from machine_git.core.errors import RunNotFoundError
 from machine_git.history import history
 from machine_git.releases.claims import held_out_by
 from machine_git.releases.claims import require_true_claims
@@ -107,9 +108,12 @@ def trace(store: Store, what: str, with_rows: bool = False) -> dict[str, Any]:
 
 
 def trained(run: dict[str, Any]) -> dict[str, Any] | None:
-    """Rows and tokens the loop consumed, from the run's record; None if unknown."""
-    record = run.get("trained")
-    if not isinstance(record, dict) or not isinstance(record.get("rows"), list):
+    """Rows and tokens the loop consumed, from the run's record; None if unknown.
+
+    A run only prepared has trained nothing yet: no rows, which is known.
+    """
+    record = _trained_record(run)
+    if record is None:
         return None
     epochs = [e for e in record.get("epochs") or [] if isinstance(e, dict)]
     return {
@@ -128,7 +132,7 @@ def _run_of_checkpoint(all_runs: list[dict[str, Any]], path: str) -> dict[str, A
         smoke = (record.get("smoke") or {}).get("checkpoint")
         if path == smoke or any(path in pair for pair in made):
             return record
-    raise ReleaseError(f"no run made checkpoint {path}")
+    raise RunNotFoundError(f"no run made checkpoint {path}")
 
 
 def _last_sampler(run: dict[str, Any]) -> str | None:
@@ -197,15 +201,21 @@ def _eval_now(store: Store, eval_id: str) -> dict[str, Any]:
     return {"id": eval_id, "commit": str(commit.id), "results": results}
 
 
+def _trained_record(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's per-step record of what it trained, or None if it has none."""
+    record = run.get("trained")
+    if isinstance(record, dict) and isinstance(record.get("rows"), list):
+        return record
+    if run.get("status") == "prepared" and not run.get("steps"):
+        return {"rows": [], "epochs": []}  # not started: nothing trained yet
+    return None
+
+
 def _roles(store: Store, run: dict[str, Any]) -> list[dict[str, str]]:
     """Each row of the run's kind: trained, not trained, eval, or unknown."""
     given, held = training_rows(store, run)
-    record = run.get("trained")
-    done = (
-        frozenset(record["rows"])
-        if isinstance(record, dict) and isinstance(record.get("rows"), list)
-        else None
-    )
+    record = _trained_record(run)
+    done = frozenset(record["rows"]) if record is not None else None
     out = [{"id": row_id, "role": "eval"} for row_id in held]
     for row_id in given:
         role = "unknown" if done is None else "trained" if row_id in done else None

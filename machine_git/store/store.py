@@ -27,7 +27,7 @@ from pygit2 import Tree
 
 from machine_git.core import jsonio
 from machine_git.core.errors import ConcurrentUpdateError
-from machine_git.core.errors import StoreError
+from machine_git.core.errors import NoStoreError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import rows
@@ -143,7 +143,9 @@ class Store:
         """Open an existing store; one line if there is none, or it is damaged."""
         if not (path / "HEAD").exists():
             refuse_headless(path)
-            raise StoreError(f"no store at {path} yet (tag a turn with 'machine good')")
+            raise NoStoreError(
+                f"no store at {path} yet (tag a turn with 'machine good')"
+            )
         repo = open_store_repository(path)
         store = cls(path, repo)
         if unborn_branch(repo):

@@ -17,6 +17,7 @@ from pygit2.enums import FileMode
 from machine_git.core import jsonio
 from machine_git.core import paths
 from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import NOT_FOUND
 from machine_git.core.errors import REMOTE
 from machine_git.core.errors import USAGE
 from machine_git.rows import rows
@@ -137,7 +138,7 @@ def test_an_unknown_or_unreachable_remote_is_one_line(
 
 def test_push_without_a_store_is_one_line(project: Path, run: Run) -> None:
     result = run("push")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         f"Error: no store at {paths.store_path(project)} yet "
         "(tag a turn with 'machine good')\n"
