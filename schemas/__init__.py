@@ -1,1 +1,1 @@
-"""JSON Schemas of machine's rows, shipped as package data (machine_git.rows.schemas)."""
+"""JSON Schemas of machine's rows, shipped as package data (rows/schemas.py)."""

@@ -26,6 +26,17 @@ PI_SESSIONS = FIXTURES / "pi" / "sessions"
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _secret_engine_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The secret engine compiles its rules once (seconds) and caches them:
+    # one cache for the whole run, subprocesses included (HOME changes per test).
+    from machine_git.secrets import engine
+
+    if not os.environ.get(engine.CACHE_ENV):
+        folder = tmp_path_factory.getbasetemp() / "secret-engine-cache"
+        os.environ[engine.CACHE_ENV] = str(folder)
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _no_global_git_config() -> None:
     # Tests must not depend on the developer's ~/.gitconfig (pygit2 #989).
     for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM):

@@ -57,3 +57,36 @@ def test_the_demo_runs_and_prints_pasteable_commands(tmp_path: Path) -> None:
     assert "rows     3 (train 1, traces 1, rejected 1, observed 0)\n" in done.stdout
     assert f'. "{ROOT}/.venv/bin/activate"' in done.stdout
     assert done.stderr == ""
+
+
+def test_update_secret_engine_moves_the_pin_and_only_it(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    original = (ROOT / "pyproject.toml").read_text()
+    pyproject.write_text(original)
+    script = [str(ROOT / "scripts" / "update-secret-engine"), "--pyproject"]
+    done = subprocess.run(
+        [*script, str(pyproject), "--to", "9.8.7"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("kingfisher-secret-scanner: ")
+    assert "-> 9.8.7 in pyproject.toml\n" in done.stdout
+    changed = pyproject.read_text()
+    assert '"kingfisher-secret-scanner==9.8.7"' in changed
+    # nothing else moved
+    pinned = [x for x in original.splitlines() if "kingfisher-secret-scanner==" in x]
+    assert changed == original.replace(
+        pinned[0], pinned[0].split("==")[0] + '==9.8.7",'
+    )
+    again = subprocess.run(
+        [*script, str(pyproject), "--to", "9.8.7", "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (again.returncode, again.stdout) == (
+        0,
+        "kingfisher-secret-scanner is pinned at 9.8.7, the newest\n",
+    )

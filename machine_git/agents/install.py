@@ -230,7 +230,7 @@ def render_letta_provider() -> str:
 
 # -- install and uninstall -------------------------------------------------------
 
-HOSTS = ("pi", "letta")  # agents machine installs into
+HOSTS = ("pi", "letta")  # agents machine installs into (Claude Code: claude_commands)
 
 
 class Installed(NamedTuple):

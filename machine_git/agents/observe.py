@@ -65,8 +65,7 @@ def label(
     """
     if verdict not in rows.LABELS:
         raise UsageError(f"label must be good or bad, not {verdict!r}")
-    if rewrite is not None and not rewrite.strip():
-        raise UsageError("the --as answer is empty")
+    rows.check_answer(rewrite)
     row_id = lookup.resolve_id(store, prefix)
     path = rows.row_path(row_id)
     seen: list[Row] = []

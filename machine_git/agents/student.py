@@ -149,7 +149,15 @@ def current(store: Store | None) -> dict[str, Any]:
     if store is None:
         return dict(NOTHING)
     values = settings.read(store)
-    return {key: getattr(values, key) or NOTHING[key] for key in NOTHING}
+    found = {key: getattr(values, key) or NOTHING[key] for key in NOTHING}
+    # settings.json alone is never believed: the student is what signed
+    # commits (machine student, release trial/activate) chose.
+    from machine_git.releases import audit
+
+    chosen = audit.of_store(store).student or {}
+    for key in ("student", "student_release"):
+        found[key] = chosen.get(key) or NOTHING[key]
+    return found
 
 
 def check_work_model(work_model: str) -> str:

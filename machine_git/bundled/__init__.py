@@ -8,6 +8,8 @@ way from a checkout, an editable install and a wheel.
 this module) or a checkout (the repository's top level): importing
 importlib.resources costs ~5 ms, a tenth of what ``machine good`` spends
 beyond its libraries (bench/RESULTS.md).
+
+May use: nothing of machine's (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations

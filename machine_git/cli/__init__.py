@@ -2,6 +2,10 @@
 
 Library modules never import click; every MachineError becomes one line on
 stderr here, at the edge, and anything else is a bug that should crash loudly.
+
+May use: review, agents, releases, train, tagging, export, sync, recovery,
+history, store, sessions, rows, secrets, core, bundled (pyproject.toml:
+[tool.importlinter]).
 """
 
 from __future__ import annotations

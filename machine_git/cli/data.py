@@ -30,6 +30,8 @@ from machine_git.store import stats
 from machine_git.store.store import Store
 from machine_git.store.store import exists as store_exists
 
+VALIDATE_FORMATS = tuple(checks.FORMATS)
+
 
 @click.command()
 @project_option
@@ -134,15 +136,27 @@ def tagged(limit: int, kind: str | None, project: Path | None, as_json: bool) ->
 @click.option(
     "--store", "whole_store", is_flag=True, help="Validate every row in the store."
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(VALIDATE_FORMATS),
+    help="Check every line as this format (default: by the file's content).",
+)
 @project_option
 @json_option
 def validate(
-    files: tuple[str, ...], whole_store: bool, project: Path | None, as_json: bool
+    files: tuple[str, ...],
+    whole_store: bool,
+    fmt: str | None,
+    project: Path | None,
+    as_json: bool,
 ) -> None:
     """Check rows against the schemas: JSONL files (- reads stdin), or the store.
 
-    A file of export lines (tinker, openai, dpo) or trajectory lines is
-    checked as what it is, by its first line. Prints 'file:line: json-path:
+    A file of any format machine exports (rows, tinker, openai, dpo,
+    openai-dpo, traces) is checked as what it is, by its content, or as
+    --format says (also sharegpt and hf, which machine import reads): exit 0
+    means machine import takes it. Prints 'file:line: json-path:
     problem' for each problem and exits 4 if there is any. With --store, also
     checks the store itself (refs, every loose object and pack, the history):
     if it is damaged, names the newest intact commit and the rows going back
@@ -152,6 +166,7 @@ def validate(
     Example usage:
         machine validate rows.jsonl
         machine export --format dpo | machine validate -
+        machine validate chats.parquet --format hf
         machine validate --store
     """
     if not files and not whole_store:
@@ -162,7 +177,7 @@ def validate(
     touched = 0
     for name in files:
         source = sys.stdin.buffer if name == inputs.STDIN else Path(name)
-        findings.extend(checks.check_file(source, tally))
+        findings.extend(checks.check_file(source, tally, fmt=fmt))
     report = None
     if whole_store:
         with progress.bars(as_json) as shown:
@@ -178,6 +193,12 @@ def validate(
 
         store = Store.open(paths.store_path(project_of(project)))
         tampered, touched = releases.findings(store)
+        from machine_git.train import runs  # training records: runs, evals
+
+        findings += [
+            checks.Finding(file, 1, where, problem)
+            for file, where, problem in runs.record_problems(store)
+        ]
     if as_json:
         out: dict[str, Any] = {
             "rows": tally.rows,

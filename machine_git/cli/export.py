@@ -28,9 +28,14 @@ from machine_git.rows.schemas import KINDS
 if TYPE_CHECKING:
     from machine_git.export.importer import Loaded
 
-# Kept here rather than imported from machine_git.export.export: this module loads
-# on every command, ``machine good`` included, and the export code need not.
-FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
+# Kept here rather than imported from machine_git.rows.formats: this module
+# loads on every command, ``machine good`` included, and the format code need not.
+FORMATS = ("tinker", "openai", "dpo", "openai-dpo", "traces", "rows")
+# What import reads besides (tests/export/test_export.py holds both to the
+# registry).
+IMPORT_FORMATS = (*FORMATS, "sharegpt", "hf")
+# What a row needs to have a line, by format (formats.Format.needs).
+_NEEDS = {"dpo": "a rewrite", "openai-dpo": "a rewrite", "traces": "a trajectory"}
 
 
 @click.command()
@@ -40,7 +45,8 @@ FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
     "kinds",
     multiple=True,
     type=click.Choice(KINDS),
-    help="Rows of this kind (repeatable; default: train, or rejected for pairs).",
+    help="Rows of this kind (repeatable; default: train; rejected for pairs; "
+    "traces for traces; all but observed for rows).",
 )
 @click.option(
     "--format",
@@ -49,7 +55,8 @@ FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
     default="tinker",
     show_default=True,
     help="tinker or openai chat JSONL; dpo (tinker-cookbook) or openai-dpo "
-    "preference pairs.",
+    "preference pairs; traces (trajectory-v1 lines); rows (machine's rows, "
+    "everything kept).",
 )
 @click.option(
     "-o",
@@ -108,6 +115,7 @@ def export(
         machine export v1 --kind train --kind traces -o data.jsonl
         machine export --format dpo -o prefs.jsonl
         machine export --where 'quality>=4' -o rated.jsonl
+        machine export --format rows -o backup.jsonl
         machine export -o - --manifest train.manifest.json | gzip > train.jsonl.gz
     """
     from machine_git.export import export as exporting
@@ -217,7 +225,7 @@ def _reader_went_away() -> NoReturn:
 def _skipped(count: int, label: str, fmt: str) -> None:
     # dpo pairs need an --as rewrite; chat lines need an answer, which a turn
     # that failed before saying anything (kept by machine bad) does not have
-    without = "a rewrite" if fmt in ("dpo", "openai-dpo") else "an answer"
+    without = _NEEDS.get(fmt, "an answer")
     if count:
         click.echo(f"skipped {_rows(count, label)} without {without}", err=True)
 
@@ -231,7 +239,15 @@ def _rows(count: int, label: str) -> str:
 @click.option(
     "--kind",
     type=click.Choice(KINDS),
-    help="Kind of messages/trajectory lines (default: train, traces, or by tag).",
+    help="Kind of the rows (default: what a line says, else train; traces for "
+    "trajectory lines; rejected for pairs).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(IMPORT_FORMATS),
+    help="Read every line as this format (default: what each line's keys say); "
+    "sharegpt and hf (Hugging Face datasets JSONL or Parquet) are other tools'.",
 )
 @click.option(
     "--no-redact",
@@ -242,19 +258,27 @@ def _rows(count: int, label: str) -> str:
 @project_option
 @json_option
 def import_(
-    file: str, kind: str | None, no_redact: bool, project: Path | None, as_json: bool
+    file: str,
+    kind: str | None,
+    fmt: str | None,
+    no_redact: bool,
+    project: Path | None,
+    as_json: bool,
 ) -> None:
     """Import rows from a JSONL file (- reads stdin) in one commit, all or nothing.
 
-    Lines may be machine rows, tinker/OpenAI 'messages' lines (as 'machine
-    export' writes them) or trajectory-v1 'trajectory' lines. Any bad line is
-    reported as 'file:line: json-path: problem' and nothing is imported.
+    Lines may be anything 'machine export' writes (rows, tinker/OpenAI chat
+    lines, dpo pairs, trajectory lines), or with --format a ShareGPT
+    conversation or a Hugging Face datasets record (JSONL or Parquet). Any
+    bad line is reported as 'file:line: json-path: problem' and nothing is
+    imported; what a format cannot carry (ids, notes...) is said.
 
     \b
     Example usage:
         machine import ~/old-machine-data/train.jsonl
         machine import rejected.jsonl --kind rejected
-        machine export --project ../other | machine import -
+        machine import chats.parquet --format hf
+        machine export --project ../other --format rows | machine import -
     """
     from machine_git.export import importer
 
@@ -265,7 +289,7 @@ def import_(
     with progress.bars(as_json) as shown:
         try:
             loaded = importer.load(
-                source, kind, name=name, redact=not no_redact, progress=shown
+                source, kind, fmt=fmt, name=name, redact=not no_redact, progress=shown
             )
         except ImportProblemsError as e:
             shown.end()
@@ -301,6 +325,23 @@ def import_(
 
 def _import_notes(loaded: Loaded, name: str) -> None:
     """What an import left out of its rows, and the secrets it redacted."""
+    from machine_git.rows import formats
+
+    for fmt, lacks in loaded.missing.items():
+        if lacks:
+            # what the rows could not get back from these lines, said once
+            n = loaded.formats[fmt]
+            # tinker and OpenAI chat lines read alike: one name for both
+            noun = "chat line" if fmt in formats.CHAT else formats.FORMATS[fmt].noun
+            lines = f"{n} {noun}{'' if n == 1 else 's'}"
+            verb = "carries" if n == 1 else "carry"
+            ids = "; ids are made from the content" if "id" in lacks else ""
+            lost = formats.describe_missing(lacks)
+            click.echo(f"{name}: {lines} {verb} no {lost}{ids}", err=True)
+    if loaded.repeated:
+        n = loaded.repeated
+        many = "line repeats" if n == 1 else "lines repeat"
+        click.echo(f"{name}: {n} {many} an earlier line; imported once", err=True)
     if loaded.ignored_keys:
         keys = ", ".join(
             f"{k} ({n} {'line' if n == 1 else 'lines'})"

@@ -16,6 +16,7 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.cli.common import warn
 from machine_git.core import jsonio
 from machine_git.core import table
 from machine_git.core.errors import BadRevisionError
@@ -166,7 +167,12 @@ def diff_command(
     from machine_git.releases import lineage
 
     result = diffs.compare(
-        store, old, new, [kind] if kind else None, run_rows=lineage.run_rows
+        store,
+        old,
+        new,
+        [kind] if kind else None,
+        run_rows=lineage.run_rows,
+        warn=warn,
     )
     if as_json:
         emit_json(_diff_json(result))

@@ -1,4 +1,4 @@
-"""``machine install`` and ``machine uninstall``: machine inside Pi and Letta Code."""
+"""``machine install`` and ``machine uninstall``: machine inside the agents."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The commands import machine_git.agents.install when they run: its templates
 # and JSON handling stay off the start-up path of every other command.
-HOSTS = ("pi", "letta")  # agents.install.HOSTS
+HOSTS = ("pi", "letta", "claude")  # agents.install.HOSTS and Claude Code
 
 
 def _project_flag(f: Any) -> Any:
@@ -29,7 +29,10 @@ def _project_flag(f: Any) -> Any:
         flag_value="",
         default=None,
         metavar="[DIR]",
-        help="Only for this project (<project>/.pi/extensions), not globally.",
+        help=(
+            "Only for this project (<project>/.pi/extensions, "
+            "<project>/.claude/commands), not globally."
+        ),
     )(f)
 
 
@@ -78,19 +81,30 @@ def install(host: str, project: str | None, as_json: bool) -> None:
     student can be chosen with /model. Letta Code: ~/.letta/mods/machine.ts,
     and the skills copied to ~/.letta/skills/<name>/SKILL.md. The file runs
     this machine ('python -m machine_git'), so it works without machine on
-    PATH. Installing again rewrites the same files.
+    PATH. Installing again rewrites the same files. Claude Code: /good, /bad
+    and /machine as custom commands in ~/.claude/commands (or
+    $CLAUDE_CONFIG_DIR/commands), or with --project <project>/.claude/commands.
 
     \b
     Example usage:
         machine install pi
         machine install pi --project
         machine install letta
+        machine install claude
     """
     from machine_git.agents import install as installer
 
-    done = installer.install(host, _where(project, host))
+    if host == "claude":
+        from machine_git.agents import claude_commands
+
+        files = claude_commands.install_claude(_where(project, host))
+        done = installer.Installed(files, [], installer.skills_dir())
+    else:
+        done = installer.install(host, _where(project, host))
     _show(done.outcomes, as_json)
-    if host == "pi":
+    if host == "claude":
+        lines = ["type /good, /bad or /machine in Claude Code (claude -p too)"]
+    elif host == "pi":
         names = ", ".join(done.skills)
         lines = [
             f"skills {names}: loaded by the extension from {done.skills_dir}",
@@ -127,7 +141,12 @@ def uninstall(host: str, project: str | None, as_json: bool) -> None:
     """
     from machine_git.agents import install as installer
 
-    outcomes = installer.uninstall(host, _where(project, host))
+    if host == "claude":
+        from machine_git.agents import claude_commands
+
+        outcomes = claude_commands.uninstall_claude(_where(project, host))
+    else:
+        outcomes = installer.uninstall(host, _where(project, host))
     _show(outcomes, as_json)
     if as_json:
         emit_json({"host": host, "files": _files(outcomes)})

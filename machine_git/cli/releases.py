@@ -18,6 +18,7 @@ from machine_git.core.errors import UsageError
 
 if TYPE_CHECKING:
     from machine_git.releases import Stepped
+    from machine_git.store.store import Store
 
 
 @click.group()
@@ -64,14 +65,16 @@ def release_new(
     """
     from machine_git import releases
 
+    store = open_store(project)
     record, commit = releases.new(
-        open_store(project),
+        store,
         releases.check_id(release_id),
         run_id,
         title=title,
         gates_file=gates_file,
         template=template,
     )
+    _elsewhere(store)
     if as_json:
         emit_json({**record.model_dump(mode="json"), "commit": commit})
         return
@@ -127,6 +130,7 @@ def release_check(
 
     store = open_store(project)
     record = releases.frozen(store, release_id)
+    releases.require_signer(store)  # before the billed sampling, not after
     candidate = record.candidate
     seen = rendering.rendering(candidate.base_model, candidate.renderer)
     info = preflight.check(candidate.base_model, "sample")
@@ -138,6 +142,7 @@ def release_check(
         )
 
     result, commit = releases.check(store, release_id, sample, max_tokens)
+    _elsewhere(store)
     if as_json:
         emit_json({**result.model_dump(mode="json"), "commit": commit})
     else:
@@ -169,7 +174,9 @@ def release_trial(release_id: str, project: Path | None, as_json: bool) -> None:
     """
     from machine_git import releases
 
-    done = releases.trial(open_store(project), releases.check_id(release_id))
+    store = open_store(project)
+    done = releases.trial(store, releases.check_id(release_id))
+    _elsewhere(store)
     _show_step(
         release_id,
         "trial",
@@ -192,7 +199,9 @@ def release_activate(release_id: str, project: Path | None, as_json: bool) -> No
     """
     from machine_git import releases
 
-    done = releases.activate(open_store(project), releases.check_id(release_id))
+    store = open_store(project)
+    done = releases.activate(store, releases.check_id(release_id))
+    _elsewhere(store)
     _show_step(
         release_id,
         "active",
@@ -200,6 +209,15 @@ def release_activate(release_id: str, project: Path | None, as_json: bool) -> No
         as_json,
         f"activated {release_id}: the default student",
     )
+
+
+def _elsewhere(store: Store, warning: bool = True) -> None:
+    """Every release command reports tampered signed records outside releases
+    (runs, the student, signers): never used, always said."""
+    from machine_git import releases
+
+    for tamper in releases.audit_store(store).elsewhere():
+        click.echo(f"{'warning: ' if warning else ''}tampered: {tamper}", err=warning)
 
 
 def _show_step(
@@ -233,7 +251,8 @@ def release_list(project: Path | None, as_json: bool) -> None:
     """
     from machine_git import releases
 
-    found = releases.listing(open_store(project))
+    store = open_store(project)
+    found = releases.listing(store)
     if as_json:
         emit_json([item.to_json() for item in found])
         return
@@ -244,6 +263,7 @@ def release_list(project: Path | None, as_json: bool) -> None:
         gone = "(preregistration unreadable)" if item.unreadable else "(no prereg.json)"
         title = item.prereg.title if item.prereg else gone
         click.echo(f"{item.id}  {item.status:<13} {run}  {title}")
+    _elsewhere(store, warning=False)
 
 
 @release.command(name="show")
@@ -260,7 +280,8 @@ def release_show(release_id: str, project: Path | None, as_json: bool) -> None:
     from machine_git import releases
     from machine_git.core import jsonio
 
-    found = releases.show(open_store(project), releases.check_id(release_id))
+    store = open_store(project)
+    found = releases.show(store, releases.check_id(release_id))
     if as_json:
         emit_json(found.to_json())
     else:
@@ -272,6 +293,7 @@ def release_show(release_id: str, project: Path | None, as_json: bool) -> None:
         click.echo(f"state: {found.status}")
         for line in found.tampered:
             click.echo(f"tampered: {line}")
+        _elsewhere(store, warning=False)
     if found.tampered:
         raise click.exceptions.Exit(INVALID)
 
@@ -291,7 +313,9 @@ def lineage(what: str, with_rows: bool, project: Path | None, as_json: bool) -> 
     """
     from machine_git.releases import lineage as tracing
 
-    found = tracing.trace(open_store(project), what, with_rows)
+    store = open_store(project)
+    found = tracing.trace(store, what, with_rows)
+    _elsewhere(store)
     if as_json:
         emit_json(found)
         return
@@ -374,3 +398,88 @@ def _short(value: Any, limit: int = 40) -> str:
 
 def _pct(value: Any) -> str:
     return "-" if value is None else f"{float(value) * 100:.1f}%"
+
+
+# -- machine release signers ---------------------------------------------------------
+
+
+@release.group(invoke_without_command=True)
+@project_option
+@json_option
+@click.pass_context
+def signers(ctx: click.Context, project: Path | None, as_json: bool) -> None:
+    """Who may sign release records, run records and the student of this store.
+
+    Without a subcommand: the allowed signers (the store's allowed_signers
+    file), yours and the first one (trusted on first use) marked.
+
+    \b
+    Example usage:
+        machine release signers
+        machine release signers key        # your public key, to send a signer
+        machine release signers add bob "ssh-ed25519 AAAA..."
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from machine_git.releases import trust
+
+    found = trust.listing(open_store(project))
+    if as_json:
+        emit_json([s.to_json() for s in found])
+        return
+    if not found:
+        click.echo("no signers yet: the first signed record trusts your key")
+    for listed in found:
+        click.echo(listed.line())
+
+
+@signers.command(name="key")
+@project_option
+@json_option
+def signers_key(project: Path | None, as_json: bool) -> None:
+    """Print your signing key (made on first use), for a signer to add.
+
+    \b
+    Example usage:
+        machine release signers key
+    """
+    from machine_git.cli.common import existing_store
+    from machine_git.releases import trust
+
+    mine = trust.own(existing_store(project))
+    if as_json:
+        emit_json({"name": mine.name, "key": mine.key, "fingerprint": mine.fingerprint})
+        return
+    click.echo(f"{mine.name} {mine.key}")
+
+
+@signers.command(name="add")
+@click.argument("name")
+@click.argument("key")
+@project_option
+@json_option
+def signers_add(name: str, key: str, project: Path | None, as_json: bool) -> None:
+    """Allow a teammate's key to sign (one commit, signed by you).
+
+    KEY is the line 'machine release signers key' printed on their machine, or the
+    path of their .pub file.
+
+    \b
+    Example usage:
+        machine release signers add bob "ssh-ed25519 AAAAC3Nza..."
+    """
+    from machine_git.releases import trust
+
+    text = key
+    if "ssh-" not in key and "ecdsa-" not in key and Path(key).is_file():
+        text = Path(key).read_text(errors="replace")
+    signer, commit = trust.add(open_store(project), name, text)
+    message = (
+        f"{name} may already sign ({signer.fingerprint}); nothing changed"
+        if commit is None
+        else f"added signer {name} ({signer.fingerprint}) ({commit[:12]})"
+    )
+    if as_json:
+        emit_json({"name": name, "fingerprint": signer.fingerprint, "commit": commit})
+        return
+    click.echo(message)

@@ -16,6 +16,7 @@ from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.core import paths
+from machine_git.core import table
 from machine_git.core.errors import CONFLICT
 from machine_git.core.errors import RemoteError
 from machine_git.store.store import Store
@@ -30,7 +31,7 @@ def _details_first() -> Iterator[None]:
         yield
     except RemoteError as e:
         for line in e.details:
-            click.echo(line, err=True)
+            click.echo(table.printable(line), err=True)
         raise
 
 
@@ -149,7 +150,9 @@ def pull(name: str, prefer: str | None, project: Path | None, as_json: bool) -> 
     with _details_first(), progress.bars(as_json) as shown:
         store = open_store(project, create=True)
         store.progress = shown  # a merge of many rows: its pack's objects
-        result = sync.pull(store, name, prefer, progress=shown)
+        from machine_git import hooks  # the composition root of the checks
+
+        result = sync.pull(store, name, prefer, progress=shown, audit=hooks.audit)
     if as_json:
         emit_json(_pull_json(result))
     else:

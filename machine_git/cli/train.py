@@ -21,6 +21,7 @@ from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import open_store
 from machine_git.cli.common import project_option
+from machine_git.cli.common import warn
 from machine_git.core import table
 from machine_git.core.errors import TrainingError
 from machine_git.core.errors import UsageError
@@ -76,6 +77,7 @@ def train() -> None:
         machine train dpo
         machine train smoke --yes
         machine train run --yes
+        machine train models
     """
 
 
@@ -101,8 +103,9 @@ def train() -> None:
 @click.option(
     "--dump",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write each rendered example (tokens, weights, marked text) as JSONL.",
+    help="Write each datum a run sends (tokens, weights, marked text) as JSONL.",
 )
+@_no_context
 @project_option
 @json_option
 def validate(
@@ -112,6 +115,7 @@ def validate(
     max_length: int,
     batch_size: int,
     dump: Path | None,
+    no_context: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -140,6 +144,7 @@ def validate(
             batch_size=batch_size,
             dump=out,
             progress=shown,
+            with_context=not no_context,
         )
     if as_json:
         emit_json(report.to_json())
@@ -419,11 +424,21 @@ def smoke(run_id: str | None, yes: bool, project: Path | None, as_json: bool) ->
 
 @train.command(name="run")
 @click.argument("run_id", metavar="[RUN]", required=False)
+@click.option(
+    "--resume",
+    "resume",
+    metavar="RUN",
+    help="Continue a failed or interrupted run from its last saved checkpoint.",
+)
 @_yes
 @project_option
 @json_option
 def run_command(
-    run_id: str | None, yes: bool, project: Path | None, as_json: bool
+    run_id: str | None,
+    resume: str | None,
+    yes: bool,
+    project: Path | None,
+    as_json: bool,
 ) -> None:
     """Train the whole run on Tinker, committing every step and checkpoint.
 
@@ -431,12 +446,27 @@ def run_command(
     Example usage:
         machine train run --yes
         machine train run traces-1a2b3c4d-0f9e8d --yes --json
+        machine train run --resume traces-1a2b3c4d-0f9e8d --yes
     """
-    _train(run_id, yes, project, smoke=False, as_json=as_json)
+    if resume is not None and run_id is not None and run_id != resume:
+        raise UsageError(f"name one run: {run_id} or --resume {resume}")
+    _train(
+        resume or run_id,
+        yes,
+        project,
+        smoke=False,
+        as_json=as_json,
+        resume=resume is not None,
+    )
 
 
 def _train(
-    run_id: str | None, yes: bool, project: Path | None, smoke: bool, as_json: bool
+    run_id: str | None,
+    yes: bool,
+    project: Path | None,
+    smoke: bool,
+    as_json: bool,
+    resume: bool = False,
 ) -> None:
     what = "machine train smoke" if smoke else "machine train run"
     _confirm(yes, what)
@@ -445,10 +475,16 @@ def _train(
     from machine_git.train import trainer
 
     store = open_store(project)
-    plan = trainer.plan(store, run_id, smoke)
+    plan = trainer.plan(store, run_id, smoke, resume)
     cfg = plan.cfg
+    start = (
+        f"steps {plan.resume.step + 1}-{plan.steps} of {plan.steps} (resumed from "
+        f"{plan.resume.state_path})"
+        if plan.resume is not None
+        else f"{plan.steps} steps"
+    )
     click.echo(
-        f"{'smoke' if smoke else 'run'} {cfg.run_id}: {plan.steps} steps on "
+        f"{'smoke' if smoke else 'run'} {cfg.run_id}: {start} on "
         f"{cfg.base_model} (data {cfg.dataset_commit[:12]}, sha256 "
         f"{cfg.export_sha256[:12]})",
         err=True,
@@ -466,8 +502,9 @@ def _train(
     if as_json:  # no progress with --json
         record = trainer.execute(store, plan, report=retried)
     else:
+        done = plan.resume.step if plan.resume is not None else 0
         with click.progressbar(
-            length=plan.steps, label="training", file=sys.stderr, show_pos=True
+            length=plan.steps - done, label="training", file=sys.stderr, show_pos=True
         ) as bar:
             record = trainer.execute(
                 store, plan, progress=lambda step: bar.update(1), report=retried
@@ -515,6 +552,43 @@ def _loss(value: Any) -> str:
 
 
 # -- eval ----------------------------------------------------------------------
+
+
+@train.command(name="models")
+@json_option
+def models_command(as_json: bool) -> None:
+    """List the base models Tinker serves: which machine trains, and why not.
+
+    A model is accepted when its chat template is a fixture of machine's
+    tests and machine's rendering equals it token for token; every other
+    one is refused with the reason. Offline (the pinned tinker-cookbook's
+    model table).
+
+    \b
+    Example usage:
+        machine train models
+        machine train models --json
+    """
+    from machine_git.train import families
+    from machine_git.train import stack
+
+    try:
+        verdicts = families.models()
+    except ImportError:
+        stack.require()  # says in one line how to install the stack
+        raise
+    if as_json:
+        emit_json([v.to_json() for v in verdicts])
+        return
+    # Grouped by reason: the reasons are sentences, the names are short.
+    groups: dict[tuple[bool, str], list[str]] = {}
+    for v in verdicts:
+        shown = f"{v.model}  (renderer {v.renderer})" if v.accepted else v.model
+        groups.setdefault((v.accepted, v.why), []).append(shown)
+    for (accepted, why), names in groups.items():
+        click.echo(f"{'accepted' if accepted else 'refused'}: {why}")
+        for name in names:
+            click.echo(f"  {name}")
 
 
 @train.group(name="eval")
@@ -645,13 +719,13 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
 
     store = open_store(project)
     if run_id is not None:
-        record = runs.find(store, run_id)
+        record = runs.find(store, run_id, on_bad=_skipped)
         if as_json:
             emit_json(record)
             return
         _print_run(store, record)
         return
-    records = runs.all_runs(store)
+    records = runs.all_runs(store, on_bad=_skipped)
     if as_json:
         emit_json([runs.summary(r) for r in records])
         return
@@ -677,6 +751,10 @@ def runs_command(run_id: str | None, project: Path | None, as_json: bool) -> Non
         )
     for line in table.rows(listing, free=7, columns=table.width()):
         click.echo(line)
+
+
+def _skipped(line: str) -> None:
+    warn(f"{line} (record skipped)")
 
 
 def _epochs(epochs: list[dict[str, Any]]) -> str:
@@ -718,6 +796,14 @@ def _print_run(store: Store, record: dict[str, Any]) -> None:
             f"ckpt     {c['name']} step {c['step']}: "
             f"{c.get('sampler_path') or c.get('state_path')}"
         )
+    for a in record.get("attempt_log") or []:
+        start = (
+            f"resumed at step {a['from_step'] + 1} from {a['from_checkpoint']}"
+            if a.get("from_checkpoint")
+            else "from the start"
+        )
+        done = f", {a['steps']} steps" if a.get("steps") is not None else ""
+        click.echo(f"attempt  {a['attempt']} {start}: {a['status']}{done}")
     if record.get("error"):
         click.echo(f"error    {record['error']}")
     if record.get("last_checkpoint"):

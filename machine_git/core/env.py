@@ -12,7 +12,7 @@ import os
 
 from machine_git.core.errors import UsageError
 
-# Every variable machine reads, and what it is for (the README's table).
+# Every variable machine reads, and what it is for (docs/reference.md's table).
 VARIABLES = {
     "MACHINE_DATA_DIR": "where stores live (default ~/.machine)",
     "MACHINE_JOBS": "worker processes for whole-store reads (1 = none)",

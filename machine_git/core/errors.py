@@ -1,7 +1,7 @@
 """The exceptions machine raises. The CLI turns each into one line on stderr.
 
 Each class carries the exit code the command ends with; :data:`EXIT_CODES` is
-the one table of them (the README's "Exit codes" lists the same). Scripts can
+the one table of them (docs/reference.md lists the same). Scripts can
 tell "no such row" from "the store is damaged" from "the disk is full"
 without reading the message.
 """
@@ -265,6 +265,16 @@ class TamperedReleaseError(ReleaseError):
     exit_code: ClassVar[int] = INVALID
 
 
+class SigningError(MachineError):
+    """A record cannot be signed: no ssh-keygen, no key, or a key not allowed."""
+
+
+class UntrustedSignerError(SigningError):
+    """This user's signing key is not one of the store's allowed signers."""
+
+    exit_code: ClassVar[int] = INVALID
+
+
 # -- machine review --------------------------------------------------------------
 
 
@@ -273,7 +283,7 @@ class ReviewStackMissingError(MachineError):
     is not installed."""
 
 
-# Every class above, for the README's table and tests/test_errors.py.
+# Every class above, for docs/reference.md's table and tests/core/test_errors.py.
 def exit_codes() -> dict[str, int]:
     """Each error class's name and exit code, base classes first."""
     found: dict[str, int] = {}

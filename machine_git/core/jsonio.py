@@ -20,9 +20,21 @@ def canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=_CANONICAL)
 
 
+def ordered(value: Any) -> bytes:
+    """``value`` as canonical JSON keeps it (indent 2, newline), in its own
+    key order: for data whose order means something (an agent's tools)."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
 def line(value: Any) -> bytes:
     """Serialize ``value`` as one JSONL line with sorted keys."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+def fragment(value: Any) -> orjson.Fragment:
+    """``value`` serialized now, compactly, in its own key order: inside a
+    :func:`line` it is written as is (not sorted)."""
+    return orjson.Fragment(orjson.dumps(value))
 
 
 def timestamp(seconds: float) -> str:

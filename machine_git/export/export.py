@@ -5,21 +5,10 @@ order (sorted by id), every line is written with sorted keys, and nothing
 about the moment of the export (time, host, path) goes into the data. That is
 what lets a training run name its data by commit id and a manifest's sha256.
 
-Formats:
-
-- ``tinker``: ``{"messages": [...], "tools": [...]}`` as tinker-cookbook reads
-  a conversation file; an assistant message that only calls tools has
-  ``content ""``; ``tools`` are the cookbook's ``ToolSpec`` dicts, which
-  machine's builder renders as the model family's tool declaration.
-- ``openai``: the OpenAI chat fine-tuning shape (``tools`` as OpenAI
-  functions); such a message has ``content null`` and messages keep only the
-  keys OpenAI accepts.
-- ``dpo``: preference pairs from rows rewritten with ``--as`` (the rewrite is
-  preferred over the agent's original answer) as tinker-cookbook's comparison
-  loader (``ComparisonBuilderFromJsonl``) reads them: ``{"comparison":
-  {"prompt_conversation", "completion_A", "completion_B"}, "label": "A",
-  "tools"}``.
-- ``openai-dpo``: the same pairs in OpenAI's preference fine-tuning shape.
+Formats (each one's writer and reader: machine_git/rows/formats/): ``tinker`` and
+``openai`` chat lines, ``dpo`` and ``openai-dpo`` preference pairs from rows
+rewritten with ``--as``, ``traces`` (trajectory-v1 lines) and ``rows``
+(machine's rows themselves, the one format that carries everything).
 
 A row's context (the system prompt and tools its turn ran with; see
 machine_git/rows/context.py) leads the conversation as a system message and gives
@@ -33,7 +22,6 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,7 +41,9 @@ from machine_git.core.errors import UsageError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import context
+from machine_git.rows import formats
 from machine_git.rows import rows
+from machine_git.rows.formats import chat
 from machine_git.rows.schemas import KINDS
 from machine_git.store import parallel
 from machine_git.store import stats
@@ -63,17 +53,13 @@ from machine_git.store.store import blobs_under
 from machine_git.store.store import parse_row
 
 if TYPE_CHECKING:
-    from machine_git.rows.rowtypes import Record
-    from machine_git.rows.rowtypes import RecordToolCall
     from machine_git.rows.rowtypes import Row
 
-FORMATS = ("tinker", "openai", "dpo", "openai-dpo")
-PAIRS = ("dpo", "openai-dpo")  # the preference formats
+FORMATS = formats.EXPORTS
+PAIRS = formats.PAIRS  # the preference formats
 MANIFEST_SUFFIX = ".manifest.json"
-_OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
-_DROPPED = ("meta", "reasoning", "observation")  # not turns of the conversation
 
-Message = dict[str, Any]
+Message = chat.Message
 
 
 def default_kinds(fmt: str) -> tuple[str, ...]:
@@ -81,8 +67,9 @@ def default_kinds(fmt: str) -> tuple[str, ...]:
 
     Training formats take ``train`` only: traces are opt-in (long), and
     observed rows are unlabeled, so they are never exported unless named.
+    Pairs take ``rejected``, ``traces`` its kind, ``rows`` every judged kind.
     """
-    return ("rejected",) if fmt in PAIRS else ("train",)
+    return _format(fmt).kinds
 
 
 def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
@@ -99,234 +86,24 @@ def normalize_kinds(kinds: Iterable[str], fmt: str) -> tuple[str, ...]:
 
 
 # -- converting rows ---------------------------------------------------------------
+# Each format's writer lives with its reader in machine_git/rows/formats/; these
+# names stay for the training code and tests that render one row.
 
-
-def trajectory_to_messages(
-    records: Iterable[Record], *, null_content: bool
-) -> list[Message]:
-    """Chat messages from trajectory-v1 records.
-
-    ``meta``, ``reasoning`` and ``observation`` records are dropped (they are
-    not turns of the conversation). An assistant text immediately followed by
-    a tool-calls record becomes one message, as the model produced it; dropped
-    records in between do not count, so a trace kept with ``--reasoning``
-    gives the same messages as one without. A message that only calls tools
-    has ``content`` None if ``null_content`` (OpenAI) else ``""`` (tinker
-    renders content as a string).
-    """
-    out: list[Message] = []
-    pending_text: str | None = None  # assistant text that may own the next calls
-
-    def flush() -> None:
-        nonlocal pending_text
-        if pending_text is not None:
-            out.append({"role": "assistant", "content": pending_text})
-            pending_text = None
-
-    for record in records:
-        role = record.get("role")
-        calls = cast("list[RecordToolCall] | None", record.get("tool_calls"))
-        if role == "assistant" and calls:
-            text = pending_text
-            pending_text = None
-            content = text if text else (None if null_content else "")
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": content,
-                    "tool_calls": [_tool_call(c) for c in calls],
-                }
-            )
-            continue
-        if role in _DROPPED:
-            continue
-        flush()
-        if role == "assistant":
-            pending_text = str(record.get("content") or "")
-        elif role in ("user", "system"):
-            out.append({"role": role, "content": str(record.get("content") or "")})
-        elif role == "tool":
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": record.get("tool_call_id"),
-                    "content": str(record.get("content") or ""),
-                }
-            )
-    flush()
-    return out
-
-
-def _tool_call(call: RecordToolCall) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "id": call.get("id"),
-        "function": {"name": call.get("name"), "arguments": call.get("args", "")},
-    }
-
-
-def conversation(row: Row, *, null_content: bool) -> list[Message]:
-    """A row's conversation as chat messages (stored messages, or a trajectory),
-    led by its context's system prompt when it has one inline and the
-    conversation does not start with a system message of its own."""
-    if "messages" in row:
-        messages = [dict(m) for m in row["messages"]]
-    else:
-        messages = trajectory_to_messages(
-            row.get("trajectory") or [], null_content=null_content
-        )
-    system = context.system_message(context.of_row(row))
-    if system is not None and not (messages and messages[0].get("role") == "system"):
-        messages.insert(0, system)
-    return messages
-
-
-def tool_specs(row: Row) -> list[dict[str, Any]] | None:
-    """The tools a row's turn was offered (cookbook ``ToolSpec``s), or None."""
-    found = context.of_row(row)
-    tools = found.get("tools") if found is not None else None
-    return [dict(t) for t in tools] if tools else None
-
-
-def to_tinker(row: Row) -> dict[str, Any]:
-    """``{"messages": [...], "tools": [...]}`` as tinker-cookbook reads it."""
-    messages = conversation(row, null_content=False)
-    for m in messages:
-        if m.get("content") is None:
-            m["content"] = ""  # tinker's renderers need a string
-    out: dict[str, Any] = {"messages": messages}
-    tools = tool_specs(row)
-    if tools:
-        out["tools"] = tools
-    return out
-
-
-def to_openai(row: Row) -> dict[str, Any]:
-    """``{"messages": [...], "tools": [...]}`` for OpenAI chat fine-tuning."""
-    out: dict[str, Any] = {
-        "messages": [_openai_message(m) for m in _openai_conversation(row)]
-    }
-    tools = context.openai_tools(context.of_row(row))
-    if tools:
-        out["tools"] = tools
-    return out
-
-
-def answers(messages: list[Message]) -> bool:
-    """True if an assistant message says something: what a chat line (and
-    machine import) needs to be learned from."""
-    return any(
-        m.get("role") == "assistant"
-        and isinstance(m.get("content"), str)
-        and bool(m["content"])
-        for m in messages
-    )
-
-
-def _openai_conversation(row: Row) -> list[Message]:
-    return conversation(row, null_content=True)
-
-
-def _openai_message(message: Message) -> Message:
-    out = {k: message[k] for k in _OPENAI_KEYS if k in message}
-    if "tool_calls" in out:
-        out["tool_calls"] = [
-            {
-                "type": "function",
-                "id": c.get("id"),
-                "function": {
-                    "name": (c.get("function") or {}).get("name"),
-                    "arguments": (c.get("function") or {}).get("arguments"),
-                },
-            }
-            for c in out["tool_calls"]
-        ]
-    return out
-
-
-@dataclass
-class Pair:
-    """A preference pair: the prompt, the preferred answer and the other one."""
-
-    prompt: list[Message]
-    preferred: str
-    other: str
-
-
-def pair(row: Row, *, null_content: bool) -> Pair | None:
-    """The preference pair of a row, or None if the row has no rewrite.
-
-    Only a row tagged with ``--as`` has one: ``original_answer`` holds what
-    the agent said and the final assistant message holds the rewrite.
-    """
-    original = row.get("original_answer")
-    if not isinstance(original, str) or not original:
-        return None
-    messages = conversation(row, null_content=null_content)
-    if len(messages) < 2:
-        return None
-    final = messages[-1]
-    rewrite = final.get("content")
-    if (
-        final.get("role") != "assistant"
-        or final.get("tool_calls")
-        or not isinstance(rewrite, str)
-        or not rewrite
-        or rewrite == original
-    ):
-        return None
-    return Pair(messages[:-1], rewrite, original)
-
-
-def to_dpo(row: Row) -> dict[str, Any] | None:
-    """A pair as tinker-cookbook's comparison loader reads it (label A: the
-    rewrite), with the turn's tools beside it; None without a rewrite."""
-    found = pair(row, null_content=False)
-    return None if found is None else _dpo_line(found, row)
-
-
-def _dpo_line(found: Pair, row: Row) -> dict[str, Any]:
-    prompt = []
-    for m in found.prompt:
-        m = dict(m)
-        if m.get("content") is None:
-            m["content"] = ""
-        prompt.append(m)
-    out: dict[str, Any] = {
-        "comparison": {
-            "prompt_conversation": prompt,
-            "completion_A": [{"role": "assistant", "content": found.preferred}],
-            "completion_B": [{"role": "assistant", "content": found.other}],
-        },
-        "label": "A",
-    }
-    tools = tool_specs(row)
-    if tools:
-        out["tools"] = tools
-    return out
-
-
-def to_openai_dpo(row: Row) -> dict[str, Any] | None:
-    """An OpenAI preference pair, or None if the row has no rewrite."""
-    found = pair(row, null_content=True)
-    return None if found is None else _openai_dpo_line(found, row)
-
-
-def _openai_dpo_line(found: Pair, row: Row) -> dict[str, Any]:
-    prompt: dict[str, Any] = {"messages": [_openai_message(m) for m in found.prompt]}
-    tools = context.openai_tools(context.of_row(row))
-    if tools:
-        prompt["tools"] = tools
-    return {
-        "input": prompt,
-        "preferred_output": [{"role": "assistant", "content": found.preferred}],
-        "non_preferred_output": [{"role": "assistant", "content": found.other}],
-    }
+trajectory_to_messages = chat.trajectory_to_messages
+conversation = chat.conversation
+tool_specs = chat.tool_specs
+answers = chat.answers
+pair = chat.pair
+Pair = chat.Pair
+to_tinker = formats.tinker.write
+to_openai = formats.openai.write
+to_dpo = formats.dpo.write
+to_openai_dpo = formats.openai_dpo.write
 
 
 # -- pairs of rows rated differently -------------------------------------------------
 
-PAIR_FORMATS = ("dpo", "openai-dpo")
+PAIR_FORMATS = formats.PAIRS
 
 
 def rated(row: Row, field: str | None) -> int | None:
@@ -371,16 +148,8 @@ def sibling_pairs(
                 if other_score >= score or other == answer:
                     continue
                 chosen = Pair(base.prompt, answer, other)
-                line = _openai_dpo_line(chosen, row) if null else _dpo_line(chosen, row)
-                yield row_id, line
-
-
-_RENDER: dict[str, Callable[[Row], dict[str, Any] | None]] = {
-    "tinker": to_tinker,
-    "openai": to_openai,
-    "dpo": to_dpo,
-    "openai-dpo": to_openai_dpo,
-}
+                writer = formats.openai_dpo if null else formats.dpo
+                yield row_id, writer.line(chosen, row)
 
 
 def _prepare(row: Row, redact: bool = True) -> Row:
@@ -412,17 +181,52 @@ def render(
     ``row``'s context must be inline (:func:`machine_git.rows.context.inline`);
     ``with_context=False`` leaves it out.
     """
-    if fmt not in _RENDER:
-        raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
+    write = _format(fmt).write
+    assert write is not None  # _format names only the formats export writes
     if not with_context:
         row = context.without(row)
-    out = _RENDER[fmt](_prepare(row, redact))
-    if out is not None and "messages" in out and not answers(out["messages"]):
+    out = write(_prepare(row, redact))
+    if out is not None and fmt in formats.CHAT and not answers(out["messages"]):
         return None  # a turn that failed before it said anything (machine bad)
     return out
 
 
+def _format(fmt: str) -> formats.Format:
+    """The format ``machine export`` writes as ``fmt``, or a UsageError."""
+    found = formats.FORMATS.get(fmt)
+    if found is None or found.write is None:
+        raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
+    return found
+
+
 # -- writing ---------------------------------------------------------------------
+
+
+def line(rendered: dict[str, Any]) -> bytes:
+    """One exported line: sorted keys, except inside ``tools``.
+
+    The tools are written exactly in the order and key order the agent sent
+    them (:func:`machine_git.rows.context.load` gives them so): a chat template
+    renders them in that order, so sorting them would train a prompt the
+    model never saw. Everything else is sorted, so the same revision still
+    gives the same bytes.
+    """
+    tools = rendered.get("tools")
+    if tools is None:
+        return jsonio.line(rendered)
+    return jsonio.line({**rendered, "tools": jsonio.fragment(tools)})
+
+
+def row_line(
+    row: Row, fmt: str, redact: bool = True, with_context: bool = True
+) -> bytes | None:
+    """The exported line of ``row`` (:func:`render` then :func:`line`), or None.
+
+    Every export and every training run writes its lines with this, and
+    ``machine train validate`` renders these very bytes.
+    """
+    rendered = render(row, fmt, redact, with_context)
+    return None if rendered is None else line(rendered)
 
 
 @dataclass
@@ -455,8 +259,7 @@ def lines(
     after the rows' own pairs, the pairs of rows rated differently
     (:func:`sibling_pairs`, by the label schema's first rating).
     """
-    if fmt not in _RENDER:
-        raise UsageError(f"unknown format {fmt!r} (expected {', '.join(FORMATS)})")
+    _format(fmt)
     top = store.rows_tree(commit)
     if top is None:
         return
@@ -486,7 +289,7 @@ def lines(
         if part.data:
             yield part.data
     if field is not None:
-        pairs = [jsonio.line(line) for _, line in sibling_pairs(fmt, candidates, field)]
+        pairs = [line(pair) for _, pair in sibling_pairs(fmt, candidates, field)]
         tally.rows += len(pairs)
         if pairs:
             yield b"".join(pairs)
@@ -568,15 +371,12 @@ def _render_part(
         if with_context:
             row = context.inline(row, read)
         if rated(row, field) is not None:
-            prepared = _prepare(row, redact)
-            found.append(
-                (row["id"], context.without(prepared) if not with_context else prepared)
-            )
-        rendered = render(row, fmt, redact, with_context)
-        if rendered is None:
+            found.append((row["id"], prepared(row, with_context, redact)))
+        exported = row_line(row, fmt, redact, with_context)
+        if exported is None:
             skipped += 1
             continue
-        out.append(jsonio.line(rendered))
+        out.append(exported)
     return _Part(b"".join(out), len(out), skipped, found)
 
 

@@ -1,18 +1,17 @@
-"""Importing rows from a JSONL file in one commit, all or nothing.
+"""Importing rows from a JSONL (or Parquet) file in one commit, all or nothing.
 
-A line may be:
+A line is read as what its keys say, or as ``--format`` says: a machine row
+(``kind`` and ``id``, as ``machine good --out`` and ``export --format rows``
+write), any line ``machine export`` writes (tinker or OpenAI chat lines,
+dpo or openai-dpo pairs, trajectory lines), a ShareGPT conversation, or a
+Hugging Face ``datasets`` record (machine_git/rows/formats has each format's
+reader). A line is checked against its format's schema, then the row made
+of it against the row's.
 
-- a full machine row (it has ``kind`` and ``id``), e.g. from ``machine good
-  --out`` or an older machine data folder: validated as it is;
-- a ``messages`` line (tinker / OpenAI chat shape, as ``machine export``
-  writes): a train row, or rejected if tagged bad;
-- a ``trajectory`` line (trajectory-v1 records): a traces row, or rejected /
-  observed by its tag.
-
-For the last two the id is a hash of the conversation itself, so importing
-the same file twice, or an export of another store, finds the rows already
-there instead of duplicating them. Every line is checked before anything is
-written; one bad line imports nothing.
+A line that carries no id gets a hash of its conversation (and context), so
+importing the same file twice, or an export of another store, finds the rows
+already there instead of duplicating them. Every line is checked before
+anything is written; one bad line imports nothing.
 """
 
 from __future__ import annotations
@@ -36,8 +35,12 @@ from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
+from machine_git.rows import formats
 from machine_git.rows import rows
 from machine_git.rows import schemas
+from machine_git.rows.formats import chat
+from machine_git.rows.formats import hf
+from machine_git.rows.formats.lines import Parsed
 from machine_git.rows.schemas import KINDS
 from machine_git.secrets import redaction
 from machine_git.store.store import Change
@@ -46,17 +49,21 @@ from machine_git.store.store import Snapshot
 from machine_git.store.store import Store
 
 if TYPE_CHECKING:
+    from machine_git.rows.context import Context
     from machine_git.rows.rowtypes import Row
 
 HOST = "import"
-_BODIES = ("messages", "trajectory")
-# Keys of a messages/trajectory line that carry over into the row; anything
-# else (OpenAI's "tools", an old tool's bookkeeping) has no place in a row.
-_KEPT = ("note", "tag", "kind", "created_at", "original_answer", "redactions")
 _TIMESTAMP = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
 )
+_ID = re.compile(r"^[0-9a-f]{12}$")
 _DEFAULT_KIND = {"messages": "train", "trajectory": "traces"}
+_SHAPES = (
+    "a machine row with kind and id, a messages line, a dpo pair, "
+    "a trajectory line or a sharegpt conversation"
+)
+_BODIES = ("messages", "trajectory", "conversations")
+_NONE = "no messages, trajectory or conversations"
 
 
 @dataclass
@@ -70,6 +77,11 @@ class Loaded:
     # those fields are ignored when comparing with a row already stored.
     generated: set[str] = field(default_factory=set)
     ignored_keys: dict[str, int] = field(default_factory=dict)
+    # How many lines of each format (machine_git/rows/formats) were read, and the
+    # row fields none of them carried.
+    formats: dict[str, int] = field(default_factory=dict)
+    missing: dict[str, set[str]] = field(default_factory=dict)
+    repeated: int = 0  # lines that repeat an earlier line's conversation
     redact: bool = True
     redacted: dict[str, int] = field(default_factory=dict)
 
@@ -93,49 +105,47 @@ def load(
     source: Path | BinaryIO,
     kind: str | None = None,
     *,
+    fmt: str | None = None,
     name: str | None = None,
     redact: bool = True,
     progress: Progress = QUIET,
 ) -> Loaded:
     """Read and validate every line of ``source``; ImportProblemsError if any is bad.
 
-    ``source`` is a file's path, or a stream (standard input). ``name`` is
-    how problems name it (default: the path as given, or ``<stdin>``).
-    ``progress`` hears of each line checked (and scanned for secrets).
+    ``source`` is a file's path, or a stream (standard input). ``fmt`` is
+    the format every line must have (machine_git/rows/formats); without it each
+    line is read as what its keys say. ``name`` is how problems name the
+    file (default: the path as given, or ``<stdin>``). ``progress`` hears of
+    each line checked (and scanned for secrets).
     """
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+    if fmt is not None and fmt not in formats.FORMATS:
+        raise UsageError(f"unknown format {fmt!r} (expected {formats.names()})")
     path = source if isinstance(source, Path) else None
     shown = name or (str(path) if path is not None else inputs.STDIN_NAME)
-    try:
-        if isinstance(source, Path):
-            data = inputs.read(source, inputs.JSONL_LIMIT)
-        else:
-            data = inputs.read_stream(source, inputs.JSONL_LIMIT)
-    except inputs.Unreadable as e:
-        raise UsageError(f"cannot read {shown}: {e}") from None
+    items = numbered(source, shown, fmt)
     loaded = Loaded(file=shown, redact=redact)
     problems: list[Finding] = []
-    first_line: dict[str, int] = {}
+    seen: dict[str, tuple[int, dict[str, Any]]] = {}  # id -> first line, row
     # Where each generated row came from: the file (by name and absolute
     # path), or standard input, which has neither.
-    file_name = path.name if path is not None else "stdin"
-    absolute = str(path.resolve()) if path is not None else None
-    progress.begin("checking rows", data.count(b"\n") + (not data.endswith(b"\n")))
-    for number, text in inputs.numbered_lines(data):
+    origin = _Origin(
+        path.name if path is not None else "stdin",
+        str(path.resolve()) if path is not None else None,
+    )
+    progress.begin("checking rows", len(items))
+    for number, text in items:
         progress.advance()
         found: list[tuple[str, str]] = []
-        row = _row_of_line(text, number, file_name, absolute, kind, loaded, found)
+        row = _row_of_line(text, number, origin, kind, fmt, loaded, found)
         if row is not None and not found:
             found = [(p.path, p.message) for p in schemas.row_problems(row)]
-        if row is not None and not found:
-            row_id = row["id"]
-            if row_id in first_line:
-                found = [
-                    ("$.id", f"duplicate id {row_id} (also line {first_line[row_id]})")
-                ]
-            else:
-                first_line[row_id] = number
+            blank = rows.blank_answer(row) if not found else None
+            if blank is not None:
+                found = [(blank, rows.BLANK_ANSWER)]
+        if row is not None and not found and _repeats(row, number, seen, loaded, found):
+            continue
         if found:
             problems.extend(Finding(shown, number, p, m) for p, m in found)
             continue
@@ -154,12 +164,62 @@ def load(
     return loaded
 
 
+def _repeats(
+    row: dict[str, Any],
+    number: int,
+    seen: dict[str, tuple[int, dict[str, Any]]],
+    loaded: Loaded,
+    found: list[tuple[str, str]],
+) -> bool:
+    """True if ``row`` is an earlier line's conversation again (imported once);
+    a problem if its id is an earlier line's with other content."""
+    row_id = row["id"]
+    if row_id not in seen:
+        seen[row_id] = (number, row)
+        return False
+    first, earlier = seen[row_id]
+    generated = row_id in loaded.generated
+    if generated and _same(cast("Row", earlier), cast("Row", row), True):
+        # A lossy format gives two rows that differ only in what it cannot
+        # carry (a train and a rejected row of one conversation) one line.
+        loaded.repeated += 1
+        return True
+    found.append(("$.id", f"duplicate id {row_id} (also line {first})"))
+    return False
+
+
+def numbered(
+    source: Path | BinaryIO, shown: str, fmt: str | None
+) -> list[tuple[int, bytes]]:
+    """The numbered lines of ``source`` (a Parquet file's records, as JSON)."""
+    path = source if isinstance(source, Path) else None
+    if hf.is_parquet(path):
+        assert path is not None
+        if fmt not in (None, "hf"):
+            raise UsageError(f"{shown} is Parquet: only --format hf reads it")
+        return hf.parquet_records(path)
+    try:
+        if path is not None:
+            data = inputs.read(path, inputs.JSONL_LIMIT)
+        else:
+            data = inputs.read_stream(cast("BinaryIO", source), inputs.JSONL_LIMIT)
+    except inputs.Unreadable as e:
+        raise UsageError(f"cannot read {shown}: {e}") from None
+    return list(inputs.numbered_lines(data))
+
+
+@dataclass(frozen=True)
+class _Origin:
+    file_name: str
+    absolute: str | None
+
+
 def _row_of_line(
     text: bytes,
     number: int,
-    file_name: str,
-    absolute: str | None,
+    origin: _Origin,
     kind: str | None,
+    fmt: str | None,
     loaded: Loaded,
     found: list[tuple[str, str]],
 ) -> dict[str, Any] | None:
@@ -171,69 +231,113 @@ def _row_of_line(
     if not isinstance(value, dict):
         found.append(("$", "a line must be a JSON object"))
         return None
-    if "kind" in value and "id" in value:
-        if kind is not None and value["kind"] != kind:
-            found.append(("$.kind", f"{value['kind']!r} but --kind {kind}"))
-        return value
-    bodies = [b for b in _BODIES if b in value]
-    if len(bodies) != 1:
-        why = "both messages and trajectory" if bodies else "no messages or trajectory"
-        found.append(
-            (
-                "$",
-                f"unknown line shape: {why} (expected a machine row with kind "
-                "and id, a messages line or a trajectory line)",
-            )
-        )
+    line_format = line_format_of(value, fmt, found)
+    if line_format is None:
         return None
-    body = bodies[0]
-    row_kind = _kind_of(value, body, kind, found)
+    loaded.formats[line_format] = loaded.formats.get(line_format, 0) + 1
+    if line_format == "rows":
+        if kind is not None and value.get("kind") != kind:
+            found.append(("$.kind", f"{value.get('kind')!r} but --kind {kind}"))
+        return value
+    parsed = formats.read_line(line_format, value, found, strict=fmt is not None)
+    if parsed is None:
+        return None
+    lacks = formats.missing(line_format, parsed) - ({"kind"} if kind else set())
+    loaded.missing[line_format] = loaded.missing.get(line_format, lacks) & lacks
+    row_kind = _kind_of(parsed, kind, found)
     if row_kind is None:
         return None
-    for key in value:
-        if key != body and key not in _KEPT:
-            loaded.ignored_keys[key] = loaded.ignored_keys.get(key, 0) + 1
-    row_id = content_id(body, value[body])
-    created = value.get("created_at")
+    for key in parsed.ignored:
+        loaded.ignored_keys[key] = loaded.ignored_keys.get(key, 0) + 1
+    return _generated(parsed, row_kind, number, origin, loaded, found)
+
+
+def line_format_of(
+    value: dict[str, Any], fmt: str | None, found: list[tuple[str, str]]
+) -> str | None:
+    """The format a line is read as: ``fmt``, or what its keys say."""
+    shape = formats.detect(value)
+    if fmt is None:
+        if shape is None:
+            bodies = [b for b in _BODIES if b in value]
+            why = " and ".join(bodies) if bodies else _NONE
+            found.append(("$", f"unknown line shape: {why} (expected {_SHAPES})"))
+        return shape
+    if fmt == "hf" or shape is None:
+        return fmt  # a record has columns of any name; its reader says
+    same = shape == fmt or (shape in formats.CHAT and fmt in formats.CHAT)
+    if not same:
+        noun = formats.FORMATS[shape].noun
+        found.append(("$", f"a {noun}, not a line of --format {fmt}"))
+        return None
+    return fmt
+
+
+def _generated(
+    parsed: Parsed,
+    row_kind: str,
+    number: int,
+    origin: _Origin,
+    loaded: Loaded,
+    found: list[tuple[str, str]],
+) -> dict[str, Any] | None:
+    fields = parsed.fields
+    given_id = fields.get("id")
+    row_id = (
+        given_id
+        if isinstance(given_id, str) and _ID.match(given_id)
+        else content_id(parsed.body, parsed.value, parsed.context)
+    )
+    created = fields.get("created_at")
+    stamp = created if isinstance(created, str) and _TIMESTAMP.match(created) else None
+    body, value = parsed.body, parsed.value
+    if body == "messages" and row_kind in ("traces", "observed"):
+        # a trace exported as chat messages, imported back as a trace
+        body, value = "trajectory", chat.to_trajectory(value, stamp or rows.now())
+    elif body == "trajectory" and row_kind == "train":
+        found.append(("$.trajectory", "a train row holds messages (--kind traces)"))
+        return None
     row: dict[str, Any] = {
         "id": row_id,
         "kind": row_kind,
         "tag": rows.TAG_OF_KIND[row_kind],
-        "created_at": created
-        if isinstance(created, str) and _TIMESTAMP.match(created)
-        else rows.now(),
-        "note": value.get("note") or None,
+        "created_at": stamp or rows.now(),
+        "note": fields.get("note") or None,
         "source": {
             "host": HOST,
             # Each line is its own conversation: an eval set drawn by session
             # can then split an imported file instead of taking all of it.
-            "session_id": f"{file_name}:{number}",
-            "session_file": absolute,
+            "session_id": f"{origin.file_name}:{number}",
+            "session_file": origin.absolute,
             "entry_ids": [f"line {number}"],
         },
-        body: value[body],
+        body: value,
     }
-    for key in ("original_answer", "redactions"):
-        if key in value:
-            row[key] = value[key]
+    if parsed.context is not None:
+        row["context"] = parsed.context
+    for key in ("original_answer", "redactions", "failure"):
+        if key in fields:
+            row[key] = fields[key]
     loaded.generated.add(row_id)
     return row
 
 
 def _kind_of(
-    value: dict[str, Any], body: str, kind: str | None, found: list[tuple[str, str]]
+    parsed: Parsed, kind: str | None, found: list[tuple[str, str]]
 ) -> str | None:
-    # The kind comes from --kind, else the line's kind, else its tag; when
-    # several are given they must agree, or the line means two things.
-    line_kind = value.get("kind")
+    # The kind comes from --kind, else the line's kind, else its tag, else
+    # its format's; when several are given they must agree, or the line
+    # means two things.
+    line_kind = parsed.fields.get("kind")
     if line_kind is not None and line_kind not in KINDS:
         found.append(("$.kind", f"unknown kind {line_kind!r}"))
         return None
-    tag = value.get("tag")
+    default = parsed.kind or _DEFAULT_KIND[parsed.body]
+    tag = parsed.fields.get("tag")
     tag_kind: str | None = None
     if tag is not None:
         tag_kind = {
-            "good": _DEFAULT_KIND[body],
+            "good": default if default != "rejected" else _DEFAULT_KIND[parsed.body],
             "bad": "rejected",
             "observed": "observed",
         }.get(str(tag))
@@ -242,7 +346,7 @@ def _kind_of(
                 ("$.tag", f"unknown tag {tag!r} (expected good, bad or observed)")
             )
             return None
-    chosen = kind or line_kind or tag_kind or _DEFAULT_KIND[body]
+    chosen = kind or line_kind or tag_kind or default
     if line_kind is not None and line_kind != chosen:
         found.append(("$.kind", f"{line_kind!r} but --kind {chosen}"))
         return None
@@ -252,9 +356,13 @@ def _kind_of(
     return chosen
 
 
-def content_id(body: str, value: Any) -> str:
-    """The id of an imported conversation: a hash of the conversation alone."""
-    digest = hashlib.sha256(jsonio.canonical({body: value})).hexdigest()
+def content_id(body: str, value: Any, found: Context | None = None) -> str:
+    """The id of an imported conversation: a hash of the conversation alone
+    (and the context it ran with, when the line gives one)."""
+    whole: dict[str, Any] = {body: value}
+    if found is not None:
+        whole["context"] = found
+    digest = hashlib.sha256(jsonio.canonical(whole)).hexdigest()
     return digest[: rows.ID_LENGTH]
 
 

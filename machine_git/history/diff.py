@@ -20,6 +20,7 @@ import pygit2
 from pygit2 import Commit
 
 from machine_git.core import jsonio
+from machine_git.core.errors import TrainingError
 from machine_git.history import history
 from machine_git.history import revs
 from machine_git.rows import context
@@ -255,6 +256,7 @@ def compare(
     new: str | None,
     kinds: Iterable[str] | None,
     run_rows: RunRows | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Diff:
     """``machine diff [OLD [NEW]]``: revisions by name; a run id means its rows.
 
@@ -270,15 +272,29 @@ def compare(
         older = newer.parents[0] if newer.parents else None
         return diff_commits(store, older, newer, kinds)
     return diff_sides(
-        store, _side(store, old, run_rows), _side(store, new, run_rows), kinds
+        store,
+        _side(store, old, run_rows, warn),
+        _side(store, new, run_rows, warn),
+        kinds,
     )
 
 
-def _side(store: Store, text: str | None, run_rows: RunRows | None) -> Side:
+def _side(
+    store: Store,
+    text: str | None,
+    run_rows: RunRows | None,
+    warn: Callable[[str], None] | None = None,
+) -> Side:
     commit = revs.resolve(store, text)
     if text is None or run_rows is None or not _is_run_ref(store, text):
         return Side(commit)
-    learned = run_rows(store, text)
+    try:
+        learned = run_rows(store, text)
+    except TrainingError as e:
+        # A damaged run record must not stop the diff: its data commit still is.
+        if warn is not None:
+            warn(f"{e} (comparing all rows at {str(commit.id)[:12]})")
+        return Side(commit)
     if learned is None:
         return Side(commit)
     return Side(commit, text, learned)

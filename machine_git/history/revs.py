@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -30,7 +32,6 @@ from pygit2 import Commit
 
 from machine_git.core.errors import BadRevisionError
 from machine_git.core.errors import UsageError
-from machine_git.history import history
 from machine_git.store.store import BRANCH
 from machine_git.store.store import Store
 
@@ -78,20 +79,47 @@ def is_date(text: str) -> bool:
 
 
 def at_date(store: Store, text: str) -> Commit:
-    """The newest commit made at or before ``@{when}``, whichever parent brought it."""
+    """The branch as it stood at ``@{when}``: committer dates, first parents.
+
+    The branch moved along its first parents, one commit at a time, so a
+    commit cannot have been there before its parent: a commit is taken at the
+    latest of its own committer date and its ancestors'. A commit dated before
+    its parent (a backdated hand-made commit, or a clock that went back) so
+    never makes newer rows look old, and is reported (:data:`report`).
+    """
     if not text.endswith("}"):
         raise UsageError(f"bad date {text}: no closing brace; {_FORMS}")
-    moment = parse_date(text[2:-1], text)
+    moment = parse_date(text[2:-1], text).timestamp()
     head = store.repo.references[BRANCH].peel(Commit)
-    oldest = head
-    for commit in history.walk(store, head):
-        if commit.commit_time <= moment.timestamp():
-            return commit
-        oldest = commit
+    walker = store.repo.walk(head.id, pygit2.enums.SortMode.NONE)
+    walker.simplify_first_parent()
+    chain = list(walker)
+    found: Commit | None = None
+    latest = float("-inf")
+    for older, commit in zip([None, *chain[::-1]], chain[::-1], strict=False):
+        if older is not None and commit.commit_time < older.commit_time:
+            report(
+                f"commit {str(commit.id)[:12]} is dated {_utc(commit.commit_time)}, "
+                f"before its parent ({_utc(older.commit_time)}); it is taken as "
+                "no older than its parent"
+            )
+        latest = max(latest, commit.commit_time)
+        if latest <= moment:
+            found = commit
+    if found is not None:
+        return found
     raise BadRevisionError(
-        f"no commit at or before {text} ({_utc(moment.timestamp())}): the "
-        f"store's first commit is from {_utc(oldest.commit_time)}"
+        f"no commit at or before {text} ({_utc(moment)}): the "
+        f"store's first commit is from {_utc(chain[-1].commit_time)}"
     )
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+# Where a backdated commit is reported (the CLI's stderr by default).
+report: Callable[[str], None] = _warn
 
 
 def parse_date(when: str, shown: str | None = None) -> datetime:

@@ -38,6 +38,7 @@ class Checker:
         self.bad: dict[Oid, str] = {}
         self.whole_history: set[Oid] = set()  # commits whose history reads
         self.histories: dict[str, str | None] = {}
+        self.broken: dict[Oid, str] = {}  # commits whose history does not read
         self.verified = verified
 
     def content(self, commit: str) -> str | None:
@@ -53,45 +54,93 @@ class Checker:
         return None if why is None else f"commit {commit[:12]}: {why}"
 
     def history(self, commit: str) -> str | None:
-        """None if every commit in the history of ``commit`` reads, else why not."""
+        """None if every commit in the history of ``commit`` reads, else why not.
+
+        Each commit is read once for all the commits asked about: diagnosis
+        asks about every commit the branch has been at, a reflog line per
+        tag, so a walk per question would be quadratic in the history.
+        """
         if commit in self.histories:
             return self.histories[commit]
-        if not self.deep:
-            # libgit2's own walk (reads guarded) is the fast path; only when
-            # it fails does the walk below find which commit is damaged.
+        start = Oid(hex=commit)
+        if start in self.whole_history:
+            return None
+        if not self.deep and not self.whole_history and not self.broken:
+            # libgit2's own walk (reads guarded) is the fast path for the first
+            # question; only when it fails does the walk below find which
+            # commit is damaged. Later questions take that walk, which stops
+            # at what was read (libgit2's, with the read commits hidden, would
+            # walk them again).
             with contextlib.suppress(*READ_ERRORS):
-                walk = self.objects.repo.walk(Oid(hex=commit), SortMode.NONE)
+                walk = self.objects.repo.walk(start, SortMode.NONE)
                 self.whole_history |= {c.id for c in walk}
                 self.histories[commit] = None
                 return None
-        pending = [Oid(hex=commit)]
-        seen: set[Oid] = set()
-        why: str | None = None
-        while pending and why is None:
-            oid = pending.pop()
-            if oid in seen or oid in self.whole_history:
-                continue
-            try:
-                read = self.objects.commit(oid)
-            except READ_ERRORS as e:
-                why = f"commit {str(oid)[:12]} in the history is {damage_of(e)}"
-                break
-            if self.deep and (bad := self._tree(read.tree_id, "")) is not None:
-                why = f"commit {str(oid)[:12]} in the history: {bad}"
-            pending.extend(read.parent_ids)
-            seen.add(oid)
-        if why is None:
-            self.whole_history |= seen  # each of them has a whole history too
+        why = self._history_of(start)
         self.histories[commit] = why
         return why
+
+    def _history_of(self, start: Oid) -> str | None:
+        """Why the history of ``start`` does not read (None: it does).
+
+        Depth first, each commit answered after its parents, and every answer
+        kept (``whole_history``, ``broken``) for the later questions.
+        """
+        pending: list[tuple[Oid, bool]] = [(start, False)]
+        parents: dict[Oid, list[Oid]] = {}
+        while pending:
+            oid, ready = pending.pop()
+            if oid in self.whole_history or oid in self.broken:
+                continue
+            if ready:
+                self._settle(oid, parents.pop(oid))
+                continue
+            why = self._own(oid, parents)
+            if why is not None:
+                self.broken[oid] = why
+                continue
+            pending.append((oid, True))
+            pending.extend((p, False) for p in reversed(parents[oid]))
+        return self.broken.get(start)
+
+    def _own(self, oid: Oid, parents: dict[Oid, list[Oid]]) -> str | None:
+        """Why commit ``oid`` itself does not read; its parents go in ``parents``."""
+        try:
+            read = self.objects.commit(oid)
+        except READ_ERRORS as e:
+            return f"commit {str(oid)[:12]} in the history is {damage_of(e)}"
+        if self.deep and (bad := self._tree(read.tree_id, "")) is not None:
+            return f"commit {str(oid)[:12]} in the history: {bad}"
+        parents[oid] = list(read.parent_ids)
+        return None
+
+    def _settle(self, oid: Oid, parents: list[Oid]) -> None:
+        """``oid`` read, and so did its parents' histories, or the first did not."""
+        bad = next((self.broken[p] for p in parents if p in self.broken), None)
+        if bad is None:
+            self.whole_history.add(oid)
+        else:
+            self.broken[oid] = bad
 
     def names(self, oid: str) -> str | None:
         """None if the object a ref names (a commit, or a tag of one) reads."""
         try:
             self.commit_of(oid)
         except READ_ERRORS as e:
+            kind = self.kind_of(oid)
+            if kind in ("blob", "tree"):
+                # It reads: the ref is wrong, not the object (a row's blob,
+                # the branch's tree). Recover drops the ref and keeps it.
+                return f"names {oid[:12]}, a {kind}, not a commit"
             return f"names {oid[:12]}, which is {damage_of(e)}"
         return None
+
+    def kind_of(self, oid: str) -> str | None:
+        """``blob``, ``tree``, ``commit`` or ``tag``; None if it does not read."""
+        try:
+            return str(self.objects.repo[oid].type_str)
+        except READ_ERRORS:
+            return None
 
     def commit_of(self, oid: str) -> str:
         """The commit ``oid`` is, or the annotated tag ``oid`` names."""

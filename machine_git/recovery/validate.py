@@ -11,7 +11,6 @@ need strings); without one they are both, and checked as tinker's.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Generator
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import pygit2
 from machine_git.core import inputs
 from machine_git.core import jsonio
 from machine_git.core.errors import DamagedStoreError
+from machine_git.core.errors import MachineError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import context
@@ -64,31 +64,20 @@ class Finding:
 
 
 ROWS = "rows"
-# Each format a file can be checked as, and how a summary names one line.
+# Each format a file can be checked as (machine_git/rows/formats), and how a
+# summary names one line; a file of chat lines that do not show whose they
+# are is tinker's and OpenAI's alike.
 FORMATS = {
     ROWS: "row",
     "tinker": "tinker/openai chat line",
     "openai": "openai chat line",
     "dpo": "dpo pair",
     "openai-dpo": "openai-dpo pair",
-    "trajectory": "trajectory line",
+    "traces": "trajectory line",
+    "sharegpt": "sharegpt conversation",
+    "hf": "hf record",
 }
-# The shape of one line: which key makes it what it is.
-_SHAPES = {
-    "row": ROWS,
-    "messages": "tinker",
-    "dpo": "dpo",
-    "openai-dpo": "openai-dpo",
-    "trajectory": "trajectory",
-}
-_SHAPE_NAMES = {
-    "row": "a machine row",
-    "messages": "a chat (messages) line",
-    "dpo": "a dpo pair",
-    "openai-dpo": "an openai-dpo pair",
-    "trajectory": "a trajectory line",
-}
-_NULL_CONTENT = re.compile(rb'"content"\s*:\s*null')
+_CHAT = ("tinker", "openai")
 
 
 @dataclass
@@ -140,86 +129,124 @@ def invalid_count(findings: list[Finding]) -> int:
 
 
 def check_file(
-    source: Path | BinaryIO, tally: Tally, name: str | None = None
+    source: Path | BinaryIO,
+    tally: Tally,
+    name: str | None = None,
+    fmt: str | None = None,
 ) -> Iterator[Finding]:
     """Check a ``.jsonl`` file line by line, or a ``.json`` file as one row.
 
     ``source`` is a path or a stream (standard input, always JSONL); ``name``
-    is how findings name it (default: the path, or ``<stdin>``).
+    is how findings name it (default: the path, or ``<stdin>``). ``fmt``
+    (a key of FORMATS) is what every line must be; without it the first line
+    decides (:func:`file_format`). A line of any other format is checked as
+    ``machine import`` reads it: its schema, then its reader.
     """
     path = source if isinstance(source, Path) else None
     name = name or (str(path) if path is not None else inputs.STDIN_NAME)
     try:
-        if isinstance(source, Path):
-            data = inputs.read(source, inputs.JSONL_LIMIT)
-        else:
-            data = inputs.read_stream(source, inputs.JSONL_LIMIT)
-    except inputs.Unreadable as e:
+        items = _items(source, path, fmt)
+    except (inputs.Unreadable, MachineError) as e:
         yield Finding(name, 0, "$", f"cannot read: {e}")
         return
-    items = (
-        [(1, data)]
-        if path is not None and path.suffix == ".json"
-        else list(inputs.numbered_lines(data))
-    )
-    fmt = file_format(data, items[0][1] if items else b"")
+    named = fmt is not None
+    fmt = fmt or file_format(items[0][1] if items else b"")
+    chat = _Chat(fmt if named and fmt in _CHAT else None, named)
     tally.formats[name] = fmt
+    counted = 0
     for number, text in items:
         tally.rows += 1
-        if fmt != ROWS:
-            tally.lines[fmt] = tally.lines.get(fmt, 0) + 1
-        yield from _check_line(name, number, text, fmt)
+        counted += 1
+        yield from _check_line(name, number, text, fmt, chat)
+    if fmt in _CHAT:
+        fmt = chat.flavor or "tinker"
+        tally.formats[name] = fmt
+    if fmt != ROWS:
+        tally.lines[fmt] = tally.lines.get(fmt, 0) + counted
 
 
-def file_format(data: bytes, first: bytes) -> str:
+def _items(
+    source: Path | BinaryIO, path: Path | None, fmt: str | None
+) -> list[tuple[int, bytes]]:
+    from machine_git.rows.formats import hf  # pyarrow only for a Parquet file
+
+    if hf.is_parquet(path) and fmt == "hf":
+        assert path is not None
+        return hf.parquet_records(path)
+    if isinstance(source, Path):
+        data = inputs.read(source, inputs.JSONL_LIMIT)
+    else:
+        data = inputs.read_stream(source, inputs.JSONL_LIMIT)
+    if path is not None and path.suffix == ".json":
+        return [(1, data)]
+    return list(inputs.numbered_lines(data))
+
+
+@dataclass
+class _Chat:
+    """The flavour of a file of chat lines: named, or shown by its first line
+    that only one of tinker and OpenAI allows; ``named``: by --format."""
+
+    flavor: str | None
+    named: bool
+
+
+def file_format(first: bytes) -> str:
     """The format of a file (a key of FORMATS) whose first row or line is
-    ``first``; rows unless that line is of another known shape."""
+    ``first``: rows unless that line is of another known shape."""
+    from machine_git.rows import formats
+
     try:
         value = jsonio.loads(first)
     except jsonio.JSONDecodeError:
         return ROWS
-    fmt = _SHAPES.get(shape_of(value) or "row", ROWS)
-    if fmt == "tinker" and _NULL_CONTENT.search(data):
-        return "openai"
-    return fmt
+    return formats.detect(value) or ROWS
 
 
-def shape_of(value: Any) -> str | None:
-    """``row``, ``messages``, ``dpo`` (a tinker-cookbook comparison),
-    ``openai-dpo`` or ``trajectory``: what a line is, by its keys (as
-    ``machine import`` tells them apart); None if none."""
-    if not isinstance(value, dict):
-        return None
-    if "kind" in value and "id" in value:
-        return "row"
-    if "comparison" in value:
-        return "dpo"
-    if "preferred_output" in value or "non_preferred_output" in value:
-        return "openai-dpo"
-    bodies = [b for b in ("messages", "trajectory") if b in value]
-    return bodies[0] if len(bodies) == 1 else None
-
-
-def _check_line(name: str, line: int, data: bytes, fmt: str) -> list[Finding]:
+def _check_line(
+    name: str, line: int, data: bytes, fmt: str, chat: _Chat
+) -> list[Finding]:
     if fmt == ROWS:
         return _parse(name, line, data)[1]
+    from machine_git.rows import formats
+
     try:
         value = jsonio.loads(data)
     except jsonio.JSONDecodeError as e:
         return [Finding(name, line, "$", f"not valid JSON ({e})")]
-    shape = shape_of(value)
-    if shape is not None and _SHAPES[shape] != ("tinker" if fmt == "openai" else fmt):
-        return [
-            Finding(
-                name,
-                line,
-                "$",
-                f"{_SHAPE_NAMES[shape]} in a file of {FORMATS[fmt]}s "
-                "(its first line decides)",
-            )
-        ]
-    problems = schemas.check(schemas.validator(f"line-{fmt}"), value)
-    return [Finding(name, line, p.path, p.message) for p in problems]
+    if not isinstance(value, dict):
+        return [Finding(name, line, "$", "a line must be a JSON object")]
+    shape = formats.detect(value)
+    if fmt in _CHAT and shape in _CHAT:
+        flavor = formats.chat_flavor(value)
+        if flavor is not None and chat.flavor is None:
+            chat.flavor = flavor
+        elif flavor is not None and flavor != chat.flavor and not chat.named:
+            return [_other(name, line, flavor, chat.flavor or fmt, chat.named)]
+        shape = fmt = chat.flavor or fmt
+    if fmt != "hf" and shape is not None and shape != fmt:
+        return [_other(name, line, shape, fmt, chat.named)]
+    found: list[tuple[str, str]] = []
+    formats.read_line(fmt, value, found)
+    return [Finding(name, line, p, m) for p, m in found]
+
+
+_SHAPE_NAMES = {
+    ROWS: "a machine row",
+    "tinker": "a chat (messages) line",
+    "openai": "an openai chat line",
+    "dpo": "a dpo pair",
+    "openai-dpo": "an openai-dpo pair",
+    "traces": "a trajectory line",
+    "sharegpt": "a sharegpt conversation",
+}
+
+
+def _other(name: str, line: int, shape: str, fmt: str, named: bool) -> Finding:
+    why = "--format says" if named else "its first line decides"
+    return Finding(
+        name, line, "$", f"{_SHAPE_NAMES[shape]} in a file of {FORMATS[fmt]}s ({why})"
+    )
 
 
 def _parse(name: str, line: int, data: bytes) -> tuple[Any, list[Finding]]:

@@ -9,6 +9,9 @@ step writes is a pure function of the store before it (``steps.py``), so
 every command first audits the history (``audit.py``) and refuses a release
 whose records were changed, removed or forged by anything else. A release's
 status is read from its verified records every time, never stored.
+
+May use: train, tagging, export, sync, recovery, history, store, sessions, rows,
+secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ __all__ = [
     "listing",
     "load_spec",
     "new",
+    "require_signer",
     "show",
     "trial",
 ]
@@ -87,7 +91,7 @@ class Release:
 
     id: str
     prereg: Prereg | None
-    status: str  # preregistered, failed, passed, trial, active, tampered
+    status: str  # preregistered, failed, passed, trial, active, superseded, tampered
     checks: list[dict[str, Any]] = field(default_factory=list)
     tampered: list[str] = field(default_factory=list)
     unreadable: bool = False  # a prereg.json is there, but fails its model
@@ -134,6 +138,8 @@ def _view(snap: Snapshot, release_id: str, found: Audit) -> Release:
             prereg = None  # only a tampered record fails its model
     checks = [_check_summary(n, data) for n, data in enumerate(folder.check_bytes, 1)]
     status = "tampered" if tampered else folder.status
+    if status == "active" and found.active != release_id:
+        status = "superseded"  # one active release: the last activated
     unreadable = folder.prereg_bytes is not None and prereg is None
     return Release(release_id, prereg, status, checks, tampered, unreadable)
 
@@ -192,8 +198,11 @@ def _json(data: bytes) -> dict[str, Any]:
 def frozen(store: Store, release_id: str) -> Prereg:
     """The preregistration of an untampered release (what a check samples)."""
     check_id(release_id)
-    audit_store(store).require_clean(release_id)
-    return steps.folder(store.snapshot(), release_id).prereg()
+    found = audit_store(store)
+    found.require_clean(release_id)
+    prereg = steps.folder(store.snapshot(), release_id).prereg()
+    found.require_run_clean(release_id, prereg.candidate.run)
+    return prereg
 
 
 def findings(store: Store) -> tuple[list[Finding], int]:
@@ -284,6 +293,10 @@ def new(
             f"template {template} preregisters {spec.id}, not {release_id}"
         )
     run = runs.find(store, run_id)
+    found.require_run_clean(release_id, str(run["id"]))
+    from machine_git.releases import lineage
+
+    lineage.require_true_claims(store, run)
     inputs = steps.PreregInputs(
         release_id=release_id,
         run=str(run["id"]),
@@ -301,6 +314,14 @@ def new(
 
 
 # -- checking --------------------------------------------------------------------------
+
+
+def require_signer(store: Store) -> None:
+    """Refuse now if this user may not sign the store's records."""
+    from machine_git.store import signing
+    from machine_git.store.store import author
+
+    signing.admit(store.snapshot(), Change("", {}), author())
 
 
 def check(
@@ -353,9 +374,8 @@ def _student_step(
     step: Callable[[Snapshot, str, str], Change],
     verb: str,
 ) -> Stepped:
-    check_id(release_id)
+    frozen(store, release_id)
     found = audit_store(store)
-    found.require_clean(release_id)
     at = rows.now()
     try:
         oid = store.write(lambda snap: step(snap, release_id, at))

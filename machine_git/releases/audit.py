@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import Any
 
 import pygit2
 from pygit2 import Commit
@@ -47,6 +48,7 @@ from machine_git.history.diff import diff_values
 from machine_git.history.diff import show_value
 from machine_git.recovery.validate import Finding
 from machine_git.releases import steps
+from machine_git.releases import trust
 from machine_git.releases.records import RELEASES
 from machine_git.releases.records import Activation
 from machine_git.releases.records import Check
@@ -56,6 +58,7 @@ from machine_git.releases.records import check_number
 from machine_git.releases.records import holdouts_path
 from machine_git.releases.records import load
 from machine_git.releases.records import split
+from machine_git.store.signing import parse_signers
 from machine_git.store.store import WORK
 from machine_git.store.store import Change
 from machine_git.store.store import Snapshot
@@ -65,7 +68,7 @@ from machine_git.store.treediff import changed_blobs
 APPEND_ONLY = "(release records are append-only)"
 _CLAIM = b"Machine-Action: release-"
 CACHE = "release-audit.json"
-_CACHE_VERSION = f"1/{__version__}"  # a new machine re-audits everything once
+_CACHE_VERSION = f"3/{__version__}"  # a new machine re-audits everything once
 _KNOWN = ("prereg.json", "holdouts.jsonl", "trial.json", "activation.json")
 
 
@@ -101,13 +104,33 @@ class Audit:
     tampered: list[Tamper] = field(default_factory=list)
     written: dict[str, str] = field(default_factory=dict)  # path -> commit
     registered: dict[str, list[str]] = field(default_factory=dict)  # id -> commits
+    # The student the signed history chose (settings.json alone is never believed).
+    student: dict[str, Any] | None = None
+    activations: list[str] = field(default_factory=list)  # release ids, in order
+    signers: list[str] = field(default_factory=list)  # allowed_signers lines trusted
 
     def copy(self) -> Audit:
         return Audit(
             list(self.tampered),
             dict(self.written),
             {k: list(v) for k, v in self.registered.items()},
+            None if self.student is None else dict(self.student),
+            list(self.activations),
+            list(self.signers),
         )
+
+    def verified(self) -> trust.Verified:
+        """The signed state at the tip this audit covered."""
+        lines = "".join(f"{line}\n" for line in self.signers).encode()
+        return trust.Verified(self.student, tuple(parse_signers(lines)))
+
+    @property
+    def active(self) -> str | None:
+        """The one active release: the last activated that is not tampered."""
+        for rid in reversed(self.activations):
+            if not self.of(rid):
+                return rid
+        return None
 
     def of(self, release_id: str) -> list[Tamper]:
         return [t for t in self.tampered if t.release == release_id]
@@ -120,6 +143,23 @@ class Audit:
                 f"{release_id} was tampered with: {found[0]}; "
                 "preregister a new release id"
             )
+
+    def elsewhere(self) -> list[Tamper]:
+        """Tampered signed records outside any release: runs, the student, signers."""
+        return [t for t in self.tampered if t.release is None]
+
+    def require_run_clean(self, release_id: str | None, run_id: str) -> None:
+        """Refuse a run record (and a release resting on it) that was tampered
+        with: its claims are never used."""
+        path = f"runs/{run_id}.json"
+        found = [t for t in self.tampered if t.file == path]
+        if found:
+            whose = (
+                f"{release_id} rests on run {run_id}, whose"
+                if release_id
+                else (f"run {run_id}'s")
+            )
+            raise TamperedReleaseError(f"{whose} record was tampered with: {found[0]}")
 
     def since(self, path: str) -> str:
         """The commit that wrote ``path`` (the empty string if none did)."""
@@ -151,6 +191,7 @@ def verify(
     # Oldest first, so a parent's releases/ tree id is already known: one tree
     # read per commit; only commits that change releases/ (or claim to) cost more.
     known: dict[Oid, Oid | None] = {}
+    signed = trust.Walk(repo, result.verified())
     for commit in walker or []:
         mine = known[commit.id] = _releases_id(commit)
         before = [
@@ -160,6 +201,13 @@ def verify(
         changed = any(b != mine for b in before) or (not before and mine is not None)
         if changed or _CLAIM in commit.raw_message:
             _Step(repo, commit, result).verify(changed)
+        unsigned = signed.see(commit)
+        if unsigned is not None:
+            path, message = unsigned
+            result.tampered.append(Tamper(path, str(commit.id), message))
+    state = signed.verified()
+    result.student = state.student
+    result.signers = [s.line() for s in state.signers]
     return result
 
 
@@ -200,6 +248,9 @@ def _load(path: Path, repo: pygit2.Repository) -> tuple[Oid, Audit] | None:
             tampered=[Tamper(**t) for t in value["tampered"]],
             written=dict(value["written"]),
             registered={k: list(v) for k, v in value["registered"].items()},
+            student=value["student"],
+            activations=list(value["activations"]),
+            signers=list(value["signers"]),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, pygit2.GitError):
         return None
@@ -212,6 +263,9 @@ def _save(path: Path, tip: Oid, result: Audit) -> None:
         "tampered": [dataclasses.asdict(t) for t in result.tampered],
         "written": result.written,
         "registered": result.registered,
+        "student": result.student,
+        "activations": result.activations,
+        "signers": result.signers,
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -386,6 +440,8 @@ class _Step:
             )
             return
         self._compare(snap, step, expected.files, changes)
+        if step == steps.ACTIVATE:
+            self.result.activations.append(rid)
         entry = history.entry(self.commit)
         claimed = (entry.action, entry.trailers.get("Release"))
         if claimed != (f"release-{step}", rid) and primary not in self.flagged:

@@ -553,6 +553,7 @@ def trial(snap: Snapshot, release_id: str, at: str) -> Change:
         raise AlreadyDone(release_id, "active", activation_path(release_id))
     if found.trial_bytes is not None:
         raise AlreadyDone(release_id, "on trial", trial_path(release_id))
+    _require_pass(found, "tried")
     record = Trial(
         release=release_id,
         at=at,
@@ -570,19 +571,7 @@ def activate(snap: Snapshot, release_id: str, at: str) -> Change:
     assert found.prereg_bytes is not None
     if found.activation_bytes is not None:
         raise AlreadyDone(release_id, "active", activation_path(release_id))
-    done = found.checks()
-    last = found.last_check()
-    if not done or last is None:
-        raise ReleaseError(
-            f"{release_id} has not been checked: "
-            f"run 'machine release check {release_id} --yes'"
-        )
-    if not done[-1].passed:
-        failed = ", ".join(g.name for g in done[-1].gates if not g.passed)
-        raise ReleaseError(
-            f"{release_id} failed its gates in check {done[-1].number} ({failed}); "
-            "it cannot be activated"
-        )
+    last = _require_pass(found, "activated")
     if found.trial_bytes is None:
         raise ReleaseError(
             f"{release_id} has no trial: run 'machine release trial {release_id}' first"
@@ -597,6 +586,25 @@ def activate(snap: Snapshot, release_id: str, at: str) -> Change:
     )
     path = activation_path(release_id)
     return _student(snap, prereg, record.dump(), path, ACTIVATE)
+
+
+def _require_pass(found: Folder, verb: str) -> CheckRef:
+    """The last check, which passed: a trial and an activation rest on it."""
+    release_id = found.release_id
+    done = found.checks()
+    last = found.last_check()
+    if not done or last is None:
+        raise ReleaseError(
+            f"{release_id} has not been checked: "
+            f"run 'machine release check {release_id} --yes'"
+        )
+    if not done[-1].passed:
+        failed = ", ".join(g.name for g in done[-1].gates if not g.passed)
+        raise ReleaseError(
+            f"{release_id} failed its gates in check {done[-1].number} ({failed}); "
+            f"it cannot be {verb}"
+        )
+    return last
 
 
 def _student(

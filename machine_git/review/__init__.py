@@ -9,6 +9,10 @@ action is the library call the CLI makes (``observe.label``, ``edits.rewrite``,
 It is an optional extra (``pip install 'machine-git[ui]'``): nothing outside
 this package imports it, and this module imports none of the web stack, so
 :func:`require` can say in one line what is missing.
+
+May use: agents, releases, train, tagging, export, sync, recovery, history,
+store, sessions, rows, secrets, core, bundled (pyproject.toml:
+[tool.importlinter]).
 """
 
 from __future__ import annotations

@@ -83,6 +83,8 @@ def make(system: Any, tools: Any) -> Context | None:
 
 
 def _tool(item: Any) -> Tool | None:
+    # The agent's key order is kept (a chat template writes the tool as it
+    # came); what is missing or malformed is filled in after it.
     if not isinstance(item, dict):
         return None
     name = item.get("name")
@@ -90,21 +92,31 @@ def _tool(item: Any) -> Tool | None:
         return None
     description = item.get("description")
     parameters = item.get("parameters")
-    return {
+    fixed: dict[str, Any] = {
         "name": name,
         "description": description if isinstance(description, str) else "",
         "parameters": parameters
         if isinstance(parameters, dict)
         else {"type": "object", "properties": {}},
     }
+    ordered = {key: fixed[key] for key in item if key in fixed}
+    ordered.update((key, value) for key, value in fixed.items() if key not in ordered)
+    return cast(Tool, ordered)
 
 
 # -- the store's files ---------------------------------------------------------
 
 
 def canonical(context: Mapping[str, Any]) -> bytes:
-    """The stored bytes of a context (what its hash is taken over)."""
-    return jsonio.canonical(
+    """The stored bytes of a context (what its hash is taken over).
+
+    Indent 2, ``system`` then ``tools``, and the tools exactly in the order
+    and key order the agent sent them: the model saw them so, and a chat
+    template renders them so. (A store written before kept them sorted;
+    sorted is an order too, so those files are canonical by this rule and
+    keep their hashes.)
+    """
+    return jsonio.ordered(
         {"system": context.get("system"), "tools": context.get("tools")}
     )
 
@@ -187,13 +199,15 @@ def shown(row: dict[str, Any], read: Reader) -> dict[str, Any]:
     return {**row, FIELD: resolved}
 
 
-def from_shown(row: Any) -> Any:
+def from_shown(row: Any, read: Reader | None = None) -> Any:
     """A row as :func:`shown` gave it, back in a form the store takes.
 
     ``machine show`` (and so Pi's ``/machine edit``) gives the context with
     its ``id``; an edit may change the prompt or the tools. The context goes
     inline (the store keeps it by hash, a new one if it was changed); one
-    that was missing stays the hash it was.
+    that was missing stays the hash it was. With ``read``, a context whose
+    content is the stored one's stays that hash: shown JSON has sorted keys,
+    and the stored context keeps the agent's key order.
     """
     if not isinstance(row, dict):
         return row
@@ -202,7 +216,15 @@ def from_shown(row: Any) -> Any:
         return row
     if value.get("missing"):
         return {**row, FIELD: value["id"]}
-    return {**row, FIELD: {k: v for k, v in value.items() if k != "id"}}
+    edited = {k: v for k, v in value.items() if k != "id"}
+    sha = value["id"]
+    if read is not None and isinstance(sha, str):
+        stored_one = load(sha, read)
+        if stored_one is not None and stored_one == make(
+            edited.get("system"), edited.get("tools")
+        ):
+            return {**row, FIELD: sha}
+    return {**row, FIELD: edited}
 
 
 def load(sha: str, read: Reader) -> Context | None:
@@ -256,8 +278,8 @@ def file_problems(path: str, data: bytes) -> list[str]:
     problems = schemas.check(schemas.validator("context"), value)
     if problems:
         return [str(p) for p in problems]
-    if jsonio.canonical(value) != data:
-        return ["not canonical JSON (sorted keys, indent 2)"]
+    if not isinstance(value, dict) or canonical(value) != data:
+        return ["not canonical JSON (indent 2, system then tools)"]
     if digest(data) != sha:
         return [f"its content hashes to {digest(data)[:12]}, not its name"]
     return []

@@ -21,9 +21,9 @@ from machine_git.core import jsonio
 from machine_git.core.errors import StoreError
 from machine_git.core.errors import TurnError
 from machine_git.core.errors import UsageError
-from machine_git.sessions import Turn
 
 if TYPE_CHECKING:
+    # A type only: rows sit below the session readers, which build on them.
     from machine_git.rows.rowtypes import AssistantRecord
     from machine_git.rows.rowtypes import Kind
     from machine_git.rows.rowtypes import Message
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Record
     from machine_git.rows.rowtypes import Row
     from machine_git.rows.rowtypes import Tag
+    from machine_git.sessions import Turn
 
 ROWS_DIR = "rows"
 ID_LENGTH = 12
@@ -154,8 +155,10 @@ def build(
     kind = trace_kind if trace else answer_kind
     answer = turn.answer
     if answer is None and rewrite is None and not failed:
+        acted = any(r["role"] in ("assistant", "tool") for r in turn.records)
+        ended = "it ended on a tool call" if acted else "nothing came after the prompt"
         raise TurnError(
-            "the last turn has no answer yet (it ended on a tool call); "
+            f"the last turn has no answer yet ({ended}); "
             "tag it with --as TEXT to supply one"
         )
     row: dict[str, object] = {
@@ -295,6 +298,39 @@ def body(row: Row) -> list[Message] | list[Record]:
 
 
 # -- answers ---------------------------------------------------------------------
+
+
+# The one line every command refuses a blank answer with: --as on good, bad
+# and label, rewrite, edit and import.
+BLANK_ANSWER = "the answer is empty or only whitespace"
+
+
+def check_answer(text: str | None) -> None:
+    """UsageError if an answer given on the command line is blank."""
+    if text is not None and not text.strip():
+        raise UsageError(BLANK_ANSWER)
+
+
+def blank_answer(row: Mapping[str, Any]) -> str | None:
+    """The JSON path of an answer in ``row`` that is only whitespace, or None.
+
+    An assistant text that is ``""`` is no answer (the schemas say where one
+    is needed); one of spaces and newlines is an answer of nothing, which a
+    model would learn to give.
+    """
+    for key in ("messages", "trajectory"):
+        items = row.get(key)
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if not isinstance(item, dict) or item.get("role") != "assistant":
+                continue
+            content = item.get("content")
+            if isinstance(content, str) and content and not content.strip():
+                return f"$.{key}[{i}].content"
+    for key in ("original_answer",):
+        value = row.get(key)
+        if isinstance(value, str) and not value.strip():
+            return f"$.{key}"
+    return None
 
 
 def final_answer(row: Row) -> str | None:

@@ -3,7 +3,7 @@
 One ``TypedDict`` per row kind (``train``, ``traces``, ``rejected``,
 ``observed``), the row's ``source``, its chat messages, and each role of a
 trajectory-v1 record. They say in code what ``schemas/*.schema.json`` say to
-the validator, key for key (tests/test_rowtypes.py holds the two together);
+the validator, key for key (tests/rows/test_rowtypes.py holds the two together);
 the schemas still decide what is valid (patterns, lengths, "an answer that
 says something"), and the store checks every row against them before writing.
 
@@ -28,7 +28,7 @@ from machine_git.rows.context import Context
 
 Kind = Literal["train", "traces", "rejected", "observed"]
 Tag = Literal["good", "bad", "observed"]
-Host = Literal["pi", "letta", "claude", "codex", "import"]
+Host = Literal["pi", "letta", "claude", "codex", "gemini", "import"]
 Redactions = dict[str, int]
 
 

@@ -1,44 +1,46 @@
 """Secret scanner: find credentials in text and replace them by typed placeholders.
 
 Every text machine writes (a row's content, a commit message, an imported
-row) passes through :func:`redact` or :func:`redact_text` before any byte
-of it reaches git. A secret is replaced by ``[REDACTED:<kind>]``, where
-``<kind>`` names its provider (``github-token``, ``openai-api-key``) or its
-shape (``private-key``, ``url-credentials``, ``cli-secret``, ``env-secret``,
-``high-entropy``); :data:`KINDS` lists them all.
+row, a context's system prompt and tools) passes through :func:`redact` or
+:func:`redact_text` before any byte of it reaches git; hooks and
+``machine-secrets`` read files through :func:`scan_bytes`. A secret is
+replaced by ``[REDACTED:<kind>]``, where ``<kind>`` names the rule that
+found it (``github-pat``, ``cli-secret``).
 
-The detectors, one module each:
+Two layers, one scan:
 
-* ``tokens``: runs of token characters, dispatched on their first two
-  characters to the provider rules of ``rules`` (documented prefixes and
-  shapes); ``shapes``: tokens that are more than one run (``ya29.``, ``SG.``,
-  JWTs, ``<id>|<secret>``) and those found by a literal (``Q~``, webhook
-  hosts); ``randomness``: random-looking runs with no name at all (entropy,
-  minus digests, UUIDs, image data, base64 of prose, typed ids);
-* ``assignments`` and ``names``: values of secret-ish names (``.env``, YAML,
-  TOML, INI, JSON, code, ``--flag value``, XML, ``Authorization:`` and
-  credential headers), and credential-looking values whatever their name;
-* ``commands``: passwords given to command-line flags (``-p<pw>``,
-  ``sshpass -p``, ``-u user:pw``, ``docker login -p``...);
-* ``blocks``: private key blocks and ``scheme://user:password@host``.
+* the provider rules of a maintained engine (``engine``: Kingfisher's
+  built-in rules, betterleaks' and Google's Veles'), by documented prefix
+  and shape, found anywhere;
+* machine's own context rules, for what no engine does: a value is a
+  credential because of where it is, never because it looks random --
+  ``assignments`` and ``names`` (``NAME=value``, ``name: value``,
+  ``"name": "value"``, ``--name value``, XML, ``Authorization:`` and
+  credential headers, for names that say password, secret, token, key,
+  auth, credential), ``commands`` (``-p<pw>``, ``sshpass -p``,
+  ``ldapsearch -w``, ``keytool -storepass``, positional passwords of
+  ``htpasswd -b``, ``rabbitmqctl add_user``, ``wandb login``), ``places``
+  (``.netrc``, ``.pgpass``, Oracle ``user/pw@``, PHP ``define``), and
+  ``blocks`` (private key blocks, also JSON-escaped;
+  ``scheme://user:password@host``).
 
-``heuristics`` holds the judgements they share (entropy, pronounceable
-words, placeholders); ``found`` merges what they find. ``scanner`` runs them
-all, then decodes each JSON string literal that holds an escape and scans it
-again (a tool call's arguments are JSON in a string).
-
-Speed: under 2 ms of one core for a 48 KB trace row (bench/RESULTS.md):
-every pass over the text is a C-speed search (``bytes.find`` for token runs,
-``str.find`` per keyword, regexes that start with a literal), and Python
-looks only at what those find; the rarer patterns compile on first use.
-The scanner fails closed: any internal error is raised as
+``scanner`` runs both, then decodes each JSON string literal that holds an
+escape and scans it again (a tool call's arguments are JSON in a string).
+Public-by-construction values (digests, ids, public keys, signatures,
+addresses, object keys) match no context rule and no provider shape, so they
+are kept. The scanner fails closed: any internal error is raised as
 :class:`~machine_git.core.errors.SecretScanError`, never swallowed. Redaction is
 idempotent: a placeholder is never flagged again.
+
+May use: core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from machine_git.core.errors import SecretScanError
+from machine_git.secrets import engine
 from machine_git.secrets import names
 from machine_git.secrets import rules
 from machine_git.secrets import shapes
@@ -50,16 +52,21 @@ __all__ = [
     "JSON",
     "KINDS",
     "Finding",
+    "all_kinds",
+    "file_leaks",
     "found_texts",
     "placeholder",
     "redact",
     "redact_text",
+    "scan_bytes",
     "scan_text",
+    "version",
 ]
 
 JSON = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
 
-#: Every kind the scanner can report.
+#: The kinds machine's own layer reports (the engine adds its rules' names):
+#: provider tokens no engine rule finds, and credentials by their place.
 KINDS: frozenset[str] = frozenset(
     {p[0] for p in rules.PROVIDERS}
     | {d[0] for d in shapes.DOTTED}
@@ -70,21 +77,63 @@ KINDS: frozenset[str] = frozenset(
 )
 
 
-def scan_text(text: str) -> list[Finding]:
+def all_kinds() -> frozenset[str]:
+    """Every kind a scan can report: the context layer's and the engine's."""
+    return KINDS | engine.kinds()
+
+
+def scan_text(text: str, engine_found: engine.Batch | None = None) -> list[Finding]:
     """Find the secrets in ``text``: non-overlapping findings sorted by position."""
     if not isinstance(text, str):
         raise SecretScanError(f"scan_text expects str, got {type(text).__name__}")
     try:
-        return scan(text)
+        return scan(text, engine_found=engine_found)
     except SecretScanError:
         raise
     except Exception as exc:  # fail closed: never hand back unscanned text
         raise SecretScanError(f"secret scan failed: {exc!r}") from exc
 
 
-def redact_text(text: str) -> tuple[str, dict[str, int]]:
+def scan_bytes(data: bytes) -> list[Finding]:
+    """Find the secrets in a file's bytes (UTF-8; other bytes are kept as escapes).
+
+    The one entry point for files: the store's pre-receive hook, a clone's
+    pre-commit hook and ``machine-secrets`` scan every file through it, rows
+    or not. Offsets are those of the decoded text.
+    """
+    return scan_text(data.decode("utf-8", "surrogateescape"))
+
+
+def file_leaks(data: bytes, old: bytes | None = None) -> list[str]:
+    """Kinds of the secrets in a file's bytes that its ``old`` version lacked.
+
+    For hooks: any file of a commit, rows or not. A binary file (a NUL byte
+    in its first 8,000 bytes, git's own test) is not text and is not scanned.
+    """
+    if b"\0" in data[:8000]:
+        return []
+    text = data.decode("utf-8", "surrogateescape")
+    found = {(f.kind, text[f.start : f.end]) for f in scan_text(text)}
+    if found and old is not None and b"\0" not in old[:8000]:
+        before = old.decode("utf-8", "surrogateescape")
+        found -= {(f.kind, before[f.start : f.end]) for f in scan_text(before)}
+    return sorted({kind for kind, _ in found})
+
+
+def version() -> str:
+    """``kingfisher-secret-scanner 1.5.0 (441 rules) + machine's context rules``."""
+    number, count = engine.version()
+    return (
+        f"{engine.PACKAGE} {number} ({count} rules) + machine's own rules "
+        f"({len(rules.PROVIDERS)} provider shapes, context rules)"
+    )
+
+
+def redact_text(
+    text: str, engine_found: engine.Batch | None = None
+) -> tuple[str, dict[str, int]]:
     """Replace every secret in ``text`` by ``[REDACTED:<kind>]``; count per kind."""
-    findings = scan_text(text)
+    findings = scan_text(text, engine_found)
     if not findings:
         return text, {}
     parts: list[str] = []
@@ -104,11 +153,43 @@ def _add(counts: dict[str, int], found: dict[str, int]) -> None:
         counts[kind] = counts.get(kind, 0) + num
 
 
+def _strings(value: JSON, skip: frozenset[str], out: list[str], depth: int) -> None:
+    """The strings :func:`_redact_value` scans, in the order it meets them."""
+    if isinstance(value, str):
+        out.append(value)
+    elif depth >= 512:
+        raise SecretScanError("JSON value nested too deeply to scan")
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, skip, out, depth + 1)
+    elif isinstance(value, dict):
+        for key, v in value.items():
+            key_obj: object = key  # callers may hand in what the types forbid
+            if not isinstance(key_obj, str):
+                raise SecretScanError(
+                    f"JSON key must be str, not {type(key_obj).__name__}"
+                )
+            if isinstance(v, str) and (key in skip or names.named_secret(key, v)):
+                continue
+            _strings(v, skip, out, depth + 1)
+
+
+def _engine_batch(value: JSON, skip: frozenset[str]) -> Iterator[engine.Batch]:
+    """The engine's findings for each string of ``value``, from one engine call."""
+    texts: list[str] = []
+    _strings(value, skip, texts, 0)
+    return iter(engine.scan_many(texts))
+
+
 def _redact_value(
-    value: JSON, counts: dict[str, int], depth: int, skip: frozenset[str]
+    value: JSON,
+    counts: dict[str, int],
+    depth: int,
+    skip: frozenset[str],
+    batch: Iterator[engine.Batch],
 ) -> JSON:
     if isinstance(value, str):
-        red, found = redact_text(value)
+        red, found = redact_text(value, next(batch))
         _add(counts, found)
         return red
     if value is None or isinstance(value, (bool, int, float)):
@@ -116,7 +197,7 @@ def _redact_value(
     if depth >= 512:
         raise SecretScanError("JSON value nested too deeply to scan")
     if isinstance(value, list):
-        return [_redact_value(v, counts, depth + 1, skip) for v in value]
+        return [_redact_value(v, counts, depth + 1, skip, batch) for v in value]
     if isinstance(value, dict):
         new: dict[str, JSON] = {}
         for key, v in value.items():
@@ -132,7 +213,7 @@ def _redact_value(
                 new[key] = placeholder("env-secret")
                 _add(counts, {"env-secret": 1})
             else:
-                new[key] = _redact_value(v, counts, depth + 1, skip)
+                new[key] = _redact_value(v, counts, depth + 1, skip, batch)
         return new
     raise SecretScanError(f"cannot scan a value of type {type(value).__name__}")
 
@@ -150,7 +231,7 @@ def redact(
     """
     counts: dict[str, int] = {}
     try:
-        result = _redact_value(value, counts, 0, skip)
+        result = _redact_value(value, counts, 0, skip, _engine_batch(value, skip))
     except SecretScanError:
         raise
     except Exception as exc:  # fail closed
@@ -168,7 +249,7 @@ def found_texts(
     """
     out: set[tuple[str, str]] = set()
     try:
-        _collect_texts(value, out, 0, skip)
+        _collect_texts(value, out, 0, skip, _engine_batch(value, skip))
     except SecretScanError:
         raise
     except Exception as exc:  # fail closed
@@ -177,15 +258,20 @@ def found_texts(
 
 
 def _collect_texts(
-    value: JSON, out: set[tuple[str, str]], depth: int, skip: frozenset[str]
+    value: JSON,
+    out: set[tuple[str, str]],
+    depth: int,
+    skip: frozenset[str],
+    batch: Iterator[engine.Batch],
 ) -> None:
     if isinstance(value, str):
-        out.update((f.kind, value[f.start : f.end]) for f in scan_text(value))
+        found = scan_text(value, next(batch))
+        out.update((f.kind, value[f.start : f.end]) for f in found)
     elif depth >= 512:
         raise SecretScanError("JSON value nested too deeply to scan")
     elif isinstance(value, list):
         for v in value:
-            _collect_texts(v, out, depth + 1, skip)
+            _collect_texts(v, out, depth + 1, skip, batch)
     elif isinstance(value, dict):
         for key, v in value.items():
             if key in skip and isinstance(v, str):
@@ -193,4 +279,4 @@ def _collect_texts(
             if isinstance(v, str) and names.named_secret(key, v):
                 out.add(("env-secret", v))
             else:
-                _collect_texts(v, out, depth + 1, skip)
+                _collect_texts(v, out, depth + 1, skip, batch)

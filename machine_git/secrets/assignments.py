@@ -12,8 +12,9 @@ the shape:
 * ``Authorization: <scheme> value`` and credential headers
   (``X-Api-Key: value``).
 
-Only the value is replaced. :func:`scan_lines` adds the assignments whose
-name says nothing but whose value reads as a credential.
+Only the value is replaced. A value whose name says nothing is never taken
+for a secret because it looks random: random-looking public data (digests,
+ids, keys' public halves, object keys) is as random as any key.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from machine_git.secrets.found import PROVIDER
 from machine_git.secrets.found import Cand
 from machine_git.secrets.heuristics import WORDCH
 from machine_git.secrets.heuristics import LazyPattern
-from machine_git.secrets.heuristics import credential_like
 from machine_git.secrets.heuristics import is_placeholder
 from machine_git.secrets.heuristics import looks_random
 
@@ -55,17 +55,18 @@ _CLI_TAIL_RE = LazyPattern(
     r"|(?P<bval>[^\s\"'`;&|)\\-][^\s\"'`;&|)\\]{0,511}))"
 )
 _AUTH_TAIL_RE = LazyPattern(
-    r"[\"']?[ \t]*[:=][ \t]*[\"']?"
-    r"(?:(?P<scheme>bearer|basic|token|bot|digest|apikey|api-key|sso-key|negotiate)"
-    r"[ \t]+)?(?P<val>[A-Za-z0-9._~+/:=-]{8,})",
+    r"[\"']?[ \t]*[:=](?:\\?[ \t])*[\"']?"
+    r"(?:(?P<scheme>bearer|basic|token|bot|digest|apikey|api-key|sso-key|negotiate"
+    r"|splunk|geniekey|ssws|key|dsn)"
+    r"(?:\\?[ \t])+)?(?P<val>[A-Za-z0-9._~+/:=-]{8,})",
     re.IGNORECASE,
 )
 _XML_ATTR_RE = LazyPattern(
     r"\\?\"[ \t]+value[ \t]*=[ \t]*\\?\"(?P<val>[^\"\\\r\n]{4,256})"
 )
 _XML_TEXT_RE = LazyPattern(r">(?P<val>[^<>\s]{4,256})</")
-_HEADER_NAME_RE = LazyPattern(r"[A-Za-z]+(?:-[A-Za-z]+)+")
 _BRAINTREE_RE = LazyPattern(shapes.BRAINTREE[1])
+_HEADER_NAME_RE = LazyPattern(r"[A-Za-z]+(?:-[A-Za-z]+)+")
 _AFTER_NAME = frozenset("\"'\\:=] \t>")
 _ENV_VALUE_END = frozenset(" \t\r\n\"'`\\")
 
@@ -256,6 +257,9 @@ def _suffixed(text: str, i: int, ke: int, out: list[Cand]) -> None:
 
 
 _FOLLOW = _AFTER_NAME | {"_", ".", "-", "$"}
+# the letters that may follow a keyword in a longer keyword (password, pwd,
+# credentials, Authorization): any other letter ends the hit at once
+_GROWS = {"pass": "wp", "pw": "d", "credential": "s", "auth": "o"}
 
 
 def scan_keywords(text: str, lower: str, out: list[Cand]) -> None:
@@ -263,65 +267,20 @@ def scan_keywords(text: str, lower: str, out: list[Cand]) -> None:
     n = len(text)
     for kw in names.KEYWORDS:
         covered = 0  # end of the last value found: keywords inside it are data
+        grows = _GROWS.get(kw, "")
         i = lower.find(kw)
         while i != -1:
+            after = i + len(kw)
+            nxt = lower[after : after + 1]
+            # most hits are words (passed, keys, tokenize, Author): one look at
+            # the next character sends them on
+            if nxt.islower() and nxt not in grows:
+                i = lower.find(kw, after)
+                continue
             ke = names.kw_end(lower, kw, i)
-            # most hits are words (keys, passes, tokenize, Author): one look at
-            # the next character sends them on without a call
             if i >= covered and (ke == n or text[ke] in _FOLLOW or kw == "auth"):
                 found = len(out)
                 _at_keyword(text, lower, i, ke, kw, out)
                 if len(out) > found:
                     covered = max(covered, out[-1][1])
             i = lower.find(kw, ke)
-
-
-# Credential-looking values after `=`, `: ` or `":"`, whatever the name: .env
-# and shell (NAME=value), YAML (name: value), TOML/INI (name = value), JSON
-# ("name": "value"). Each pattern starts with its separator, a literal the
-# regex engine skips to; the lookahead wants a digit in the value.
-_V = r"[^\s\"'`,;<>(){}\[\]|\\]"
-_V_NO_DIGIT = r"[^\s\"'`,;<>(){}\[\]|\\0-9]"
-_VALUE = rf"(?={_V_NO_DIGIT}*+[0-9])({_V}{{12,256}})"
-_SEP_VALUE_RES = (
-    re.compile(rf"=[ \t]*[\"']?{_VALUE}"),
-    re.compile(rf":[ \t]+[\"']?{_VALUE}"),
-    re.compile(rf"\":\"{_VALUE}"),
-)
-_NOT_BEFORE_SEP = frozenset("=!<>:")
-_VALUE_END = frozenset(" \t\r\n\"'`,;<>(){}[]|\\")
-_NOT_SECRET_NAMES = frozenset(
-    {
-        "content", "nonce", "integrity", "id", "class", "style", "href", "src",
-        "data", "hash", "digest", "checksum", "sha", "etag", "signature", "version",
-        "ref", "commit", "uid", "uuid", "state", "model", "image", "name", "title",
-    }
-)  # fmt: skip
-
-
-def scan_values(text: str, out: list[Cand]) -> None:
-    """Assignments of credential-looking values to names that say nothing."""
-    for rx in _SEP_VALUE_RES:
-        for m in rx.finditer(text):
-            val = m.group(1)
-            if "/" in val or val.islower() or val.isupper():
-                continue  # paths and urls, hex, names: credential_like() says no
-            sep = m.start()
-            if sep == 0 or text[sep - 1] in _NOT_BEFORE_SEP:
-                continue  # ==, !=, <=, ::
-            j = sep
-            while j > 0 and text[j - 1] in " \t\"'":
-                j -= 1
-            if j == 0 or text[j - 1] not in names.NAME_CH:
-                continue  # no name before the separator
-            ve = m.end(1)
-            if ve < len(text) and text[ve] not in _VALUE_END:
-                continue  # longer than any key: a blob (images, bundles)
-            ns = names.name_start(text, j - 1)
-            if text[ns:j].strip("\"'").lower() in _NOT_SECRET_NAMES:
-                continue  # content="...", "data": "...", integrity="..."
-            if ns > 0 and text[ns - 1] in "?&" and "&" in val:
-                val = val[: val.index("&")]  # a query string: ?v=...&t=42s
-                ve = m.start(1) + len(val)
-            if credential_like(val):
-                out.append((m.start(1), ve, ASSIGNED, "env-secret"))

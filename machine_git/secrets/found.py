@@ -22,7 +22,8 @@ def placeholder(kind: str) -> str:
 
 # When detectors flag overlapping spans, the union is redacted and named after
 # the most specific detector (the lowest number).
-PROVIDER = 0
+ENGINE = -1  # the engine's provider rules: their names win
+PROVIDER = 0  # machine's own provider rules, for what the engine misses
 STRUCT = 1  # private keys, JWTs, AWS secret keys next to an access key id
 HEADER = 2  # url-credentials, auth-header, cli-secret
 ASSIGNED = 3  # env-secret

@@ -20,10 +20,14 @@ from machine_git.secrets.heuristics import is_placeholder
 from machine_git.secrets.heuristics import looks_random
 from machine_git.secrets.heuristics import wordy_fraction
 
-# "pw" also finds pwd; "auth" also finds Authorization (and its Bearer)
-KEYWORDS = ("pass", "pw", "secret", "token", "credential", "key", "auth")
+# "pw" also finds pwd; "auth" also finds Authorization (and its Bearer);
+# "bearer" is YAML's `bearer: <token>`; X-Honeycomb-Team is a key header
+KEYWORDS = (
+    "pass", "pw", "secret", "token", "credential", "key", "auth", "bearer",
+    "honeycomb-team", "pat",
+)  # fmt: skip
 NAME_CH = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_BOUNDARY_KWS = frozenset({"pass", "pwd", "pw", "key", "auth"})
+_BOUNDARY_KWS = frozenset({"pass", "pwd", "pw", "key", "auth", "bearer", "pat"})
 _PASSWORD_KWS = frozenset({"password", "passwd", "passphrase", "pass", "pwd", "pw"})
 _STRONG_KEY_SUFFIXES = (
     "apikey", "secretkey", "accesskey", "privatekey", "signingkey",
@@ -31,6 +35,7 @@ _STRONG_KEY_SUFFIXES = (
     "licensekey", "sessionkey", "subscriptionkey", "consumerkey", "adminkey",
     "servicekey", "accountkey", "hmackey", "jwtkey", "webhookkey", "deploykey",
     "storagekey", "dbkey", "databasekey", "applicationkey", "privkey",
+    "routingkey", "integrationkey", "ingestkey", "writekey", "adminkey",
 )  # fmt: skip
 _NON_SECRET_KEY_HEADS = (
     "public", "publishable", "primary", "foreign", "sort", "partition", "cache",
@@ -55,6 +60,7 @@ _NON_SECRET_NAMES = frozenset({"pwd", "oldpwd", "bypass", "compass", "keypass"})
 _CODE_START = frozenset("([{$%<@")
 _IDENT_RE = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*")
 _ATTR_PATH_RE = LazyPattern(r"[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+")
+_APP_PASSWORD_RE = LazyPattern(r"[a-z]{4}(?: [a-z]{4}){3}")
 _NUMBER_RE = LazyPattern(r"[+-]?[0-9][0-9_]*(?:\.[0-9]+)?")
 _TOKENISH_RE = LazyPattern(r"[A-Za-z0-9+/=_.:~-]+")
 _UUIDISH_RE = LazyPattern(
@@ -101,8 +107,9 @@ def classify_name(text: str, ns: int, ks: int, ke: int) -> str | None:
         flat = low.replace("_", "").replace("-", "").replace(".", "")
         if flat.endswith(_STRONG_KEY_SUFFIXES):
             return "strong"
-        if low[:-3].rstrip("_.-").endswith(_NON_SECRET_KEY_HEADS):
-            return None
+        head = low[:-3].rstrip("_.-")
+        if not head or head.endswith(_NON_SECRET_KEY_HEADS):
+            return None  # a bare key: cache, sort, object (S3's "Key"), i18n keys
         return "weak"
     if kw_low == "auth":
         return "weak"
@@ -135,12 +142,13 @@ def value_ok(cls: str, val: str, quoted: bool, env_style: bool, nxt: str) -> boo
     if _bad_value(val):
         return False
     if quoted and (" " in val or "\t" in val):
-        return False
+        # a Google app password is four groups of four letters
+        return cls == "password" and _APP_PASSWORD_RE.fullmatch(val) is not None
     if cls != "password" and _NUMBER_RE.fullmatch(val):
         return False
     has_digit = HAS_DIGIT_RE.search(val) is not None
     if not quoted:
-        if "(" in val or "[" in val or "{" in val or _ATTR_PATH_RE.fullmatch(val):
+        if "(" in val or "[" in val or "{" in val or _code_path(val):
             return False  # code: password = get_password(), token = self.token
         if _IDENT_RE.fullmatch(val):
             if nxt in ",)":
@@ -158,6 +166,14 @@ def value_ok(cls: str, val: str, quoted: bool, env_style: bool, nxt: str) -> boo
             len(val) < 16 and val.isalpha() and (val.islower() or val.isupper())
         )
     return _weak_value_ok(val)
+
+
+def _code_path(val: str) -> bool:
+    """``self.token``, ``config.api.key``: not ``dp.st.prd.<random>`` (a token)."""
+    if _ATTR_PATH_RE.fullmatch(val) is None:
+        return False
+    last = val.rsplit(".", 1)[-1]
+    return len(last) < 20 or HAS_DIGIT_RE.search(last) is None
 
 
 def _weak_value_ok(val: str) -> bool:

@@ -300,5 +300,6 @@ SHAPES = (
     "auth-header",  # Authorization: / X-Api-Key: and other credential headers
     "cli-secret",  # -p<pw>, --password X, -u user:pw, sshpass -p X ...
     "env-secret",  # NAME=value, name: value, "name": "value", <name>value</name>
-    "high-entropy",  # a random-looking run with no name at all
+    "netrc-password",  # machine <host> login <user> password <pw>
+    "pgpass-password",  # host:port:db:user:pw
 )

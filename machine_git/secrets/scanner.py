@@ -19,6 +19,8 @@ import re
 from machine_git.secrets import assignments
 from machine_git.secrets import blocks
 from machine_git.secrets import commands
+from machine_git.secrets import engine as engine_mod
+from machine_git.secrets import places
 from machine_git.secrets import tokens
 from machine_git.secrets.found import Cand
 from machine_git.secrets.found import Finding
@@ -36,26 +38,46 @@ _ESCAPE_RE = LazyPattern(r"\\(?:u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}  # else: the char
 
 
-def scan(text: str) -> list[Finding]:
-    """Sorted, disjoint findings of every detector in ``text``."""
-    if len(text) < 20 and (len(text) < 6 or _NO_SEPARATOR_RE.fullmatch(text)):
-        # "assistant", "call_5df30a0a_0_0": every detector needs a name and a
-        # separator, or a run of 20 token characters
+def scan(
+    text: str, engine: bool = True, engine_found: engine_mod.Batch | None = None
+) -> list[Finding]:
+    """Sorted, disjoint findings of every detector in ``text``.
+
+    ``engine_found``: the engine's findings and gates, when a batch scan
+    already has them; ``engine=False`` runs machine's own context layer alone.
+    """
+    if len(text) < engine_mod.MIN_TEXT and (
+        len(text) < 6 or _NO_SEPARATOR_RE.fullmatch(text)
+    ):
+        # "assistant", "call_5df30a0a_0_0": every context rule needs a name
+        # and a separator, and no provider token is this short
         return []
     cands: list[Cand] = []
-    _collect(text, cands, 0)
+    gates: frozenset[str] | None = None
+    if engine_found is not None:
+        cands.extend(engine_found[0])
+        gates = engine_found[1]
+    elif engine:
+        gates = engine_mod.scan(text, cands)
+    _collect(text, cands, 0, gates)
     return merge(cands, text)
 
 
-def _collect(text: str, out: list[Cand], depth: int) -> None:
+def _collect(
+    text: str, out: list[Cand], depth: int, gates: frozenset[str] | None = None
+) -> None:
+    # ``gates``: the literals the engine found in ``text``; None (decoded
+    # literals, a scan without the engine) has each rule look for its own
+    # The engine reads the raw text once (its rules know tokens ending at
+    # a \" or \n escape); the context rules read each decoded literal too.
     lower = text.lower()
     if len(lower) != len(text):  # a few non-ASCII letters grow when lowered
         lower = text.translate(_ASCII_LOWER)
     tokens.scan_tokens(text, out)
     assignments.scan_keywords(text, lower, out)
-    assignments.scan_values(text, out)
-    commands.scan_commands(text, out)
+    commands.scan_commands(text, out, gates)
     url = "://" in text
+    places.scan_places(text, url, out, gates)
     blocks.scan_literals(text, "~" in text, url, out)
     if url:
         blocks.scan_urls(text, out)

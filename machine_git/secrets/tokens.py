@@ -16,10 +16,8 @@ import re
 from collections.abc import Callable
 from collections.abc import Iterator
 
-from machine_git.secrets import randomness
 from machine_git.secrets import rules
 from machine_git.secrets import shapes
-from machine_git.secrets.found import ENTROPY
 from machine_git.secrets.found import PROVIDER
 from machine_git.secrets.found import STRUCT
 from machine_git.secrets.found import Cand
@@ -250,11 +248,6 @@ def _scan_run(text: str, s: int, e: int, n: int, out: list[Cand]) -> None:
         or (e < n and text[e] == ".")
         or "-us" in tok
         or tok.endswith("_mmk")
-    ) and shapes.try_shapes(text, tok, s, e, out):
-        return
-    kind = randomness.classify(tok, text, s)
-    if kind is not None:
-        prio = STRUCT if kind == "private-key" else ENTROPY
-        if "/" in tok and kind == "high-entropy":
-            s += randomness.path_prefix_len(tok)  # /hooks/incoming/<secret>
-        out.append((s, e, prio, kind))
+    ):
+        shapes.try_shapes(text, tok, s, e, out)
+    # nothing else: a run is never a secret for looking random

@@ -5,9 +5,11 @@ the end of the active branch) as trajectory-v1 records, plus where it came
 from. Every reader produces the same records, so tagging, traces and diffs do
 not care which agent wrote the session.
 
-Each host's module (pi, letta, claude, codex) is a :class:`SessionReader`;
+Each host's module (pi, letta, claude, codex, gemini) is a :class:`SessionReader`;
 ``detect.py`` reaches the hosts only through that interface, and loads a
 host's module only when a session of that host is looked for or read.
+
+May use: rows, secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 class ReadReport(Plain):
     """What a reader skipped, so the CLI can say so in one line."""
 
-    __slots__ = ("corrupt_lines", "dropped", "path", "unknown_types")
+    __slots__ = ("corrupt_lines", "dropped", "path", "repaired_lines", "unknown_types")
 
     def __init__(
         self,
@@ -46,6 +48,8 @@ class ReadReport(Plain):
             unknown_types if unknown_types else []
         )
         self.dropped: list[str] = dropped if dropped else []
+        # Lines kept with broken characters (lone surrogates, bad UTF-8) as U+FFFD.
+        self.repaired_lines: list[int] = []
 
     def warning(self) -> str | None:
         """One line describing what was skipped, or None if nothing was."""
@@ -59,9 +63,17 @@ class ReadReport(Plain):
             parts.append(f"{_count(lines, 'entry', 'entries')} of unknown type {kinds}")
         if self.dropped:
             parts.append("; ".join(self.dropped[:3]))
+        repaired = None
+        if self.repaired_lines:
+            lines = sorted(self.repaired_lines)
+            repaired = (
+                f"kept {_count(lines, 'line')} with broken characters "
+                "(lone surrogates or bad UTF-8) as U+FFFD"
+            )
         if not parts:
-            return None
-        return f"{self.path}: skipped {'; '.join(parts)}"
+            return f"{self.path}: {repaired}" if repaired else None
+        skipped = f"{self.path}: skipped {'; '.join(parts)}"
+        return f"{skipped}; {repaired}" if repaired else skipped
 
 
 def _count(lines: list[int], word: str, plural: str | None = None) -> str:

@@ -24,7 +24,13 @@ from machine_git.sessions import formats
 from machine_git.sessions.formats import HOSTS as HOSTS
 
 AUTO = "auto"
-NAMES = {"pi": "Pi", "letta": "Letta Code", "claude": "Claude Code", "codex": "Codex"}
+NAMES = {
+    "pi": "Pi",
+    "letta": "Letta Code",
+    "claude": "Claude Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+}
 
 
 # Each host's reader loads when a session of that host is read or looked for:
@@ -55,11 +61,18 @@ def _codex() -> SessionReader:
     return codex
 
 
+def _gemini() -> SessionReader:
+    from machine_git.sessions import gemini
+
+    return gemini
+
+
 READERS: dict[str, Callable[[], SessionReader]] = {
     "pi": _pi,
     "letta": _letta,
     "claude": _claude,
     "codex": _codex,
+    "gemini": _gemini,
 }
 
 
@@ -87,11 +100,52 @@ LETTA_HISTORY = BY_NAME[formats.LETTA_HISTORY.name]
 LETTA_AGENT_FILE = BY_NAME[formats.LETTA_AGENT_FILE.name]
 CLAUDE = BY_NAME[formats.CLAUDE.name]
 CODEX = BY_NAME[formats.CODEX.name]
+GEMINI = BY_NAME[formats.GEMINI.name]
+
+
+# Each host's recognizer, from the small module that holds it.
+def _recognize_pi() -> formats.Recognize:
+    from machine_git.sessions.pi import turn
+
+    return turn.recognize
+
+
+def _recognize_letta() -> formats.Recognize:
+    from machine_git.sessions.letta import forms
+
+    return forms.recognize
+
+
+def _recognize_claude() -> formats.Recognize:
+    from machine_git.sessions.claude import turn
+
+    return turn.recognize
+
+
+def _recognize_codex() -> formats.Recognize:
+    from machine_git.sessions.codex import turn
+
+    return turn.recognize
+
+
+def _recognize_gemini() -> formats.Recognize:
+    from machine_git.sessions.gemini import turn
+
+    return turn.recognize
+
+
+RECOGNIZERS: formats.Recognizers = {
+    "pi": _recognize_pi,
+    "letta": _recognize_letta,
+    "claude": _recognize_claude,
+    "codex": _recognize_codex,
+    "gemini": _recognize_gemini,
+}
 
 
 def sniff(path: Path) -> Format:
     """The format of the session file at ``path``, recognized from its content."""
-    return BY_NAME[formats.sniff(path).name]
+    return BY_NAME[formats.sniff(path, RECOGNIZERS).name]
 
 
 def read(path: Path, entry: str | None = None) -> tuple[Turn, ReadReport]:

@@ -8,6 +8,8 @@ host: one-line SessionError/TurnError, or a line counted in the ReadReport.
 from __future__ import annotations
 
 import functools
+import json
+import re
 from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,8 @@ from machine_git.sessions import ReadReport
 
 MAX_LINE = 64 * 1024 * 1024  # a line this long is not a session entry
 _FIRST_LINE = 4 * 1024 * 1024
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def read_bytes(path: Path) -> bytes:
@@ -55,13 +59,52 @@ def json_lines(data: bytes, report: ReadReport) -> list[tuple[int, dict[str, Any
                 raise ValueError("line too long")
             value = jsonio.loads(text)
         except ValueError:
-            report.corrupt_lines.append(number)
-            continue
+            value = _lenient(text)
+            if value is None:
+                report.corrupt_lines.append(number)
+                continue
+            report.repaired_lines.append(number)
         if not isinstance(value, dict):
             report.corrupt_lines.append(number)
             continue
         rows.append((number, value))
     return rows
+
+
+def _lenient(text: bytes) -> Any:
+    """A line the agents' own parsers read but strict JSON does not, or None.
+
+    JavaScript's JSON.parse (Pi, Claude Code) accepts a lone surrogate escape
+    (``\\ud83d``, half an emoji a tool cut in two) and Node decodes invalid
+    UTF-8 as U+FFFD; both become U+FFFD here, so the line is kept as the
+    agent kept it rather than dropped and its turn cut short.
+    """
+    if len(text) > MAX_LINE:
+        return None
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError:
+        decoded = text.decode("utf-8", errors="replace")
+    else:
+        if _SURROGATE_ESCAPE.search(decoded) is None:
+            return None  # broken for another reason: strict JSON was right
+    try:
+        value = json.loads(decoded)
+    except (ValueError, RecursionError):
+        return None
+    return _replace_surrogates(value)
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            _replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()
+        }
+    return value
 
 
 def load_jsonl(
@@ -166,6 +209,29 @@ def newest(paths: Iterable[Path]) -> Path | None:
         if stamp is not None and (best is None or (stamp, str(path)) > best):
             best = (stamp, str(path))
     return Path(best[1]) if best else None
+
+
+def check_whole(path: Path, report: ReadReport, first: int, last: int) -> None:
+    """Refuse a turn from line ``first`` to ``last`` with an unreadable line inside."""
+    inside = [n for n in report.corrupt_lines if first < n < last]
+    if inside:
+        raise TurnError(cut_short(path, report, max(inside) + 1))
+
+
+def cut_short(path: Path, report: ReadReport, line: int) -> str:
+    """Why a turn is refused: an unreadable line (before ``line``) stands in it.
+
+    A turn that runs through a line that cannot be read is refused, naming
+    the line, rather than read from after it as if it began there.
+    """
+    lines = sorted(report.corrupt_lines)
+    before = [n for n in lines if n < line] or lines
+    shown = ", ".join(str(n) for n in before[:5])
+    noun = "line" if len(before) == 1 else "lines"
+    return (
+        f"{path}: {noun} {shown} cannot be read and the turn runs through it "
+        "(refusing the turn rather than cutting it short)"
+    )
 
 
 def entries_until(ids: list[str], entry: str | None, path: Path) -> int:

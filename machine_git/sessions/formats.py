@@ -1,14 +1,15 @@
 """Session file formats: who writes each, and recognizing one from its content.
 
-``sniff(path)`` recognizes a session file from what is in it, not its name.
-It asks each host's ``recognize`` from the small module that holds it (never
-the host's reader package), so a reader may sniff a file itself
-(sessions/letta does) without importing the dispatch in detect.py.
+``sniff(path, recognizers)`` recognizes a session file from what is in it,
+not its name, asking each host's ``recognize`` through the table it is given.
+It imports no host, so a host's reader may sniff a file too (sessions/letta
+does, to say what a file is when it is not Letta's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from typing import NamedTuple
@@ -18,43 +19,16 @@ from machine_git.core import jsonio
 from machine_git.core.errors import SessionError
 from machine_git.sessions import files
 
-HOSTS = ("pi", "letta", "claude", "codex")
+HOSTS = ("pi", "letta", "claude", "codex", "gemini")
 _SNIFF_LINES = 50  # lines read to find one that names the format
 
 Recognize = Callable[[Any], "str | None"]
 
 
-# Imported on first use, so sniffing a Pi session loads no other host's code.
-def _pi() -> Recognize:
-    from machine_git.sessions.pi import turn
-
-    return turn.recognize
-
-
-def _letta() -> Recognize:
-    from machine_git.sessions.letta import forms
-
-    return forms.recognize
-
-
-def _claude() -> Recognize:
-    from machine_git.sessions.claude import turn
-
-    return turn.recognize
-
-
-def _codex() -> Recognize:
-    from machine_git.sessions.codex import turn
-
-    return turn.recognize
-
-
-RECOGNIZERS: dict[str, Callable[[], Recognize]] = {
-    "pi": _pi,
-    "letta": _letta,
-    "claude": _claude,
-    "codex": _codex,
-}
+# How each host's recognizer is loaded (imported on first use, so sniffing
+# a Pi session loads no other host's code). The caller passes the table: a
+# host package that sniffs (sessions/letta) cannot be imported from here.
+Recognizers = Mapping[str, Callable[[], Recognize]]
 
 
 class Format(NamedTuple):
@@ -78,6 +52,7 @@ LETTA_AGENT_FILE = Format(
 )
 CLAUDE = Format("claude", "claude", "Claude Code session")
 CODEX = Format("codex", "codex", "Codex rollout")
+GEMINI = Format("gemini", "gemini", "Gemini CLI session")
 FORMATS = (
     PI,
     LETTA_LOCAL,
@@ -86,23 +61,24 @@ FORMATS = (
     LETTA_AGENT_FILE,
     CLAUDE,
     CODEX,
+    GEMINI,
 )
 BY_NAME = {f.name: f for f in FORMATS}
 # The hosts asked about a line, in order (the first to recognize it names the
 # format): Pi first, so a Pi session loads no other host's module.
-_LINE_HOSTS = ("pi", "codex", "claude", "letta")
+_LINE_HOSTS = ("pi", "codex", "claude", "gemini", "letta")
 _DOCUMENT_HOSTS = tuple(
     h for h in HOSTS if any(f.document for f in FORMATS if f.host == h)
 )
 
 
-def sniff(path: Path) -> Format:
+def sniff(path: Path, recognizers: Recognizers) -> Format:
     """The format of the session file at ``path``, recognized from its content."""
     data = files.read_bytes(path)
     whole = _whole(data)
     if whole is not None:
         for host in _DOCUMENT_HOSTS:
-            form = _recognized(host, whole)
+            form = _recognized(recognizers, host, whole)
             if form is not None and form.document:
                 return form
     seen = 0
@@ -115,15 +91,15 @@ def sniff(path: Path) -> Format:
         except ValueError:
             continue
         for host in _LINE_HOSTS:
-            form = _recognized(host, row)
+            form = _recognized(recognizers, host, row)
             if form is not None and not form.document:
                 return form
     tried = ", ".join(f.label for f in FORMATS)
     raise SessionError(f"{path}: not a session file of a known format (tried: {tried})")
 
 
-def _recognized(host: str, value: Any) -> Format | None:
-    name = RECOGNIZERS[host]()(value)
+def _recognized(recognizers: Recognizers, host: str, value: Any) -> Format | None:
+    name = recognizers[host]()(value)
     return BY_NAME[name] if name is not None else None
 
 

@@ -84,6 +84,9 @@ __all__ = [
     "read_path",
 ]
 
+# The top-level entries whose changes are signed (store/signing.py says why).
+SIGNED = frozenset(("releases", "runs", "settings.json", "allowed_signers"))
+
 # Files in one change above which its objects go into one pack (bulk.py):
 # about 100 objects, where git itself starts keeping what it receives as a
 # pack rather than loose objects (fetch.unpackLimit, fastimport.unpackLimit).
@@ -307,9 +310,16 @@ class Store:
             if change is None:
                 return None
             change_mod.check(change, snap.tree)
+            signed = merged is None and any(
+                path.split("/", 1)[0] in SIGNED for path in change.files
+            )
+            if signed:
+                from machine_git.store import signing  # only for signed records
+
+                signing.admit(snap, change, _author())
             try:
                 with private_umask():
-                    oid = self._commit(snap, change, merged)
+                    oid = self._commit(snap, change, merged, signed)
             except _Moved:
                 continue  # someone outside machine (a push) moved the branch
             except pygit2.GitError as e:
@@ -320,7 +330,11 @@ class Store:
         raise ConcurrentUpdateError(f"{self.path}: the branch kept moving; try again")
 
     def _commit(
-        self, snap: Snapshot, change: Change, merged: Oid | None = None
+        self,
+        snap: Snapshot,
+        change: Change,
+        merged: Oid | None = None,
+        signed: bool = False,
     ) -> Oid | None:
         if len(change.files) > _BULK:
             return self._commit_bulk(snap, change, merged)
@@ -334,6 +348,11 @@ class Store:
         parents = [snap.commit.id] if snap.commit is not None else []
         if merged is not None:
             parents.append(merged)  # a merge commit, even with our tree unchanged
+        if signed:
+            oid = self._signed_commit(snap, change.message(), tree_id, parents)
+            created.append(oid)
+            chmod_objects(self.path, created)
+            return oid
         clear_stale_ref_lock(self.path)
         try:
             oid = repo.create_commit(
@@ -346,6 +365,39 @@ class Store:
         created.append(oid)
         chmod_objects(self.path, created)
         return oid
+
+    def _signed_commit(
+        self, snap: Snapshot, message: str, tree_id: Oid, parents: list[Oid]
+    ) -> Oid:
+        """A commit signed as ``git commit -S`` with ``gpg.format=ssh`` signs it."""
+        from machine_git.store import signing
+
+        made: object = self.repo.create_commit_string(
+            _author(), Signature(*IDENTITY), message, tree_id, list[str | Oid](parents)
+        )
+        content = str(made)  # the commit's text (pygit2's stub says Oid)
+        signature = signing.sign(content.encode())
+        oid = self.repo.create_commit_with_signature(content, signature)
+        self._move_branch(snap, oid, f"commit: {message.splitlines()[0]}")
+        return oid
+
+    def _move_branch(self, snap: Snapshot, oid: Oid, reflog: str) -> None:
+        """Point the branch at ``oid`` if it is still at ``snap``'s commit."""
+        clear_stale_ref_lock(self.path)
+        try:
+            if snap.commit is None:
+                self.repo.create_reference_direct(BRANCH, oid, False, message=reflog)
+            else:
+                ref = self.repo.references[BRANCH]
+                if ref.target != snap.commit.id:
+                    raise _Moved
+                ref.set_target(oid, reflog)  # a compare-and-swap on ref.target
+        except (pygit2.AlreadyExistsError, KeyError):
+            raise _Moved from None
+        except pygit2.GitError as e:
+            if "does not match" in str(e):
+                raise _Moved from None
+            raise
 
     def _commit_bulk(
         self, snap: Snapshot, change: Change, merged: Oid | None = None
@@ -380,9 +432,22 @@ class Store:
         # order a whole-version read (export, validate) asks for them.
         order = [oid, *reversed(trees)]
         order += [blobs[p] for p in sorted(blobs) if blobs[p] is not None]  # type: ignore[misc]
-        bulk.write_pack(self.path / "objects", staged.in_order(order), self.progress)
+        objects = self.path / "objects"
+        name = bulk.write_pack(objects, staged.in_order(order), self.progress)
         kind = " (initial)" if not parents else " (merge)" if merged else ""
         reflog = f"commit{kind}: {message.splitlines()[0]}"
+        try:
+            self._move_branch(snap, oid, reflog)
+        except BaseException:
+            # The branch did not move (a full disk, a lost race): nothing
+            # refers to the pack, so it goes now, not at the next git gc.
+            with contextlib.suppress(Exception):  # the first error is the one to say
+                if self.branch_target() != oid:
+                    bulk.discard(objects, name)
+            raise
+        return oid
+
+    def _move_branch(self, snap: Snapshot, oid: Oid, reflog: str) -> None:
         clear_stale_ref_lock(self.path)
         try:
             if snap.commit is None:
@@ -398,7 +463,6 @@ class Store:
             if "does not match" in str(e):
                 raise _Moved from None
             raise
-        return oid
 
     # -- merging (machine pull) ---------------------------------------------------
 
@@ -471,3 +535,8 @@ def _author() -> Signature:
 
 class _Moved(Exception):
     """The branch moved between planning and committing."""
+
+
+def author() -> Signature:
+    """Who a commit made now is by (git's identity; machine's without one)."""
+    return _author()

@@ -49,8 +49,8 @@ from machine_git.recovery.validate import Finding
 from machine_git.rows import context
 from machine_git.rows import rows
 from machine_git.rows import schemas
-from machine_git.store import treediff
 from machine_git.store.objects import guard
+from machine_git.sync import incoming
 
 STORE_HOOKS = ("pre-receive", "post-receive")
 CLONE_HOOKS = ("pre-commit",)
@@ -116,6 +116,16 @@ def check_secrets(path: str, data: bytes, old: bytes | None) -> list[Finding]:
     return [Finding(path, 1, "$", f"holds an unredacted secret ({', '.join(kinds)})")]
 
 
+def check_file_secrets(path: str, data: bytes, old: bytes | None) -> list[Finding]:
+    """A file (not a row) that brings a secret its old version ``old`` lacked."""
+    from machine_git import secrets  # the scanner loads only when files come
+
+    kinds = secrets.file_leaks(data, old)
+    if not kinds:
+        return []
+    return [Finding(path, 1, "$", f"holds an unredacted secret ({', '.join(kinds)})")]
+
+
 def check_commits(
     repo: pygit2.Repository,
     ids: Iterable[pygit2.Oid],
@@ -123,47 +133,93 @@ def check_commits(
 ) -> list[BadCommit]:
     """The commits among ``ids`` that bring a bad file, with what is wrong.
 
-    Only the blobs a commit changes against its first parent are read: the
-    rest of its tree is the parent's, already checked (or already stored).
-    A commit that says ``Machine-Redaction: off`` (an explicit --no-redact)
-    may hold secrets; any other may not, in its rows or in its message.
-    ``progress`` counts the rows checked, of all the commits' rows.
+    Only the entries a commit changes against its first parent are read (by
+    id and mode): the rest of its tree is the parent's, already checked (or
+    already stored). Each must be a file machine writes, at its place, a
+    regular file, valid for its kind (incoming.py). A commit that says
+    ``Machine-Redaction: off`` (an explicit --no-redact) may hold secrets;
+    any other may not, in any file or in its message. ``progress`` counts
+    the files checked, of all the commits' files.
     """
     bad: list[BadCommit] = []
     # The changes first (tree walks, cheap next to parsing and scanning
-    # rows): then the rows to check are known before the first is read.
-    changes = [_changed_rows(repo, repo[oid].peel(Commit)) for oid in ids]
-    progress.begin("checking rows", sum(len(c[1]) for c in changes))
-    for commit, changed in changes:
+    # rows): then the files to check are known before the first is read.
+    changes = [_changed_files(repo, repo[oid].peel(Commit)) for oid in ids]
+    progress.begin("checking rows", sum(_rowlike(c[1]) for c in changes))
+    for commit, changed, found in changes:
         scan = commit.message_trailers.get("Machine-Redaction") != "off"
-        found = _message_secrets(commit) if scan else []
-        for path, old, new in changed:
-            progress.advance()
-            try:
-                data = repo[new].peel(pygit2.Blob).data
-            except (KeyError, ValueError, pygit2.GitError):
+        if scan:
+            found.extend(_message_secrets(commit))
+        for path, kind, old, new in changed:
+            if kind in _ROWLIKE:
+                progress.advance()
+            data = _blob(repo, new)
+            if data is None:
                 found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
                 continue
-            problems = check_blob(path, data) or _reference(path, data, commit)
-            if not problems and scan:
-                problems = check_secrets(path, data, _blob(repo, old))
-            found.extend(problems)
+            found.extend(_file_problems(repo, commit, path, kind, data, old, scan))
         if found:
             bad.append((commit, found))
     progress.end()
     return bad
 
 
-def _changed_rows(
+_ROWLIKE = ("row", "context")
+
+
+def _rowlike(changed: list[incoming.Changed]) -> int:
+    return sum(kind in _ROWLIKE for _, kind, _, _ in changed)
+
+
+def _changed_files(
     repo: pygit2.Repository, commit: Commit
-) -> tuple[Commit, list[tuple[str, pygit2.Oid | None, pygit2.Oid]]]:
-    """The files ``commit`` adds or changes that are checked: rows, contexts."""
+) -> tuple[Commit, list[incoming.Changed], list[Finding]]:
+    """The files ``commit`` adds or changes, and the entries it may not have."""
     parent = commit.parents[0].tree if commit.parents else None
-    return commit, [
-        (path, old, new)
-        for path, old, new in treediff.changed_blobs(repo, parent, commit.tree)
-        if new is not None and _checked(path)
-    ]
+    problems: list[Finding] = []
+    changed = list(incoming.changed_files(repo, parent, commit.tree, problems))
+    return commit, changed, problems
+
+
+def _file_problems(
+    repo: pygit2.Repository,
+    commit: Commit,
+    path: str,
+    kind: str,
+    data: bytes,
+    old: pygit2.Oid | None,
+    scan: bool,
+) -> list[Finding]:
+    if kind == "release":
+        return []  # every release file is verified by the release audit
+    if kind in _ROWLIKE:
+        problems = check_blob(path, data) or _reference(path, data, commit)
+        if problems or not scan:
+            return problems
+        if kind == "context":
+            return _record_secrets(path, {"context": jsonio.loads(data)})
+        return check_secrets(path, data, _blob(repo, old))
+    # Machine's other records: JSON objects (a JSON object a line for .jsonl).
+    try:
+        values = (
+            [jsonio.loads(line) for line in data.splitlines() if line.strip()]
+            if path.endswith(".jsonl")
+            else [jsonio.loads(data)]
+        )
+    except (jsonio.JSONDecodeError, UnicodeDecodeError) as e:
+        return [Finding(path, 1, "$", f"not valid JSON ({e})")]
+    if not all(isinstance(v, dict) for v in values):
+        return [Finding(path, 1, "$", f"not a {kind} (a JSON object)")]
+    return check_file_secrets(path, data, _blob(repo, old)) if scan else []
+
+
+def _record_secrets(path: str, value: dict[str, object]) -> list[Finding]:
+    from machine_git.secrets import redaction  # the scanner loads only when files come
+
+    kinds = redaction.leaks(value)
+    if not kinds:
+        return []
+    return [Finding(path, 1, "$", f"holds an unredacted secret ({', '.join(kinds)})")]
 
 
 def _checked(path: str) -> bool:
@@ -220,16 +276,33 @@ def count(n: int, noun: str) -> str:
 def invalid_rows(bad: list[BadCommit]) -> int:
     """How many rows, over all ``bad`` commits, had a problem."""
     return sum(
-        validate.invalid_count([f for f in findings if f.file != MESSAGE])
+        validate.invalid_count([f for f in findings if _is_row(f.file)])
         for _, findings in bad
     )
 
 
+def refused_files(bad: list[BadCommit]) -> int:
+    """How many files other than rows, over all ``bad`` commits, were refused."""
+    return sum(
+        validate.invalid_count(
+            [f for f in findings if f.file != MESSAGE and not _is_row(f.file)]
+        )
+        for _, findings in bad
+    )
+
+
+def _is_row(path: str) -> bool:
+    # A context is part of its rows, and always counted with them.
+    return path.startswith(f"{rows.ROWS_DIR}/") or context.is_context_path(path)
+
+
 def rejected(bad: list[BadCommit]) -> str:
-    """``1 invalid row`` / ``1 commit message with a secret`` / both."""
+    """``1 invalid row`` / ``1 refused file`` / ``1 commit message with a secret``."""
     parts = []
     if rows_ := invalid_rows(bad):
         parts.append(count(rows_, "invalid row"))
+    if files := refused_files(bad):
+        parts.append(count(files, "refused file"))
     if messages := sum(f.file == MESSAGE for _, found in bad for f in found):
         parts.append(count(messages, "commit message") + " with a secret")
     return " and ".join(parts)
@@ -241,25 +314,33 @@ def rejected(bad: list[BadCommit]) -> str:
 def pre_receive(
     git_dir: Path, updates: Iterable[str], audit: Audit | None = None
 ) -> int:
-    """Refuse the push if a new commit brings a bad row or release record.
+    """Refuse the push if it moves a ref in a way machine never does, or if a
+    new object is too large or a new commit brings a bad file or release record.
 
-    stdin: ``old new ref`` per updated ref. ``audit`` checks release records
-    (the hooks' entry point, machine_git/hooks.py, passes the releases
-    layer's); without it a push that touches them is refused.
+    stdin: ``old new ref`` per updated ref. git has checked each object
+    already (``receive.fsckObjects``); they wait in its quarantine. ``audit``
+    checks release records (the hooks' entry point, machine_git/hooks.py,
+    passes the releases layer's); without it a push that touches them is
+    refused.
     """
     refs = [(p[0], p[1], p[2]) for p in (u.split() for u in updates) if len(p) == 3]
-    tips = [new for _, new, _ in refs if new != _ZERO]
-    if not tips:
+    if not refs:
         return 0
     repo = guard(pygit2.Repository(str(git_dir)))  # the store's objects may be damaged
     # The pushed objects wait in a quarantine folder that git names in the
     # environment; libgit2 ignores that environment, so add it by hand.
-    quarantine = os.environ.get("GIT_QUARANTINE_PATH") or os.environ.get(
-        "GIT_OBJECT_DIRECTORY"
-    )
+    quarantine = os.environ.get("GIT_QUARANTINE_PATH")
     if quarantine:
         repo.odb.add_disk_alternate(quarantine)
-    listed = _git(["rev-list", "--reverse", *tips, "--not", "--all"])
+        sizes = incoming.size_problems(incoming.new_objects(quarantine))
+        if sizes:
+            return _refuse(sizes)
+    moves = incoming.update_problems(repo, refs)
+    if moves:
+        # A rewrite of release history also says so in the release audit's words.
+        return _refuse(moves) | _print(_rewritten(repo, refs))
+    tips = [new for _, new, _ in refs if new != _ZERO]
+    listed = _git(["rev-list", "--reverse", *tips, "--not", "--all"]) if tips else ""
     oids = [pygit2.Oid(hex=h) for h in listed.split()]
     bad = check_commits(repo, oids)
     if bad:
@@ -270,10 +351,24 @@ def pre_receive(
             f"{count(len(bad), 'commit')}; nothing was stored",
             file=sys.stderr,
         )
-    refused = releases_refused(repo, refs, oids, audit)
+    refused = releases_refused(repo, refs, oids, audit) + signed_refused(
+        repo, oids, audit
+    )
     for line in refused:
         print(line, file=sys.stderr)
     return 1 if bad or refused else 0
+
+
+def _print(lines: list[str]) -> int:
+    for line in lines:
+        print(line, file=sys.stderr)
+    return 1 if lines else 0
+
+
+def _refuse(problems: list[str]) -> int:
+    for problem in problems:
+        print(f"machine: push rejected: {problem}; nothing was stored", file=sys.stderr)
+    return 1
 
 
 # -- release records (machine_git/releases/audit.py) ----------------------------------
@@ -318,6 +413,58 @@ def releases_refused(
             "only machine's release commands write; nothing was stored"
         )
     return lines
+
+
+def signed_refused(
+    repo: pygit2.Repository, oids: list[pygit2.Oid], audit: Audit | None = None
+) -> list[str]:
+    """Why the push may not change signed records; empty if it may.
+
+    Run records, the student in ``settings.json`` and ``allowed_signers``
+    change only in commits signed by an allowed signer (releases/trust.py).
+    A push that touches ``releases/`` was audited whole, signatures included,
+    by :func:`releases_refused`; this covers the pushes that do not.
+    """
+    commits = [repo[oid].peel(Commit) for oid in oids]
+    if any(touches_releases(c) for c in commits):
+        return []
+    if not any(_touches_signed(c) for c in commits):
+        return []
+    if audit is None:  # fail closed, as releases_refused does
+        return ["machine: signed records were pushed and cannot be checked"]
+    found = audit(repo, commits, Path(repo.path))
+    lines: list[str] = []
+    for commit, tampered in found:
+        summary = (commit.message or "").strip().splitlines()[:1] or [""]
+        lines.append(f"commit {str(commit.id)[:12]}: {summary[0]}")
+        lines.extend(str(t) for t in tampered)
+    if found:
+        lines.append(
+            f"machine: push rejected: {count(len(found), 'commit')} "
+            f"{'changes' if len(found) == 1 else 'change'} signed records "
+            "(runs, the student, allowed signers) without an allowed signer's "
+            "signature; nothing was stored"
+        )
+    return lines
+
+
+_SIGNED = ("runs", "settings.json", "allowed_signers")
+
+
+def _touches_signed(commit: Commit) -> bool:
+    def entries(c: Commit) -> list[pygit2.Oid | None]:
+        out: list[pygit2.Oid | None] = []
+        for name in _SIGNED:
+            try:
+                out.append(c.tree[name].id)
+            except KeyError:
+                out.append(None)
+        return out
+
+    mine = entries(commit)
+    if not commit.parents:
+        return any(e is not None for e in mine)
+    return any(entries(p) != mine for p in commit.parents)
 
 
 def _rewritten(
@@ -379,16 +526,20 @@ def pre_commit(git_dir: Path) -> int:
     found: list[Finding] = []
     for meta, path in zip(parts[0::2], parts[1::2], strict=False):
         fields = meta.split()
-        if len(fields) < 4 or not _checked(path):
+        if len(fields) < 4:
             continue
         try:
             data = repo[fields[3]].peel(pygit2.Blob).data
         except (KeyError, ValueError, pygit2.GitError):
-            found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+            if _checked(path):  # a submodule elsewhere is no row's business
+                found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
+            continue
+        old = None if fields[2] == _ZERO else _blob(repo, fields[2])
+        if not _checked(path):  # any other file: its secrets alone
+            found.extend(check_file_secrets(path, data, old))
             continue
         problems = check_blob(path, data)
         if not problems:  # a hand edit may not bring a secret in
-            old = None if fields[2] == _ZERO else _blob(repo, fields[2])
             problems = check_secrets(path, data, old)
         found.extend(problems)
     for finding in found:
@@ -414,9 +565,41 @@ def _git(args: list[str]) -> str:
 # -- installing ------------------------------------------------------------------------
 
 
+# git's own checks of what a push brings, before the pre-receive hook runs:
+# each object (unsorted trees, duplicate entries, bad modes, '..' and '.git'
+# names, .gitmodules), no deletion, no rewrite, no shallow history.
+RECEIVE_CONFIG = {
+    "receive.fsckObjects": "true",
+    "receive.denyDeletes": "true",
+    "receive.denyNonFastForwards": "true",
+    "receive.shallowUpdate": "false",
+}
+
+
 def install_store_hooks(store_path: Path) -> list[str]:
-    """Install ``pre-receive`` and ``post-receive`` in a store; the names changed."""
-    return _install(store_path, STORE_HOOKS, hooks_path="hooks")
+    """Install ``pre-receive`` and ``post-receive`` in a store; the names changed.
+
+    The store's git config gets :data:`RECEIVE_CONFIG` too.
+    """
+    changed = _install(store_path, STORE_HOOKS, hooks_path="hooks")
+    old_umask = os.umask(0o077)  # the config file stays 0600
+    try:
+        config = pygit2.Repository(str(store_path)).config
+        for key, value in RECEIVE_CONFIG.items():
+            if _get(config, key) != value:
+                config[key] = value
+    except (OSError, pygit2.GitError) as e:
+        raise HookError(f"cannot configure {store_path}: {e}") from None
+    finally:
+        os.umask(old_umask)
+    return changed
+
+
+def _get(config: pygit2.Config, key: str) -> str | None:
+    try:
+        return str(config[key])
+    except KeyError:
+        return None
 
 
 def install_clone_hooks(git_dir: Path) -> list[str]:
@@ -561,19 +744,30 @@ def secrets_main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="machine-secrets")
     parser.add_argument("filenames", nargs="*", help="text files to scan")
+    parser.add_argument(
+        "--version", action="store_true", help="the engine's version and rule count"
+    )
     args = parser.parse_args(argv)
+    if args.version:
+        try:
+            print(f"machine-secrets: {secrets.version()}")
+        except MachineError as e:
+            print(f"machine-secrets: {e}")
+            return 1
+        return 0
     retval = 0
     for name in args.filenames:
         try:
-            text = Path(name).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue  # not text: pre-commit's types filter should have left it out
+            data = Path(name).read_bytes()
         except OSError as e:
             print(f"{name}:0: cannot read: {e.strerror}")
             retval = 1
             continue
+        if b"\0" in data[:8000]:
+            continue  # not text: pre-commit's types filter should have left it out
+        text = data.decode("utf-8", "surrogateescape")  # as scan_bytes reads it
         try:
-            found = secrets.scan_text(text)
+            found = secrets.scan_bytes(data)
         except MachineError as e:
             print(f"{name}:0: the secret scanner failed: {e}")
             retval = 1

@@ -96,8 +96,8 @@ def clash_error(clashes: list[RefClash], remote: str, verb: str) -> ConflictErro
     more = f"; and {len(clashes) - 3} more" if len(clashes) > 3 else ""
     return ConflictError(
         f"{remote} has {shown}{more}; nothing was {verb}. A name never moves: "
-        "keep one side's under a new name and delete the other (see the "
-        "README, 'When something goes wrong')"
+        "keep one side's under a new name and delete the other (see "
+        "docs/recovery.md, 'Sharing conflicts')"
     )
 
 

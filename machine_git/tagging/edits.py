@@ -18,6 +18,7 @@ from machine_git.core import jsonio
 from machine_git.core.errors import NotFoundError
 from machine_git.core.errors import ReleaseError
 from machine_git.core.errors import RowNotFoundError
+from machine_git.core.errors import RowValidationError
 from machine_git.core.errors import TurnError
 from machine_git.core.errors import UsageError
 from machine_git.history import diff
@@ -69,7 +70,7 @@ def _modify(
 
     def plan(snap: Snapshot) -> Change | None:
         before = _current(snap, row_id)
-        after = context.from_shown(change_row(copy.deepcopy(before)))
+        after = context.from_shown(change_row(copy.deepcopy(before)), snap.read)
         if content_changes and after != before:
             # New words (a rewrite, a hand edit) are scanned like a new tag.
             after, _ = redaction.redact_row(after)
@@ -99,8 +100,7 @@ def _modify(
 
 def rewrite(store: Store, prefix: str, text: str) -> EditResult:
     """Replace the row's final answer with ``text``; the first original is kept."""
-    if not text.strip():
-        raise UsageError("the rewrite is empty")
+    rows.check_answer(text)
 
     def change(row: Row) -> Row:
         rows.rewrite_answer(row, text)
@@ -154,6 +154,9 @@ def replace(store: Store, prefix: str, new_row: Mapping[str, Any]) -> EditResult
             f"the id cannot change ({row_id} -> {new_row.get('id')!r}); "
             "use machine rm and machine import"
         )
+    blank = rows.blank_answer(new_row)
+    if blank is not None:
+        raise RowValidationError(f"{blank}: {rows.BLANK_ANSWER}")
     return _modify(
         store,
         row_id,

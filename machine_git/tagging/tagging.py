@@ -187,6 +187,7 @@ def tag(
 
     if options.if_auto and not _auto_on(project):
         return Tagged("off", None, notices)
+    rows.check_answer(options.rewrite)
     found = detect.locate(project.root, options.host, options.session)
     if found.announce:
         say(SessionUsed(found.host, found.path))

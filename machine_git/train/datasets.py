@@ -83,9 +83,17 @@ def conversation_of(line: dict[str, Any]) -> Conversation:
     return Conversation(list(line["messages"]), specs)
 
 
-def row_conversation(row: Row) -> Conversation:
-    """A row's conversation as the tinker export writes it (context inline)."""
-    return conversation_of(export.to_tinker(row))
+def row_line(row: Row, with_context: bool = True) -> bytes | None:
+    """The line a run's export holds for ``row`` (None: the export skips it)."""
+    return export.row_line(row, "tinker", with_context=with_context)
+
+
+def row_conversation(row: Row, with_context: bool = True) -> Conversation:
+    """A row's conversation read back from its exported line (context inline)."""
+    line = row_line(row, with_context)
+    if line is None:
+        raise TrainingError("not exported: no assistant answer")
+    return conversation_of(jsonio.loads(line))
 
 
 def row_messages(row: Row) -> list[dict[str, Any]]:
@@ -139,6 +147,32 @@ def examples(
     specs = cast(list[ToolSpec], tools) if tools else None
     full = rendering.with_tools(renderer, messages, specs)
     return list(renderer.build_supervised_examples(full, train_on_what=train_on))
+
+
+class Rendered(NamedTuple):
+    """One example of a line: as rendered, and the datum Tinker is sent."""
+
+    example: Example  # the whole sequence, before --max-length
+    datum: tinker.Datum
+
+
+def render_line(
+    value: dict[str, Any],
+    renderer: renderers.Renderer,
+    train_on: renderers.TrainOnWhat,
+    max_length: int | None,
+) -> list[Rendered]:
+    """The examples and datums of one exported line (parsed JSON).
+
+    The one path from data to datums: a run's dataset, ``train validate``
+    and its ``--dump`` all call this on the bytes of the same export line.
+    """
+    found = conversation_of(value)
+    conversation = cookbook_messages(found.messages)
+    return [
+        Rendered(example, datum(example, max_length))
+        for example in examples(conversation, renderer, train_on, found.tools)
+    ]
 
 
 def datum(example: Example, max_length: int | None) -> tinker.Datum:
@@ -234,12 +268,10 @@ class ExportBuilder(ChatDatasetBuilder):
             label = ids[rows] if ids and rows < len(ids) else f"line {number}"
             rows += 1
             try:
-                found = conversation_of(jsonio.loads(line))
-                conversation = cookbook_messages(found.messages)
-                for example in examples(
-                    conversation, seen.renderer, train_on, found.tools
+                for one in render_line(
+                    jsonio.loads(line), seen.renderer, train_on, cc.max_length
                 ):
-                    datums.append(datum(example, cc.max_length))
+                    datums.append(one.datum)
                     labels.append(label)
             except (ValueError, KeyError, TypeError) as e:
                 raise TrainingError(

@@ -127,6 +127,44 @@ def _eval_files(store: Store, snap: Snapshot) -> Iterator[tuple[str, bytes]]:
                 yield path, data
 
 
+def bad_records(store: Store, commit: Commit | None = None) -> list[str]:
+    """One line for each eval set or result record that does not read."""
+    snap = store.snapshot(commit)
+    out = []
+    for path, data in _eval_files(store, snap):
+        try:
+            _parse(data, path)
+        except TrainingError as e:
+            out.append(str(e))
+    if snap.tree is None or EVALS_DIR not in snap.tree:
+        return out
+    for path in sorted(_result_paths(store, snap.tree[EVALS_DIR])):
+        result = snap.read(path)
+        if result is None:
+            continue
+        try:
+            jsonio.load_object(result, path, TrainingError, "an eval result")
+        except TrainingError as e:
+            out.append(str(e))
+    return out
+
+
+def _result_paths(store: Store, entry: Any) -> Iterator[str]:
+    if entry.filemode != FileMode.TREE:
+        return
+    for folder in store.repo[entry.id].peel(Tree):
+        if folder.filemode != FileMode.TREE or "results" not in (
+            tree := store.repo[folder.id].peel(Tree)
+        ):
+            continue
+        results = tree["results"]
+        if results.filemode != FileMode.TREE:
+            continue
+        for item in store.repo[results.id].peel(Tree):
+            if item.filemode == FileMode.BLOB and (item.name or "").endswith(".json"):
+                yield f"{EVALS_DIR}/{folder.name}/results/{item.name}"
+
+
 def _parse(data: bytes, path: str) -> dict[str, Any]:
     value = jsonio.load_object(data, path, TrainingError, "an eval set")
     if not isinstance(value.get("id"), str):

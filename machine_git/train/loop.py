@@ -16,6 +16,7 @@ Heavy: imports tinker and tinker-cookbook. Import after ``stack.require()``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from collections.abc import Callable
@@ -107,6 +108,14 @@ class Outcome:
         return self.steps[-1].loss if self.steps else None
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Where a resumed run starts: a saved state and the steps it holds."""
+
+    state_path: str  # tinker://.../weights/<name>, saved with the optimizer
+    step: int  # steps done when it was saved
+
+
 class Method(Protocol):
     """What one optimizer step does (SFT or DPO)."""
 
@@ -168,18 +177,31 @@ def train(
     on_ready: Callable[[], None] | None = None,
     retries: service.Retries | None = None,
     method: Method | None = None,
+    resume: Resume | None = None,
 ) -> Outcome:
     """Train ``cfg`` on ``dataset``; ``smoke`` takes two steps and saves one
-    short-lived sampler checkpoint instead of the run's checkpoints."""
+    short-lived sampler checkpoint instead of the run's checkpoints.
+
+    ``resume`` continues from a saved state (weights and optimizer, Tinker's
+    ``create_training_client_from_state_with_optimizer``) at the step after
+    it, on the same batches in the same order: each epoch's order comes from
+    the run's seed, the learning rate from the step.
+    """
     if len(dataset) == 0:
         raise TrainingError("the dataset is empty: 0 training steps")
     total = total_steps(cfg, dataset, SMOKE_STEPS if smoke else max_steps)
+    first = resume.step if resume is not None else 0
     hyper = cfg.hyper
     log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     metrics_path = log_dir / METRICS_FILE
     checkpoints_path = log_dir / CHECKPOINTS_FILE
-    for path in (metrics_path, checkpoints_path):
-        _truncate(path)  # a new attempt starts its own logs; git keeps the old story
+    if resume is None:
+        for path in (metrics_path, checkpoints_path):
+            _truncate(path)  # a new attempt starts its own logs; git keeps the old
+    else:
+        # The logs go on from the saved state: what came after it was lost.
+        _keep(metrics_path, lambda r: int(r.get("step", 0)) < resume.step)
+        _keep(checkpoints_path, lambda r: int(r.get("batch", 0)) <= resume.step)
     stamp = {**metadata(cfg), "run_id": cfg.run_id}
     del stamp["machine_run"]
     outcome = Outcome()
@@ -203,26 +225,37 @@ def train(
     # Creating the client and saving a named checkpoint are safe to repeat;
     # a training step is not (it may have been applied), so it is tried once.
     client = service.service_client(user_metadata=metadata(cfg))
-    training = service.bounded(
-        "creating the training client",
-        lambda: client.create_lora_training_client(
-            base_model=cfg.base_model,
-            rank=hyper.lora_rank,
-            seed=hyper.seed,
-            user_metadata=metadata(cfg),
-        ).result(),
-        tries=3,
-        retries=retries,
-    )
+    if resume is not None:
+        state = resume.state_path
+        training = service.bounded(
+            f"loading the checkpoint {state}",
+            lambda: client.create_training_client_from_state_with_optimizer(
+                state, user_metadata=metadata(cfg)
+            ).result(),
+            tries=3,
+            retries=retries,
+        )
+    else:
+        training = service.bounded(
+            "creating the training client",
+            lambda: client.create_lora_training_client(
+                base_model=cfg.base_model,
+                rank=hyper.lora_rank,
+                seed=hyper.seed,
+                user_metadata=metadata(cfg),
+            ).result(),
+            tries=3,
+            retries=retries,
+        )
     method = method if method is not None else method_of(cfg)
     method.start(training, retries)
     if on_ready is not None:
         on_ready()
     batches = len(dataset)
-    for step in range(total):
+    for step in range(first, total):
         started = time.monotonic()
         epoch, index = divmod(step, batches)
-        if index == 0:
+        if index == 0 or step == first:
             dataset.set_epoch(epoch)  # a new order every epoch, from the run's seed
         batch = dataset.get_batch(index)
         rate = hyper.learning_rate * max(0.0, 1.0 - step / total)
@@ -231,6 +264,13 @@ def train(
             f"step {step + 1}",
             functools.partial(method.step, training, batch, adam),
         )
+        if not math.isfinite(loss):
+            # A NaN would be written as null and poison the run's record;
+            # the weights are no better for it either. Stop here, failed.
+            raise TrainingError(
+                f"the loss is {loss} (not a finite number); the run stops "
+                "(check the data with 'machine train validate')"
+            )
         weights = [d.loss_fn_inputs["weights"] for d in batch]
         done = Step(
             step=step,
@@ -309,6 +349,27 @@ def _save_state(
     return training.save_state(
         name, ttl_seconds=ttl, user_metadata=user_metadata
     ).result()
+
+
+def _keep(path: Path, wanted: Callable[[dict[str, Any]], bool]) -> None:
+    """Rewrite a JSONL log keeping the records ``wanted`` says (0600)."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        lines = []
+    kept = []
+    for line in lines:
+        try:
+            record = jsonio.loads(line)
+        except jsonio.JSONDecodeError:
+            continue  # a line cut by the crash that ended the attempt
+        if isinstance(record, dict) and wanted(record):
+            kept.append(line + b"\n")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, b"".join(kept))
+    finally:
+        os.close(fd)
 
 
 def _truncate(path: Path) -> None:

@@ -84,6 +84,7 @@ def _refuse_what_validate_blocks(
         base_model=options.base_model,
         max_length=options.hyper.max_length,
         batch_size=options.hyper.batch_size,
+        with_context=options.context,
     )
     validate.refuse_blocking(report)
 

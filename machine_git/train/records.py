@@ -164,6 +164,14 @@ class SmokeRecord(_Record):
     trained: Trained | None = None
 
 
+class AttemptRecord(_Record):
+    attempt: Positive
+    from_step: Count = 0
+    from_checkpoint: str | None = None
+    status: NonEmpty
+    steps: Count | None = None
+
+
 class RunRecord(_Record):
     """A training run's record, rewritten by one commit per event."""
 
@@ -178,6 +186,7 @@ class RunRecord(_Record):
     hyperparameters: dict[str, float | int]
     steps_planned: Count
     attempts: Count = 0
+    attempt_log: list[AttemptRecord] = []  # each attempt, resumed ones too
     steps: list[StepRecord] = []
     checkpoints: list[CheckpointRecord] = []
     smoke: SmokeRecord | None = None

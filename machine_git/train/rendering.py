@@ -21,7 +21,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from typing import NamedTuple
 from typing import cast
 
 import tinker
@@ -32,11 +31,17 @@ from tinker_cookbook.exceptions import ConfigurationError
 from tinker_cookbook.renderers.base import RenderContext
 from tinker_cookbook.renderers.base import RenderedMessage
 from tinker_cookbook.renderers.base import ToolSpec
+from tinker_cookbook.renderers.base import _tool_call_payload
 from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 from tinker_cookbook.renderers.qwen3_5 import Qwen3_5Renderer
 
 from machine_git.core.errors import TrainingError
-from machine_git.train.config import DEFAULT_BASE_MODEL
+from machine_git.train.families import QWEN3
+from machine_git.train.families import QWEN3_5
+from machine_git.train.families import Family
+from machine_git.train.families import family
+
+__all__ = ["QWEN3", "QWEN3_5", "Family", "family"]  # the families, from families.py
 
 _EOS = "<|im_end|>"
 
@@ -59,56 +64,6 @@ NOT_SPECIAL = frozenset(
         "<think>",
         "</think>",
     }
-)
-
-
-class Family(NamedTuple):
-    """A model family machine renders, and the template that proves it."""
-
-    name: str
-    tokenizer_class: str  # in tml_renderers.tokenizers
-    renderer: str  # the cookbook renderer name machine uses
-    template: str  # tests/fixtures/templates/<template>/
-
-
-QWEN3 = Family("Qwen3", "Qwen3Tokenizer", "qwen3", "qwen3")
-QWEN3_5 = Family("Qwen3.5", "Qwen35Tokenizer", "qwen3_5", "qwen3_5")
-
-# Why the others are refused, in one line each (the README says the same).
-_REFUSED = (
-    (
-        "-Instruct-2507",
-        "its published chat template is not among machine's fixtures, so its "
-        "rendering cannot be checked token for token",
-    ),
-    (
-        "-Thinking-2507",
-        "its renderer is not one machine checks against the template",
-    ),
-    (
-        "-Base",
-        "a base model's renderer (role_colon) follows no chat template and drops "
-        "tool calls",
-    ),
-    ("-VL-", "vision-language models are not rendered offline"),
-)
-
-
-def family(base_model: str) -> Family:
-    """The accepted family of ``base_model``, or a one-line refusal."""
-    for part, why in _REFUSED:
-        if part in base_model:
-            raise TrainingError(f"{base_model} is not accepted: {why}{_ACCEPTED}")
-    if base_model.startswith("Qwen/Qwen3.5-"):
-        return QWEN3_5
-    if base_model.startswith("Qwen/Qwen3-"):
-        return QWEN3
-    raise TrainingError(f"{base_model} is not accepted{_ACCEPTED}")
-
-
-_ACCEPTED = (
-    " (machine renders Qwen3 and Qwen3.5 chat models, checked against their "
-    f"published chat templates; default {DEFAULT_BASE_MODEL})"
 )
 
 
@@ -190,6 +145,8 @@ class GroupedQwen3Renderer(Qwen3Renderer):
 
     def render_message(self, message: Any, ctx: RenderContext) -> RenderedMessage:
         rendered = super().render_message(message, ctx)
+        if message.get("tool_calls"):
+            return self._utf8_calls(rendered, message["tool_calls"])
         if message["role"] != "tool":
             return rendered
         header = rendered.header
@@ -201,6 +158,31 @@ class GroupedQwen3Renderer(Qwen3Renderer):
         if following is not None and following["role"] == "tool":
             output = output[:-1]  # no <|im_end|>: the next result continues
         return RenderedMessage(header=header, output=output)
+
+    def _utf8_calls(
+        self, rendered: RenderedMessage, calls: list[Any]
+    ) -> RenderedMessage:
+        """Tool calls as the template writes them: ``tojson``, text kept UTF-8.
+
+        The cookbook (0.5.8) writes each ``<tool_call>`` with ``json.dumps``,
+        which escapes non-ASCII (``caf\\u00e9``); the template's ``tojson``
+        does not. The separators are the same (``", "``, ``": "``).
+        """
+        first = rendered.output[0]
+        if not isinstance(first, tinker.types.EncodedTextChunk):
+            return rendered
+        text = str(self.tokenizer.decode(list(first.tokens)))
+        fixed = text
+        for call in calls:
+            payload = _tool_call_payload(call)
+            fixed = fixed.replace(json.dumps(payload), _tojson(payload))
+        if fixed == text:
+            return rendered
+        tokens = self.tokenizer.encode(
+            fixed, add_special_tokens=False, split_special_tokens=True
+        )
+        output = [tinker.types.EncodedTextChunk(tokens=tokens), *rendered.output[1:]]
+        return RenderedMessage(header=rendered.header, output=output)
 
     def create_conversation_prefix_with_tools(
         self, tools: list[ToolSpec], system_prompt: str = ""
@@ -236,6 +218,13 @@ class Qwen35Renderer(Qwen3_5Renderer):
     ``tojson``, and the system prompt after the declaration, trimmed; the
     cookbook (0.5.8) writes the bare function, ASCII-escaped, untrimmed.
     """
+
+    def _format_tool_call_argument(self, value: object) -> str:
+        # The template: objects and arrays through tojson (UTF-8 kept; the
+        # cookbook escapes it), anything else through |string.
+        if isinstance(value, dict | list):
+            return _tojson(value)
+        return str(value)
 
     def create_conversation_prefix_with_tools(
         self, tools: list[ToolSpec], system_prompt: str = ""

@@ -111,8 +111,16 @@ def _parse(data: bytes, where: str) -> dict[str, Any]:
     return records.run_record(value, where)
 
 
-def all_runs(store: Store) -> list[dict[str, Any]]:
-    """Every run, oldest first."""
+BadRecord = Callable[[str], None]  # told one line per record that cannot be read
+
+
+def all_runs(store: Store, on_bad: BadRecord | None = None) -> list[dict[str, Any]]:
+    """Every run that reads, oldest first.
+
+    A damaged record (a hand edit, a merge, an older machine's bug) does not
+    hide the others: it is left out, and ``on_bad`` gets one line naming it
+    and its first bad field.
+    """
     snap = store.snapshot()
     if snap.tree is None or RUNS_DIR not in snap.tree:
         return []
@@ -124,27 +132,79 @@ def all_runs(store: Store) -> list[dict[str, Any]]:
         name = item.name or ""
         if item.filemode == FileMode.BLOB and name.endswith(".json"):
             data = store.repo[item.id].peel(pygit2.Blob).data
-            found.append(_parse(data, f"{RUNS_DIR}/{name}"))
+            try:
+                found.append(_parse(data, f"{RUNS_DIR}/{name}"))
+            except TrainingError as e:
+                if on_bad is not None:
+                    on_bad(str(e))
     return sorted(found, key=lambda r: (str(r.get("created_at")), str(r["id"])))
 
 
-def find(store: Store, text: str | None) -> dict[str, Any]:
-    """The run ``text`` names (an id or unique prefix); default: the newest."""
-    runs = all_runs(store)
+def bad_records(store: Store, commit: Commit | None = None) -> list[str]:
+    """One line for each run record at ``commit`` that does not read."""
+    snap = store.snapshot(commit)
+    if snap.tree is None or RUNS_DIR not in snap.tree:
+        return []
+    entry = snap.tree[RUNS_DIR]
+    if entry.filemode != FileMode.TREE:
+        return [f"{RUNS_DIR}: not a folder"]
+    out = []
+    for item in store.repo[entry.id].peel(Tree):
+        name = item.name or ""
+        if item.filemode != FileMode.BLOB or not name.endswith(".json"):
+            continue
+        try:
+            _parse(store.repo[item.id].peel(pygit2.Blob).data, f"{RUNS_DIR}/{name}")
+        except TrainingError as e:
+            out.append(str(e))
+    return out
+
+
+def record_problems(store: Store) -> list[tuple[str, str, str]]:
+    """``(file, json path, problem)`` for each training record (runs, eval
+    sets, eval results) at the newest commit that does not read."""
+    out = []
+    for line in [*bad_records(store), *evals.bad_records(store)]:
+        where, _, rest = line.partition(": ")
+        path, found, problem = rest.partition(": ")
+        if found and path.startswith("$"):
+            out.append((where, path, problem))
+        else:
+            out.append((where, "$", rest))
+    return out
+
+
+def find(
+    store: Store, text: str | None, on_bad: BadRecord | None = None
+) -> dict[str, Any]:
+    """The run ``text`` names (an id or unique prefix); default: the newest.
+
+    A run named by its exact id is read on its own: its record's damage is
+    the error; other damaged records are skipped (``on_bad`` is told).
+    """
+    if text is not None and _is_id(text):
+        exact = read(store, text)
+        if exact is not None:
+            return exact
+    runs = all_runs(store, on_bad)
     if not runs:
         raise TrainingError(
             "no training runs yet (prepare one with 'machine train sft')"
         )
     if text is None:
         return runs[-1]
-    exact = [r for r in runs if r["id"] == text]
-    matches = exact or [r for r in runs if str(r["id"]).startswith(text)]
+    matches = [r for r in runs if str(r["id"]).startswith(text)]
     if not matches:
         raise TrainingError(f"no run {text!r} (see 'machine runs')")
     if len(matches) > 1:
         shown = ", ".join(str(r["id"]) for r in matches[:5])
         raise TrainingError(f"run {text!r} is ambiguous ({shown})")
     return matches[0]
+
+
+def _is_id(text: str) -> bool:
+    # A name that can be a record's file (no path, no dot files).
+    return bool(text) and "/" not in text and "\\" not in text and text[0] != "."
 
 
 def commits(store: Store, run_id: str) -> list[history.Entry]:
@@ -213,8 +273,7 @@ def write_export(
     ids: list[str] = []
     chosen = selection.select(store, commit, kind, where)
     with open(target, "wb") as out:
-        for row_id, rendered in _lines(store, commit, chosen, fmt, with_context):
-            line = jsonio.line(rendered)
+        for row_id, line in _lines(store, commit, chosen, fmt, with_context):
             out.write(line)
             digest.update(line)
             ids.append(row_id)
@@ -246,13 +305,13 @@ def _lines(
     chosen: selection.Selection,
     fmt: str,
     with_context: bool,
-) -> Iterator[tuple[str, dict[str, Any]]]:
+) -> Iterator[tuple[str, bytes]]:
     """Each row's line, then (pairs) the pairs of rows rated differently, each
     with the row it comes from (the preferred one, for a pair of two)."""
     for row_id, row in chosen.items:
-        rendered = export.render(row, fmt, with_context=with_context)
-        if rendered is not None:
-            yield row_id, rendered
+        found = export.row_line(row, fmt, with_context=with_context)
+        if found is not None:
+            yield row_id, found
     if fmt not in export.PAIR_FORMATS:
         return
     from machine_git.tagging import labels as labeling
@@ -265,7 +324,8 @@ def _lines(
         for row_id, row in chosen.items
         if export.rated(row, field) is not None
     ]
-    yield from export.sibling_pairs(fmt, rated, field)
+    for row_id, pair in export.sibling_pairs(fmt, rated, field):
+        yield row_id, export.line(pair)
 
 
 def row_ids(data_file: Path) -> list[str] | None:

@@ -18,7 +18,9 @@ are retried, and each retry is counted and reported.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -101,38 +103,113 @@ def bounded(
 ) -> T:
     """``call()``, given at most ``timeout`` seconds per try, ``tries`` tries.
 
-    A call that does not answer in time is abandoned (its thread is a daemon)
-    and tried again while tries are left; then one line says which call and
-    how long it waited. An error from the SDK is named (HTTP status first).
+    A call that does not answer in time, or answers with a server error
+    (5xx), is tried again while tries are left (its thread, a daemon, is
+    abandoned); then one line says which call and why. The SDK retries 5xx
+    answers itself, for minutes, inside one try: those are counted from its
+    log (:class:`ServerErrors`), so a try that ran out of time while the
+    service kept failing says the status and how often it was retried, not
+    just that it did not answer. An error from the SDK is named (HTTP status
+    first).
     """
     limit = timeout if timeout is not None else timeout_seconds()
-    for attempt in range(1, tries + 1):
-        box: dict[str, Any] = {}
-        thread = threading.Thread(
-            target=_run_into, args=(call, box), name=f"tinker {what}", daemon=True
-        )
-        thread.start()
-        thread.join(limit)
-        if thread.is_alive():
+    failed: list[str] = []  # why each earlier try failed (5xx)
+    with ServerErrors() as seen:
+        for attempt in range(1, tries + 1):
+            box: dict[str, Any] = {}
+            thread = threading.Thread(
+                target=_run_into, args=(call, box), name=f"tinker {what}", daemon=True
+            )
+            thread.start()
+            thread.join(limit)
+            if thread.is_alive():
+                why = f"did not answer {what} within {limit:g} s"
+            elif "error" in box:
+                error = box["error"]
+                if isinstance(error, KeyboardInterrupt | TinkerServiceError):
+                    raise error
+                if not _is_server_error(error) or attempt == tries:
+                    raise TinkerServiceError(
+                        describe(error) + seen.retried(len(failed))
+                    ) from None
+                why = f"answered {what} with {describe(error)}"
+                failed.append(why)
+            else:
+                return box["value"]  # type: ignore[no-any-return]
             if attempt < tries:
                 if retries is not None:
                     retries.note(
-                        f"Tinker did not answer {what} within {limit:g} s; "
-                        f"trying again ({attempt + 1} of {tries})"
+                        f"Tinker {why}; trying again ({attempt + 1} of {tries})"
                     )
                 continue
-            tried = f" ({tries} tries)" if tries > 1 else ""
-            raise TinkerServiceError(
-                f"Tinker did not answer {what} within {limit:g} s{tried} (set "
-                f"{TIMEOUT_ENV} to wait longer)"
-            )
-        if "error" in box:
-            error = box["error"]
-            if isinstance(error, KeyboardInterrupt | TinkerServiceError):
-                raise error
-            raise TinkerServiceError(describe(error)) from None
-        return box["value"]  # type: ignore[no-any-return]
+            raise TinkerServiceError(_gave_up(what, limit, tries, seen))
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _gave_up(what: str, limit: float, tries: int, seen: ServerErrors) -> str:
+    tried = f" ({tries} tries)" if tries > 1 else ""
+    if seen.statuses:
+        status = seen.statuses[-1]
+        meaning = _STATUS.get(status) or "the service failed"
+        return (
+            f"Tinker answered {what} with HTTP {status} ({meaning}), retried "
+            f"{_times(len(seen.statuses))}, and gave up after {limit:g} s{tried} "
+            f"(set {TIMEOUT_ENV} to wait longer)"
+        )
+    return (
+        f"Tinker did not answer {what} within {limit:g} s{tried} (set "
+        f"{TIMEOUT_ENV} to wait longer)"
+    )
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
+def _is_server_error(error: BaseException) -> bool:
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and status >= 500
+
+
+class ServerErrors:
+    """The 5xx answers the SDK retried by itself while it is active.
+
+    The SDK's HTTP client logs each retry at DEBUG ("Retrying due to status
+    code 500") on ``tinker._base_client``. While active, that logger lets
+    DEBUG records reach this filter, which counts them and passes on only
+    what the logger passed before, so nothing new is printed.
+    """
+
+    LOGGER = "tinker._base_client"
+    _RETRY = re.compile(r"Retrying due to status code (\d+)")
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self._logger = logging.getLogger(self.LOGGER)
+        self._level = logging.NOTSET
+        self._shown = logging.WARNING
+
+    def __enter__(self) -> ServerErrors:
+        self._level = self._logger.level
+        self._shown = self._logger.getEffectiveLevel()
+        self._logger.addFilter(self.filter)
+        self._logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.setLevel(self._level)
+        self._logger.removeFilter(self.filter)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found = self._RETRY.match(record.getMessage())
+        if found:
+            self.statuses.append(int(found.group(1)))
+        return record.levelno >= self._shown
+
+    def retried(self, ours: int) -> str:
+        """``, retried N times`` when the SDK or we repeated the call."""
+        n = len(self.statuses) + ours
+        return f", retried {_times(n)}" if n else ""
 
 
 def _run_into(call: Callable[[], Any], box: dict[str, Any]) -> None:

@@ -44,21 +44,51 @@ class Plan:
     dataset: datasets.ListDataset
     steps: int
     smoke: bool
+    resume: loop.Resume | None = None
 
 
-def plan(store: Store, run_id: str | None, smoke: bool) -> Plan:
-    """Load a run and render its data offline; refuses what cannot run."""
+RESUMABLE = ("failed", "interrupted", "stale")
+
+
+def plan(store: Store, run_id: str | None, smoke: bool, resume: bool = False) -> Plan:
+    """Load a run and render its data offline; refuses what cannot run.
+
+    ``resume``: continue a failed or interrupted run from its last saved
+    state (refused when it saved none).
+    """
     record = runs.find(store, run_id)
     status = record.get("status")
     if not smoke and status == "done":
         raise TrainingError(
             f"run {record['id']} is done; prepare a new one with 'machine train sft'"
         )
+    point = resume_point(record) if resume else None
     cfg, where = runs.run_config(store, record)
     _refuse_blocking(cfg, where)
     dataset = preference.for_run(cfg, where)
     steps = loop.total_steps(cfg, dataset, loop.SMOKE_STEPS if smoke else None)
-    return Plan(record, cfg, dataset, steps, smoke)
+    return Plan(record, cfg, dataset, steps, smoke, point)
+
+
+def resume_point(record: dict[str, Any]) -> loop.Resume:
+    """The saved state a failed or interrupted run continues from."""
+    status = runs.shown_status(record)
+    if status not in RESUMABLE:
+        raise TrainingError(
+            f"run {record['id']} is {status}: only a failed or interrupted run resumes"
+        )
+    saved = [
+        c
+        for c in record.get("checkpoints") or []
+        if c.get("state_path") and not c.get("final")
+    ]
+    if not saved:
+        raise TrainingError(
+            f"run {record['id']} saved no checkpoint to resume from (--save-every); "
+            f"'machine train run {record['id']} --yes' trains it again from the start"
+        )
+    last = max(saved, key=lambda c: int(c["step"]))
+    return loop.Resume(str(last["state_path"]), int(last["step"]))
 
 
 def _refuse_blocking(cfg: RunConfig, where: Any) -> None:
@@ -115,26 +145,15 @@ def _execute(
     where = runs.folder(store, run_id)
     event = "smoke" if p.smoke else "run"
     with runs.lock(where):
-        if p.smoke:
-            runs.update(
-                store,
-                run_id,
-                "smoke-start",
-                f"train smoke {run_id}: {p.steps} steps",
-                _smoke_start,
-            )
-        else:
-            runs.update(
-                store, run_id, "start", f"train start {run_id}: {p.steps} steps", _start
-            )
+        seen = _begin(store, p)  # epoch -> rows of its completed steps
+        done = p.resume.step if p.resume is not None else 0
         last: dict[str, Any] = {
-            "step": -1,
+            "step": done - 1,
             "ready": False,
             "total": p.steps,
-            "checkpoint": None,
+            "checkpoint": p.resume.state_path if p.resume is not None else None,
         }
         retries = service.Retries(report)
-        seen: dict[int, set[str]] = {}  # epoch -> rows of its completed steps
 
         def on_ready() -> None:
             last["ready"] = True
@@ -174,6 +193,7 @@ def _execute(
                 on_checkpoint=on_checkpoint,
                 on_ready=on_ready,
                 retries=retries,
+                resume=p.resume,
             )
         except KeyboardInterrupt:
             _fail(store, run_id, p.smoke, last, "interrupted", retries.count)
@@ -203,6 +223,109 @@ def _execute(
         )
 
 
+def _begin(store: Store, p: Plan) -> dict[int, set[str]]:
+    """Commit the start of a run's attempt; the rows each epoch has trained.
+
+    A resumed attempt keeps the steps and checkpoints up to its saved state
+    and drops the rest (their updates were lost with the failed attempt);
+    what the kept steps trained is counted again from the data, batch by
+    batch in the run's order.
+    """
+    run_id = p.cfg.run_id
+    if p.smoke:
+        runs.update(
+            store,
+            run_id,
+            "smoke-start",
+            f"train smoke {run_id}: {p.steps} steps",
+            _smoke_start,
+        )
+        return {}
+    if p.resume is None:
+        runs.update(
+            store, run_id, "start", f"train start {run_id}: {p.steps} steps", _start
+        )
+        return {}
+    point = p.resume
+    replay: dict[str, Any] = {"trained": {"rows": [], "epochs": []}}
+    seen: dict[int, set[str]] = {}
+    for step in _replayed(p.dataset, point.step):
+        add_trained(replay, step, seen)
+    trained = replay["trained"]
+
+    def resumed(record: dict[str, Any]) -> None:
+        record.update(runs.process_stamp())
+        record["status"] = "running"
+        record["attempts"] = int(record.get("attempts") or 0) + 1
+        record["started_at"] = rows.now()
+        record["finished_at"] = None
+        record["steps"] = [s for s in record["steps"] if s["step"] < point.step]
+        record["checkpoints"] = [
+            c for c in record["checkpoints"] if c["step"] <= point.step
+        ]
+        record["final_loss"] = None
+        record["error"] = None
+        record["trained"] = trained
+        _open_attempt(record, point)
+
+    runs.update(
+        store,
+        run_id,
+        "resume",
+        f"train resume {run_id}: steps {point.step + 1}-{p.steps} from "
+        f"{point.state_path}",
+        resumed,
+    )
+    return seen
+
+
+def _replayed(dataset: datasets.ListDataset, steps: int) -> Iterator[loop.Step]:
+    # The first ``steps`` steps of the run, as the loop took them.
+    batches = len(dataset)
+    for step in range(steps):
+        epoch, index = divmod(step, batches)
+        dataset.set_epoch(epoch)
+        batch = dataset.get_batch(index)
+        yield loop.Step(
+            step=step,
+            total=steps,
+            epoch=epoch,
+            batch=index,
+            loss=0.0,
+            learning_rate=0.0,
+            sequences=len(batch),
+            tokens=sum(d.model_input.length for d in batch),
+            loss_tokens=sum(datasets.trained_tokens(d) for d in batch),
+            seconds=0.0,
+            rows=dataset.batch_rows(index),
+            seed=dataset.epoch_seed,
+        )
+
+
+def _open_attempt(record: dict[str, Any], point: loop.Resume | None) -> None:
+    # ``attempt_log``: one entry per attempt, where it started and how it ended.
+    record.setdefault("attempt_log", []).append(
+        {
+            "attempt": record["attempts"],
+            "started_at": record["started_at"],
+            "from_step": point.step if point is not None else 0,
+            "from_checkpoint": point.state_path if point is not None else None,
+            "status": "running",
+        }
+    )
+
+
+def _close_attempt(record: dict[str, Any], status: str) -> None:
+    log = record.get("attempt_log") or []
+    if log and log[-1].get("status") == "running":
+        log[-1].update(
+            status=status,
+            finished_at=record.get("finished_at"),
+            steps=len(record.get("steps") or []),
+            error=record.get("error"),
+        )
+
+
 def _smoke_start(record: dict[str, Any]) -> None:
     record["smoke"] = {
         **runs.process_stamp(),
@@ -226,6 +349,7 @@ def _start(record: dict[str, Any]) -> None:
     record["final_loss"] = None
     record["error"] = None
     record["trained"] = {"rows": [], "epochs": []}
+    _open_attempt(record, None)
 
 
 def _add_step(
@@ -293,6 +417,7 @@ def _finish(
     record["status"] = "done"
     record["finished_at"] = rows.now()
     record["final_loss"] = final
+    _close_attempt(record, "done")
 
 
 def _where(last: dict[str, Any]) -> str:
@@ -327,6 +452,7 @@ def _fail(
             target["error"] = reason
         else:
             target["error"] = f"{where}: {reason}"
+            _close_attempt(target, status)
 
     event = ("smoke-" if smoke else "") + status
     runs.update(

@@ -1,11 +1,12 @@
 """``machine train validate``: will these rows train, and what will they cost?
 
 Offline, with the base model's own renderer and tokenizer: the schema check,
-then every row rendered into the sequences Tinker would train on. Blocking
-problems (exit non-zero): schema errors, rows that do not render, empty
-answers, tool calls the renderer drops, nothing to learn in a row, fewer
-sequences than one batch. Warnings: rows longer than --max-length (they are
-truncated), duplicate prompts.
+then every row rendered into the datums Tinker would be sent, from the bytes
+its run's export holds. Blocking problems (exit non-zero): schema errors,
+rows that do not render, empty answers, tool calls the renderer drops, an
+example with nothing to learn, an example ``--max-length`` cuts before its
+end-of-message token (named with its row and number), fewer sequences than
+one batch. Warnings: rows the export leaves out, duplicate prompts.
 Heavy: imports tinker-cookbook (torch). Import after ``stack.require()``.
 """
 
@@ -123,13 +124,23 @@ def check(
     rows_are_conversations: bool = False,
     renderer: str | None = None,
     dump: IO[bytes] | None = None,
+    with_context: bool = True,
 ) -> Report:
-    """Check and render every item; ``rows_are_conversations`` for export files."""
+    """Check and render every item; ``rows_are_conversations`` for export files.
+
+    Rows are rendered from their export line (``with_context=False``: as
+    ``--no-context`` exports them)."""
     seen = rendering.rendering(base_model, renderer)
     report = Report(
         source, kind, base_model, seen.renderer_name, max_length, batch_size
     )
-    one = _Pass(report, seen, datasets.train_on_what(kind), rows_are_conversations)
+    one = _Pass(
+        report,
+        seen,
+        datasets.train_on_what(kind),
+        rows_are_conversations,
+        with_context,
+    )
     found: dict[str, list[str]] = {}
     for label, item in items:
         report.rows += 1
@@ -137,6 +148,7 @@ def check(
             found.setdefault(what, []).append(label)
     for what, labels in found.items():
         report.problems.append(Problem(_is_blocking(what), what, labels))
+    report.problems.extend(one.cut_problems())
     _whole_set_problems(report, one.prompts)
     report.problems.sort(key=lambda p: not p.blocking)  # blocking first, stable
     return report
@@ -144,48 +156,99 @@ def check(
 
 @dataclass
 class _Pass:
-    """One pass of :func:`check`: renders each item, collects its problems."""
+    """One pass of :func:`check`: renders each item, collects its problems.
+
+    A row is rendered from the very bytes a run's export holds for it
+    (``export.row_line``), through the function the run's dataset uses
+    (``datasets.render_line``); ``--dump`` writes the datums it returns.
+    """
 
     report: Report
     seen: rendering.Rendering
     train_on: Any
     conversations: bool
+    with_context: bool = True
     prompts: dict[str, list[str]] = field(default_factory=dict)
+    cut: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
     def problems(
         self, label: str, item: Row | dict[str, Any], dump: IO[bytes] | None
     ) -> list[str]:
         """What is wrong with one item (its counts go to the report)."""
-        convo, why = _conversation(item, self.conversations)
-        if convo is None:
+        value, why = _line(item, self.conversations, self.with_context)
+        if value is None:
             return [why]
-        messages, tools = convo
+        found = datasets.conversation_of(value)
+        messages, tools = found
         self.prompts.setdefault(_prompt_key(messages), []).append(label)
         if _empty_answer(messages):
             return ["empty answer (an assistant message with no text or tool call)"]
         seen, max_length = self.seen, self.report.max_length
         try:
-            conversation = datasets.cookbook_messages(messages)
-            sequences = datasets.examples(
-                conversation, seen.renderer, self.train_on, tools
+            rendered = datasets.render_line(
+                value, seen.renderer, self.train_on, max_length
             )
         except Exception as e:  # noqa: BLE001 - any renderer failure is this row's problem
             return [f"does not render ({type(e).__name__}: {_first_line(e)})"]
         if dump is not None:
-            for number, (mi, w) in enumerate(sequences, start=1):
-                dump.write(jsonio.line(dumped(label, number, mi, w, seen)))
-        lengths = [mi.length for mi, _ in sequences]
+            for number, one in enumerate(rendered, start=1):
+                dump.write(jsonio.line(dumped(label, number, one.datum, seen)))
+        lengths = [one.example[0].length for one in rendered]
         self.report.tokens.append(sum(lengths))
-        self.report.sequences += len(sequences)
-        self.report.trainable += 1 if sequences else 0
-        found = []
-        if any(n > max_length for n in lengths):
-            found.append(f"longer than --max-length {max_length} (truncated)")
-        if not any(_trained_within(mi.length, w, max_length) for mi, w in sequences):
-            found.append("nothing to learn (no trained token within --max-length)")
+        self.report.sequences += len(rendered)
+        self.report.trainable += 1 if rendered else 0
+        out = []
+        if not any(float(one.example[1].sum()) > 0 for one in rendered):
+            out.append("nothing to learn (no trained token)")
+        elif self._cut(label, rendered, max_length):
+            pass  # named per example, after every row is seen
+        elif any(n > max_length for n in lengths):
+            out.append(f"longer than --max-length {max_length} (truncated)")
+        conversation = datasets.cookbook_messages(messages)
         if _drops_tool_calls(conversation, seen, self.train_on, lengths, tools):
-            found.append(f"tool calls dropped by the {seen.renderer_name} renderer")
+            out.append(f"tool calls dropped by the {seen.renderer_name} renderer")
+        return out
+
+    def _cut(
+        self, label: str, rendered: list[datasets.Rendered], max_length: int
+    ) -> bool:
+        """Note each example ``--max-length`` cuts before its end token."""
+        found = False
+        for number, one in enumerate(rendered, start=1):
+            weights = one.example[1]
+            trained = [i for i, w in enumerate(weights.tolist()) if w > 0]
+            if not trained or trained[-1] < max_length:
+                continue  # its last trained token (the end token) is kept
+            reason = "nothing" if trained[0] >= max_length else "end"
+            self.cut.setdefault(reason, []).append(
+                (f"{label} example {number}", trained[-1] + 1)
+            )
+            found = True
         return found
+
+    def cut_problems(self) -> list[Problem]:
+        """The examples --max-length cuts, one blocking problem per reason."""
+        what = {
+            "nothing": "nothing to learn: --max-length {n} cuts away every trained "
+            "token",
+            "end": "cut before its end-of-message token by --max-length {n}",
+        }
+        out = []
+        for reason in ("nothing", "end"):
+            examples = self.cut.get(reason)
+            if not examples:
+                continue
+            needed = max(length for _, length in examples)
+            text = what[reason].format(n=self.report.max_length)
+            out.append(
+                Problem(
+                    True,
+                    f"{text} (raise --max-length to at least {needed}, or drop "
+                    "the row)",
+                    [label for label, _ in examples],
+                )
+            )
+        return out
 
 
 def _whole_set_problems(report: Report, prompts: dict[str, list[str]]) -> None:
@@ -207,17 +270,19 @@ def _whole_set_problems(report: Report, prompts: dict[str, list[str]]) -> None:
 TRAINED_OPEN, TRAINED_CLOSE = "\u27e6", "\u27e7"  # ⟦ trained text ⟧
 
 
-def dumped(
-    label: str, number: int, model_input: Any, weights: Any, seen: Any
-) -> dict[str, Any]:
-    """One rendered example as ``--dump`` writes it.
+def dumped(label: str, number: int, datum: Any, seen: Any) -> dict[str, Any]:
+    """One datum as ``--dump`` writes it: exactly what Tinker is sent.
 
-    ``tokens`` and ``weights`` are exactly what Tinker trains on (weights 0/1
-    before the per-sequence mean); ``text`` is the decoded sequence with each
-    trained span between ⟦ and ⟧.
+    ``tokens`` is the sequence (the datum's inputs and its last target, so
+    cut to ``--max-length``), ``weights`` 1 where the token carries loss
+    (before the per-sequence mean; the first token is never a target);
+    ``text`` the decoded sequence with each trained span between ⟦ and ⟧.
     """
-    ids = model_input.to_ints()
-    marks = [1 if float(w) > 0 else 0 for w in weights]
+    inputs = datum.model_input.to_ints()
+    targets = [int(t) for t in datum.loss_fn_inputs["target_tokens"].data]
+    ids = inputs + targets[-1:]
+    sent = datum.loss_fn_inputs["weights"].data
+    marks = [0] + [1 if float(w) > 0 else 0 for w in sent]
     pieces: list[str] = []
     start = 0
     for i in range(1, len(ids) + 1):
@@ -245,6 +310,7 @@ def check_source(
     renderer: str | None = None,
     dump: IO[bytes] | None = None,
     progress: Progress = QUIET,
+    with_context: bool = True,
 ) -> Report:
     """Check what ``src`` holds; rows that share a session or a prompt and
     answer with the eval set in force are blocking (they would train on it).
@@ -259,6 +325,7 @@ def check_source(
         rows_are_conversations=src.conversations,
         renderer=renderer,
         dump=dump,
+        with_context=with_context,
     )
     report.held_out = src.held_out
     if src.overlap:
@@ -336,22 +403,29 @@ def refuse_blocking(report: Report) -> None:
 
 
 def _is_blocking(what: str) -> bool:
-    return not what.startswith("longer than")
+    return not (what.startswith("longer than") or what == LEFT_OUT)
 
 
-def _conversation(
-    item: Row | dict[str, Any], is_conversation: bool
-) -> tuple[datasets.Conversation | None, str]:
-    """What ``item`` (a row, or an exported line) renders; or why it cannot."""
+def _line(
+    item: Row | dict[str, Any], is_conversation: bool, with_context: bool
+) -> tuple[dict[str, Any] | None, str]:
+    """The exported line ``item`` renders from (a row's: the bytes its run
+    export holds, read back), or None and why it cannot."""
     if is_conversation:
         shape = _conversation_problem(item)
         if shape:
             return None, f"not a conversation ({shape})"
-        return datasets.conversation_of(cast("dict[str, Any]", item)), ""
+        return cast("dict[str, Any]", item), ""
     errors = schemas.row_problems(item)
     if errors:
         return None, f"schema: {errors[0]}"
-    return datasets.row_conversation(cast("Row", item)), ""  # schema-checked
+    line = datasets.row_line(cast("Row", item), with_context)  # schema-checked
+    if line is None:
+        return None, LEFT_OUT
+    return cast("dict[str, Any]", jsonio.loads(line)), ""
+
+
+LEFT_OUT = "left out of the export (no assistant answer)"
 
 
 def _conversation_problem(item: Row | dict[str, Any]) -> str | None:
@@ -378,10 +452,6 @@ def _empty_answer(messages: list[dict[str, Any]]) -> bool:
         and not str(m.get("content") or "").strip()
         for m in messages
     )
-
-
-def _trained_within(length: int, weights: Any, max_length: int) -> bool:
-    return bool(float(weights[: min(length, max_length)].sum()) > 0)
 
 
 def _drops_tool_calls(

@@ -156,5 +156,5 @@ def test_a_label_answer_is_redacted(store: Store) -> None:
     row = basic_row()
     record(store, row)
     done = observe.label(store, str(row["id"]), "good", rewrite=f"use {TOKEN}")
-    assert rows.final_answer(done.after) == "use [REDACTED:github-token]"
-    assert done.after["redactions"] == {"github-token": 1}
+    assert rows.final_answer(done.after) == "use [REDACTED:github-pat]"
+    assert done.after["redactions"] == {"github-pat": 1}

@@ -67,7 +67,7 @@ def test_counts_follow_moves_and_stay_right_after_outside_commits(
 def test_tagged_lists_newest_first_with_kind_filter(
     project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # notes in full (tests/test_table.py: 80)
+    monkeypatch.setenv("COLUMNS", "200")  # notes in full (tests/core/test_table.py: 80)
     install_session(project, "basic")
     run("good", "first")
     install_session(project, "multi-turn")

@@ -457,7 +457,10 @@ def test_import_takes_each_line_shape_in_one_commit(
         f"imported 3 rows (train 1, traces 1, rejected 1) from {seed} "
         f"(commit {commit[:12]})\n"
     )
-    assert result.stderr == ""
+    assert result.stderr == (
+        f"{seed}: 1 chat line carries no id, original answer or "
+        "redactions; ids are made from the content\n"
+    )
     messages_id = hashlib.sha256(jsonio.canonical({"messages": messages})).hexdigest()[
         :12
     ]
@@ -562,11 +565,12 @@ def test_a_bad_line_imports_nothing(project: Path, run: Run, tmp_path: Path) -> 
         "string key: line 1 column 2 (char 1))\n"
         f"{seed}:4: $.messages[0].role: "
         '"robot" is not one of "system", "user", "assistant", "tool"\n'
-        f"{seed}:5: $: unknown line shape: no messages or trajectory (expected a "
-        "machine row with kind and id, a messages line or a trajectory line)\n"
-        f"{seed}:6: $.id: duplicate id {good_id} (also line 1)\n"
+        f"{seed}:5: $: unknown line shape: no messages, trajectory or "
+        "conversations (expected a machine row with kind and id, a messages "
+        "line, a dpo pair, a trajectory line or a sharegpt conversation)\n"
+        # line 6 repeats line 1 (imported once); line 7 makes it a rejected row
         f"{seed}:7: $.id: duplicate id {good_id} (also line 1)\n"
-        f"Error: {seed}: 5 bad lines; nothing imported\n"
+        f"Error: {seed}: 4 bad lines; nothing imported\n"
     )
     assert head(project) == before
     assert commit_count(project) == 2

@@ -36,7 +36,9 @@ def shas(project: Path) -> list[str]:
 def test_log_lists_every_change_newest_first(
     project: Path, run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # whole summaries (tests/test_table.py: 80)
+    monkeypatch.setenv(
+        "COLUMNS", "200"
+    )  # whole summaries (tests/core/test_table.py: 80)
     a, b, _ = tag_three(project, run)
     run("rewrite", a, "--as", "Short.")
     run("rm", b, "--why", "dup")
@@ -220,6 +222,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     )  # status: as wide as its widest
     assert out[3:] == [
         "other files:",
+        "  added    allowed_signers",  # the first signed record trusts its key
         f"  added    evals/{eval_id}.json",
         f"  added    runs/{first}.json",
     ]
@@ -227,6 +230,7 @@ def test_diff_between_runs_compares_what_each_trained_on(
     found = orjson.loads(run("diff", first, second, "--json").stdout)
     assert [(r["id"], r["status"]) for r in found["rows"]] == [(added, "added")]
     assert found["other_files"] == [
+        {"path": "allowed_signers", "status": "added"},
         {"path": f"evals/{eval_id}.json", "status": "added"},
         {"path": f"runs/{first}.json", "status": "added"},
     ]

@@ -109,3 +109,62 @@ def test_install_and_uninstall_json(project: Path, run: Run) -> None:
         f'{{"action":"removed","detail":"","path":"{models}"}}'
         '],"host":"pi"}\n'
     )
+
+
+# -- Claude Code -------------------------------------------------------------------
+
+
+def test_install_claude_commands_and_uninstall(project: Path, run: Run) -> None:
+    from machine_git.agents import claude_commands
+    from machine_git.sessions import claude
+
+    folder = claude.config_dir() / "commands"
+    files = [folder / f"{name}.md" for name in ("good", "bad", "machine")]
+    result = run("install", "claude")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "".join(f"installed {f}\n" for f in files)
+        + "type /good, /bad or /machine in Claude Code (claude -p too)\n"
+    )
+    good = files[0].read_text()
+    machine = f"{sys.executable} -m machine_git"
+    assert good.startswith(f"---\n{claude_commands.MARKER}\n")
+    assert f"allowed-tools: Bash({machine} good:*)\n" in good
+    assert f"!`{machine} good --host claude $ARGUMENTS 2>&1`\n" in good
+    assert files[0].stat().st_mode & 0o777 == 0o600
+    again = run("install", "claude")
+    assert again.stdout.startswith(f"up to date: {files[0]}\n")
+    result = run("uninstall", "claude")
+    assert result.stdout == "".join(f"removed {f}\n" for f in files)
+    assert not any(f.exists() for f in files)
+
+
+def test_install_claude_in_the_project_leaves_no_trace(project: Path, run: Run) -> None:
+    folder = project / ".claude" / "commands"
+    assert run("install", "claude", "--project").exit_code == 0
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "bad.md",
+        "good.md",
+        "machine.md",
+    ]
+    assert run("uninstall", "claude", "--project").exit_code == 0
+    assert not (project / ".claude").exists()
+
+
+def test_install_claude_never_overwrites_a_users_command(
+    project: Path, run: Run
+) -> None:
+    folder = project / ".claude" / "commands"
+    folder.mkdir(parents=True)
+    mine = folder / "good.md"
+    mine.write_text("---\ndescription: my own /good\n---\nSay good.\n")
+    result = run("install", "claude", "--project")
+    assert result.exit_code != 0
+    assert result.stderr.endswith(
+        f"{mine} exists and was not written by machine; move it away first\n"
+    )
+    assert mine.read_text() == "---\ndescription: my own /good\n---\nSay good.\n"
+    result = run("uninstall", "claude", "--project")
+    assert result.exit_code != 0
+    assert result.stderr.endswith(f"{mine} was not written by machine; left in place\n")
+    assert mine.exists()

@@ -30,9 +30,9 @@ from tests.cli.test_tag import answer_id
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
-from tests.test_sync import commit_bad_row
-from tests.test_transport import GitServer
-from tests.test_transport import git_daemon  # noqa: F401 (a fixture)
+from tests.sync.test_sync import commit_bad_row
+from tests.sync.test_transport import GitServer
+from tests.sync.test_transport import git_daemon  # noqa: F401 (a fixture)
 
 CONFLICT_HINT = (
     "Error: 1 row was changed differently here and on origin; nothing was merged. "

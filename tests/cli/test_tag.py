@@ -6,12 +6,14 @@ from typing import Any
 import orjson
 import pytest
 
+from machine_git.core import jsonio
 from machine_git.core import paths
 from machine_git.core.errors import INVALID
 from machine_git.core.errors import NOT_FOUND
 from machine_git.core.errors import USAGE
 from machine_git.rows import rows
 from machine_git.sessions import pi
+from tests import helpers
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
 from tests.conftest import entry_with_text
@@ -378,10 +380,10 @@ def test_a_secret_in_the_error_is_redacted(project: Path, run: Run) -> None:
         session.read_text().replace("scripted failure", f"bad token {token}")
     )
     result = run("bad")
-    assert result.stderr == "redacted 1 secret (github-token 1)\n"
+    assert result.stderr == "redacted 1 secret (github-pat 1)\n"
     row = row_at_head(project, answer_id("errored"))
     assert token not in row["failure"]["error"]
-    assert row["redactions"] == {"github-token": 1}
+    assert row["redactions"] == {"github-pat": 1}
 
 
 def test_a_turn_without_an_answer_needs_as(project: Path, run: Run) -> None:
@@ -464,10 +466,8 @@ def test_outside_git_the_first_store_says_which_folder_is_the_project(
     sibling.mkdir()
     monkeypatch.chdir(sibling)
     rows_file = tmp_path / "rows.jsonl"
-    rows_file.write_bytes(
-        b'{"messages": [{"role": "user", "content": "hi"}, '
-        b'{"role": "assistant", "content": "hello"}]}\n'
-    )
+    # a whole row: nothing for import to say about what its format lacks
+    rows_file.write_bytes(jsonio.line(helpers.train_row()))
     imported = run("import", str(rows_file))
     assert imported.stderr == notice(sibling)
     assert store_of(sibling) != store_of(plain)

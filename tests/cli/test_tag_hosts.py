@@ -29,7 +29,7 @@ from tests.conftest import install_session
 LETTA = FIXTURES / "letta"
 LOCAL = LETTA / "local-backend" / "bash-tool"
 TRANSCRIPT = next(LETTA.glob("transcript/*/*/transcript.jsonl"))
-CLAUDE = next((FIXTURES / "claude").glob("*/*.jsonl"))
+CLAUDE = next((FIXTURES / "claude").glob("-*/*.jsonl"))
 CODEX = next((FIXTURES / "codex").glob("sessions/*/*/*/rollout-*.jsonl"))
 RETRY_USER = "Make it deterministic and run the tests."
 RETRY_ANSWER = (
@@ -333,7 +333,8 @@ def test_a_file_of_no_known_format(project: Path, run: Run, tmp_path: Path) -> N
     assert result.stderr == (
         f"Error: {path}: not a session file of a known format (tried: Pi session, "
         "Letta Code local-backend conversation, Letta Code transcript, Letta API "
-        "message history, Letta Agent File, Claude Code session, Codex rollout)\n"
+        "message history, Letta Agent File, Claude Code session, Codex rollout, "
+        "Gemini CLI session)\n"
     )
 
 

@@ -383,10 +383,12 @@ def test_sft_refuses_examples_with_nothing_to_learn(traces: Path, run: Run) -> N
     head = git(traces, "rev-parse", "HEAD").strip()
     result = run("train", "sft", "--kind", "traces", "--max-length", "8")
     assert result.exit_code == 1
+    # every example named: row and number, and what to change
     assert result.stderr.startswith(
-        "Error: refused, nothing was spent: nothing to learn (no trained token "
-        "within --max-length): "
+        "Error: refused, nothing was spent: nothing to learn: --max-length 8 cuts "
+        "away every trained token (raise --max-length to at least "
     )
+    assert " example 1, " in result.stderr
     assert result.stderr.endswith(", ...; see 'machine train validate'\n")
     assert git(traces, "rev-parse", "HEAD").strip() == head
 
@@ -405,9 +407,10 @@ def test_smoke_and_run_refuse_a_run_whose_export_validate_blocks(
     result = run("train", command, "--yes")
     assert result.exit_code == 1
     assert result.stderr.startswith(
-        "Error: refused, nothing was spent: nothing to learn (no trained token "
-        "within --max-length): data.jsonl:1"
+        "Error: refused, nothing was spent: nothing to learn: --max-length 8 cuts "
+        "away every trained token (raise --max-length to at least "
     )
+    assert "or drop the row): data.jsonl:1 example 1, " in result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert fake.calls == []
     assert git(traces, "rev-parse", "HEAD").strip() == head

@@ -24,9 +24,9 @@ def test_every_error_class_has_a_documented_exit_code() -> None:
     assert table["TinkerServiceError"] == errors.SERVICE
     # I/O is never a usage error, and a usage error is click's own 2.
     assert errors.DiskFullError.exit_code != USAGE
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    reference = (Path(__file__).parents[2] / "docs" / "reference.md").read_text()
     for name, code in table.items():
-        assert f"| {code} |" in readme, name
+        assert f"| {code} |" in reference, name
 
 
 @pytest.mark.parametrize(

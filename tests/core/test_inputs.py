@@ -22,7 +22,7 @@ from tests.conftest import FIXTURES
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
 
-CLAUDE_SESSION = next((FIXTURES / "claude").glob("*/*.jsonl"))
+CLAUDE_SESSION = next((FIXTURES / "claude").glob("-*/*.jsonl"))
 CODEX_ROLLOUT = next((FIXTURES / "codex").glob("sessions/*/*/*/rollout-*.jsonl"))
 
 

@@ -116,7 +116,8 @@ def test_a_generated_row_takes_time_note_and_source_from_the_line(
         "session_file": str(path.resolve()),
         "entry_ids": ["line 1"],
     }
-    assert loaded.ignored_keys == {"tools": 1, "weight": 1}
+    assert "context" not in row  # no system message, no tools
+    assert loaded.ignored_keys == {"weight": 1}
 
 
 def test_blank_lines_count_and_other_shapes_are_refused(tmp_path: Path) -> None:
@@ -132,8 +133,9 @@ def test_blank_lines_count_and_other_shapes_are_refused(tmp_path: Path) -> None:
     assert found[0] == f"{path}:4: $: a line must be a JSON object"
     assert found[1].startswith(f"{path}:5: $: not valid JSON (")
     assert found[2] == (
-        f"{path}:6: $: unknown line shape: both messages and trajectory (expected "
-        "a machine row with kind and id, a messages line or a trajectory line)"
+        f"{path}:6: $: unknown line shape: messages and trajectory (expected "
+        "a machine row with kind and id, a messages line, a dpo pair, a trajectory "
+        "line or a sharegpt conversation)"
     )
     assert len(found) == 3
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from datetime import datetime
@@ -92,3 +93,41 @@ def test_relative_dates_are_read_by_git() -> None:
 def test_what_git_would_not_take_as_a_date_is_refused(text: str) -> None:
     with pytest.raises(UsageError, match=r"^bad date @\{"):
         revs.parse_date(text)
+
+
+def test_a_commit_dated_before_its_parent_is_never_older_than_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pygit2
+
+    from machine_git.core import jsonio
+    from machine_git.store.store import BRANCH
+
+    said: list[str] = []
+    monkeypatch.setattr(revs, "report", said.append)
+    head = store.head
+    assert head is not None
+    # A row added by a commit that claims June 2020 (author and committer).
+    row = helpers.train_row("0000000000ff")
+    blob = store.repo.create_blob(jsonio.canonical(row))
+    builder = store.repo.TreeBuilder(head.tree)
+    builder.insert("backdated.json", blob, pygit2.enums.FileMode.BLOB)
+    when = pygit2.Signature("mallory", "m@example.com", 1_590_969_600, 0)
+    forged = store.repo.create_commit(
+        BRANCH, when, when, "backdated", builder.write(), [head.id]
+    )
+    with pytest.raises(BadRevisionError) as caught:
+        revs.resolve(store, "@{2020-06-01}")
+    assert str(caught.value).startswith("no commit at or before @{2020-06-01} ")
+    assert said == [
+        f"commit {str(forged)[:12]} is dated 2020-06-01 00:00 UTC, before its "
+        f"parent ({datetime.utcfromtimestamp(head.commit_time):%Y-%m-%d %H:%M} UTC); "
+        "it is taken as no older than its parent"
+    ]
+    # Taken at its parent's date: a date after the parent finds it, none before.
+    after = datetime.utcfromtimestamp(head.commit_time + 60).strftime("%Y-%m-%d %H:%M")
+    assert revs.resolve(store, f"@{{{after}}}").id == forged
+    before = datetime.utcfromtimestamp(head.commit_time - 1).isoformat() + "+00:00"
+    # (None at all if every commit of the fixture was made in the same second.)
+    with contextlib.suppress(BadRevisionError):
+        assert revs.resolve(store, f"@{{{before}}}").id != forged

@@ -148,7 +148,7 @@ def test_problems_name_the_field_as_for_rows() -> None:
         ([export.to_openai(helpers.train_row())], "tinker"),  # the same bytes
         ([DPO], "openai-dpo"),
         ([COMPARISON], "dpo"),
-        ([{"trajectory": helpers.trajectory()}], "trajectory"),
+        ([{"trajectory": helpers.trajectory()}], "traces"),
         ([{"kind": "train", "id": "a1b2c3d4e5f6", "messages": []}], "rows"),
         ([{"name": "package", "version": "1.0.0"}], "rows"),  # no known shape
         ([], "rows"),
@@ -194,3 +194,57 @@ def test_a_stream_is_read_as_jsonl_named_stdin() -> None:
     found = [str(f) for f in validate.check_file(io.BytesIO(data), tally)]
     assert found[0].startswith("<stdin>:2: $: ")
     assert tally.formats == {"<stdin>": "rows"}
+
+
+def test_an_openai_file_shows_its_flavour_on_any_line(tmp_path: Path) -> None:
+    # machine's own openai export: a first line without tools or tool calls
+    # reads as both; the second line's OpenAI functions decide.
+    path = tmp_path / "o.jsonl"
+    plain = export.to_openai(helpers.train_row())
+    path.write_bytes(jsonio.line(plain) + jsonio.line(WITH_OPENAI_TOOLS))
+    tally = validate.Tally()
+    assert list(validate.check_file(path, tally)) == []
+    assert tally.formats == {str(path): "openai"}
+    assert tally.lines == {"openai": 2}
+
+
+WITH_OPENAI_TOOLS = export.to_openai(helpers.traces_row(context=helpers.CONTEXT))
+
+
+def test_a_tinker_line_after_an_openai_one_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(jsonio.line(WITH_OPENAI_TOOLS) + jsonio.line(WITH_TOOLS))
+    tally = validate.Tally()
+    assert [str(f) for f in validate.check_file(path, tally)] == [
+        f"{path}:2: $: a chat (messages) line in a file of openai chat lines "
+        "(its first line decides)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "line", "expected"),
+    [
+        ("openai", WITH_OPENAI_TOOLS, []),
+        ("tinker", OPENAI, ['$.messages[2].content: null is not of type "string"']),
+        (
+            "dpo",
+            TINKER,
+            ["$: a chat (messages) line in a file of dpo pairs (--format says)"],
+        ),
+        ("traces", {"trajectory": helpers.trajectory()}, []),
+        ("rows", TINKER, None),
+    ],
+)
+def test_format_names_what_every_line_must_be(
+    fmt: str, line: Any, expected: list[str] | None, tmp_path: Path
+) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(jsonio.line(line))
+    tally = validate.Tally()
+    checked = validate.check_file(path, tally, fmt=fmt)
+    found = [f"{f.path}: {f.problem}" for f in checked]
+    if expected is None:
+        assert found  # a chat line is no machine row
+    else:
+        assert found == expected
+    assert tally.formats == {str(path): fmt}

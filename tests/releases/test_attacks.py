@@ -16,8 +16,12 @@ from typing import Any
 import orjson
 import pytest
 
+from machine_git import hooks
+from machine_git.core import jsonio
 from machine_git.core.errors import INVALID
+from machine_git.rows import rows
 from machine_git.store.store import Store
+from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git
 from tests.releases.conftest import CHECKPOINT
@@ -26,6 +30,7 @@ from tests.releases.conftest import head
 from tests.train.conftest import FakeTinker
 
 APPEND_ONLY = "(release records are append-only)"
+UNSIGNED = "which is not signed by an allowed signer"
 
 
 @pytest.fixture
@@ -107,6 +112,8 @@ def test_deleting_a_failed_release_to_reuse_its_id_is_refused(
         f"releases/BR-005/checks/001.json: removed in commit {removal[:12]} "
         + APPEND_ONLY,
         f"releases/BR-005/prereg.json: removed in commit {removal[:12]} " + APPEND_ONLY,
+        f"releases/BR-005/checks/001.json: removed in commit {removal[:12]}, "
+        + UNSIGNED,
         "machine: push rejected: 1 commit changes release records that only "
         "machine's release commands write; nothing was stored",
     ]
@@ -126,12 +133,14 @@ def test_deleting_a_failed_release_to_reuse_its_id_is_refused(
     assert head(store) == removal
     shown = run("release", "show", "BR-005")
     assert shown.exit_code == INVALID
-    assert shown.stdout.splitlines()[-3:] == [
+    assert shown.stdout.splitlines()[-4:] == [
         "state: tampered",
         f"tampered: releases/BR-005/checks/001.json: removed in commit "
         f"{removal[:12]} {APPEND_ONLY}",
         f"tampered: releases/BR-005/prereg.json: removed in commit "
         f"{removal[:12]} {APPEND_ONLY}",
+        f"tampered: releases/BR-005/checks/001.json: removed in commit "
+        f"{removal[:12]}, {UNSIGNED}",
     ]
     listed = run("release", "list")
     assert listed.stdout == "BR-005  tampered      -  (no prereg.json)\n"
@@ -142,10 +151,12 @@ def test_deleting_a_failed_release_to_reuse_its_id_is_refused(
         + APPEND_ONLY,
         f"releases/BR-005/prereg.json:1: $: removed in commit {removal[:12]} "
         + APPEND_ONLY,
+        f"releases/BR-005/checks/001.json:1: $: removed in commit {removal[:12]}, "
+        + UNSIGNED,
     ]
     assert checked.stderr == "checked 6 rows: all valid; 1 release tampered with\n"
     as_json = orjson.loads(run("validate", "--store", "--json").stdout)
-    assert (as_json["invalid"], len(as_json["tampered"])) == (0, 2)
+    assert (as_json["invalid"], len(as_json["tampered"])) == (0, 3)
     assert as_json["tampered"][0]["file"] == "releases/BR-005/checks/001.json"
     # A fresh id is still fine, and the first registration is what history says.
     fresh = run("release", "new", "BR-007", "--run", trained["run"])
@@ -208,6 +219,7 @@ def test_a_gate_edit_and_a_forged_release_new_trailer_are_refused(
         f"commit {edit[:12]}: loosen gates",
         f"releases/BR-001/prereg.json: $.gates.no_regress changed in commit "
         f"{edit[:12]} {APPEND_ONLY}",
+        f"releases/BR-001/prereg.json: changed in commit {edit[:12]}, {UNSIGNED}",
         f"commit {trailer[:12]}: release new BR-001: re-freeze",
         f"releases/BR-001: release-new claimed by the trailers of commit "
         f"{trailer[:12]}, which writes no release record (a forged trailer)",
@@ -259,6 +271,8 @@ def test_a_hand_set_pass_and_trial_stamp_activate_nothing(
         f"{forged[:12]} {APPEND_ONLY}",
         f"releases/BR-006/state.json: added in commit {forged[:12]}, "
         "but no release step writes it",
+        f"releases/BR-006/checks/001.json: changed in commit {forged[:12]}, "
+        + UNSIGNED,
         "machine: push rejected: 1 commit changes release records that only "
         "machine's release commands write; nothing was stored",
     ]
@@ -337,8 +351,15 @@ def test_activating_twice_or_trialing_an_active_release_changes_nothing(
 def test_a_second_trial_changes_nothing(
     trained: dict[str, Any], run: Run, fake: FakeTinker
 ) -> None:
-    store = trained["store"]
+    store, refs = trained["store"], trained["refs"]
     assert run("release", "new", "BR-003", "--run", trained["run"]).exit_code == 0
+    unchecked = run("release", "trial", "BR-003")
+    assert unchecked.exit_code == 1
+    assert unchecked.stderr == (
+        "Error: BR-003 has not been checked: run 'machine release check BR-003 --yes'\n"
+    )
+    fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
+    assert run("release", "check", "BR-003", "--yes").exit_code == 0
     assert run("release", "trial", "BR-003").exit_code == 0
     done = head(store)
     again = run("release", "trial", "BR-003")
@@ -409,12 +430,24 @@ def test_a_store_with_a_whole_release_cycle_pushes_into_a_hooked_store(
     pushed = run("push", "hub")
     assert pushed.exit_code == 0, pushed.stderr
     assert head(hub) == head(store)
-    # and an unrelated hand edit in a clone still goes through
+    # and an unrelated hand edit in a clone still goes through (a row; a
+    # file machine does not write, like notes.txt, is refused: issue 25)
     clone = make_clone(run, tmp_path / "clone")
+    row = clone / rows.row_path("e0e0e0e0e0e0")
+    row.parent.mkdir(parents=True)
+    row.write_bytes(jsonio.canonical(helpers.train_row("e0e0e0e0e0e0")))
+    assert git_in(clone, "add", "rows").returncode == 0
+    commit_all(clone, "a row by hand")
+    assert push(clone) == (0, [])
     (clone / "notes.txt").write_text("why BR-002\n")
     assert git_in(clone, "add", "notes.txt").returncode == 0
     commit_all(clone, "a note")
-    assert push(clone) == (0, [])
+    code, said = push(clone)
+    assert code != 0
+    assert said[1:] == [
+        "notes.txt:1: $: not a file machine writes",
+        "machine: push rejected: 1 refused file in 1 commit; nothing was stored",
+    ]
 
 
 # -- history rewritten, undone or merged ---------------------------------------------
@@ -463,7 +496,7 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     from machine_git import releases
     from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     refs = trained["refs"]
     assert run("release", "new", "BR-002", "--run", trained["run"]).exit_code == 0
@@ -474,7 +507,7 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     other = Store.create(tmp_path / "other")
     put(other, helpers.train_row("b1b1b1b1b1b1"))
     sync.add_remote(other, "a", str(trained["store"]))
-    assert sync.pull(other, "a").status == "merge"
+    assert sync.pull(other, "a", audit=hooks.audit).status == "merge"
     shown = releases.show(other, "BR-002")
     assert (shown.status, shown.tampered) == ("active", [])
     assert releases.findings(other) == ([], 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from machine_git import hooks
 from machine_git import releases
 from machine_git.releases import audit
 from machine_git.store.store import BRANCH
@@ -13,6 +14,7 @@ from machine_git.store.store import Change
 from machine_git.store.store import Store
 from tests.conftest import Run
 from tests.conftest import git
+from tests.train.conftest import FakeTinker
 
 PATH = "releases/BR-014/prereg.json"
 
@@ -36,7 +38,8 @@ def test_the_remembered_audit_only_walks_new_commits_and_agrees(
     cache = store.path / WORK / audit.CACHE
     assert run("release", "new", "BR-014", "--run", trained["run"]).exit_code == 0
     assert cache.exists() and oct(cache.stat().st_mode & 0o777) == "0o600"
-    assert json.loads(cache.read_bytes())["tip"] != str(store.head.id)  # type: ignore[union-attr]
+    # The command audited after its commit too (to report tampering elsewhere).
+    assert json.loads(cache.read_bytes())["tip"] == str(store.head.id)  # type: ignore[union-attr]
     assert releases.audit_store(store).tampered == []
     assert json.loads(cache.read_bytes())["tip"] == str(store.head.id)  # type: ignore[union-attr]
     edit = tamper(store)
@@ -75,7 +78,7 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
 ) -> None:
     from machine_git.sync import sharing as sync
     from tests import helpers
-    from tests.test_hooks import put
+    from tests.sync.test_hooks import put
 
     def answering(right: bool) -> releases.Sampler:
         def sample(cases: list[Any], base: str, checkpoint: str) -> list[Any]:
@@ -91,14 +94,14 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     # A row of its own: B's first commit may be byte-identical to A's.
     put(b, helpers.train_row("b1b1b1b1b1b1"))
     sync.add_remote(b, "a", str(a.path))
-    assert sync.pull(b, "a").status == "merge"
+    assert sync.pull(b, "a", audit=hooks.audit).status == "merge"
     # Each store checks the same release on its own: A passes and tries it,
     # B fails. Merging keeps B's check 1 but takes A's trial, which names
     # A's check 1 by its sha256.
     assert releases.check(a, "BR-002", answering(True), 64)[0].passed
     assert releases.trial(a, "BR-002").commit is not None
     assert not releases.check(b, "BR-002", answering(False), 64)[0].passed
-    pulled = sync.pull(b, "a", prefer="ours")
+    pulled = sync.pull(b, "a", prefer="ours", audit=hooks.audit)
     assert pulled.status == "merge"
     shown = releases.show(b, "BR-002")
     assert shown.status == "tampered"
@@ -110,7 +113,7 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
 
 
 def test_a_step_that_also_writes_something_else_taints_its_release(
-    trained: dict[str, Any], run: Run
+    trained: dict[str, Any], run: Run, fake: FakeTinker
 ) -> None:
     from machine_git.core import jsonio
     from machine_git.core.errors import INVALID
@@ -120,6 +123,9 @@ def test_a_step_that_also_writes_something_else_taints_its_release(
 
     store = Store.open(trained["store"])
     assert run("release", "new", "BR-015", "--run", trained["run"]).exit_code == 0
+    refs = trained["refs"]
+    fake.answers = {"Turn one": refs["Turn one"], "Turn two": refs["Turn two"]}
+    assert run("release", "check", "BR-015", "--yes").exit_code == 0
     # The trial record is exactly right; the student it sets is not.
     made = steps.trial(store.snapshot(), "BR-015", rows.now())
     value = json.loads(made.files["settings.json"] or b"")

@@ -130,7 +130,10 @@ def test_a_pushed_record_of_the_wrong_shape_is_one_line_naming_the_field(
     assert push(clone)[0] == 0
     shown = run("release", "show", "BR-030")
     assert shown.exit_code == INVALID
-    assert shown.stdout == f"state: tampered\ntampered: {line}\n"
+    assert shown.stdout == (
+        f"state: tampered\ntampered: {line}\ntampered: releases/BR-030/prereg.json: "
+        f"added in commit {made}, which is not signed by an allowed signer\n"
+    )
     listed = run("release", "list")
     assert listed.stdout == "BR-030  tampered      -  (preregistration unreadable)\n"
     traced = run("lineage", "BR-030")
@@ -143,4 +146,6 @@ def test_a_pushed_record_of_the_wrong_shape_is_one_line_naming_the_field(
     assert checked.stdout == (
         f"releases/BR-030/prereg.json:1: $: added in commit {made}, but $.title: "
         "Input should be a valid string\n"
+        f"releases/BR-030/prereg.json:1: $: added in commit {made}, "
+        "which is not signed by an allowed signer\n"
     )

@@ -93,17 +93,17 @@ def test_a_failing_candidate_lists_its_regressed_cases_and_cannot_activate(
     )
     assert lines[2] == "  FAIL  no regressions (normalized): 1 cases regressed"
     assert "baseline " in lines[3] and "-> candidate 'I do not know.'" in lines[3]
-    trial = run("release", "trial", "BR-003")
     head = git(trained["store"], "rev-parse", "HEAD").strip()
-    assert trial.stdout == (
-        f"trial BR-003: the student is its candidate, marked trial ({head[:12]})\n"
-    )
-    refused = run("release", "activate", "BR-003")
-    assert refused.exit_code == 1
-    assert refused.stderr == (
-        "Error: BR-003 failed its gates in check 1 (no regressions (normalized)); "
-        "it cannot be activated\n"
-    )
+    for verb, done in (("trial", "tried"), ("activate", "activated")):
+        refused = run("release", verb, "BR-003")
+        assert refused.exit_code == 1
+        assert refused.stderr == (
+            "Error: BR-003 failed its gates in check 1 (no regressions (normalized)); "
+            f"it cannot be {done}\n"
+        )
+    assert git(trained["store"], "rev-parse", "HEAD").strip() == head
+    listed = run("release", "list")
+    assert listed.stdout.startswith("BR-003  failed ")
 
 
 def test_a_gate_edited_after_preregistration_refuses_everything(

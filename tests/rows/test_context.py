@@ -386,3 +386,55 @@ def test_an_observed_run_carries_its_context_unless_left_out(
     assert bare.exit_code == 0, bare.stderr
     assert stored_row(project, orjson.loads(bare.stdout)["id"])["context"] is None
     assert files(project, "context/") == [context.path_of(observed["context"])]
+
+
+def _in_order(value: Any) -> bytes:
+    return orjson.dumps(value)  # keys in the order they are, not sorted
+
+
+def test_the_agent_s_tools_keep_their_order_in_the_store_and_every_export(
+    project: Path, run: Run
+) -> None:
+    # Pi sent each tool name first and its schema as "type", "required",
+    # "properties": a chat template renders them in that order, so the store
+    # and the exports keep it (the rest of each file stays sorted).
+    _, third = recorded()
+    sent = third["tools"]
+    assert list(sent[0]["parameters"]) == ["type", "required", "properties"]
+    install_session(project, "context")
+    row_id = tag(run, "--trace")
+    sha = stored_row(project, row_id)["context"]
+    data = git(store_of(project), "show", f"HEAD:{context.path_of(sha)}").encode()
+    assert _in_order(orjson.loads(data)["tools"]) == _in_order(sent)
+    assert context.digest(data) == sha
+    assert context.file_problems(context.path_of(sha), data) == []
+    tinker = orjson.loads(run("export", "--kind", "traces").stdout)
+    assert _in_order(tinker["tools"]) == _in_order(sent)
+    openai = orjson.loads(
+        run("export", "--kind", "traces", "--format", "openai").stdout
+    )
+    wrapped = [{"type": "function", "function": t} for t in sent]
+    assert _in_order(openai["tools"]) == _in_order(wrapped)
+    # `machine show` prints sorted JSON; saving it unchanged keeps the context
+    saved = run("edit", row_id, "--from", "-", input=run("show", row_id).stdout)
+    assert (saved.exit_code, saved.stdout) == (0, f"{row_id}: nothing changed\n")
+    assert stored_row(project, row_id)["context"] == sha
+
+
+def test_a_context_a_store_kept_with_sorted_keys_still_reads_and_validates() -> None:
+    # Before the agent's order was kept, context files were sorted through
+    # and through; they keep their hashes and read back as they are.
+    data = jsonio.canonical(helpers.CONTEXT)
+    sha = context.digest(data)
+    path = context.path_of(sha)
+    assert context.file_problems(path, data) == []
+    loaded = context.load(sha, {path: data}.get)
+    assert loaded == helpers.CONTEXT
+    assert loaded is not None and loaded["tools"] is not None
+    assert list(loaded["tools"][0]["parameters"]) == ["properties", "required", "type"]
+    # re-stored unchanged, the same bytes: the same hash
+    assert context.canonical(loaded) == data
+    # and a file in neither form is refused
+    assert context.file_problems(path, orjson.dumps(helpers.CONTEXT)) == [
+        "not canonical JSON (indent 2, system then tools)"
+    ]

@@ -1,6 +1,6 @@
 """No secret reaches a git object: the whole corpus, tagged through the real CLI.
 
-Every fake secret of tests/test_secrets_corpus.py is put in every place a
+Every fake secret of tests/secrets/test_secrets_corpus.py is put in every place a
 turn carries text (the prompt, the thinking, the end of a bash command in a
 tool call's JSON arguments, the tool's result, the answer) and in the note
 and the ``--as`` rewrite given on the command line, in real Pi session files
@@ -30,8 +30,8 @@ from tests import helpers
 from tests.conftest import PI_SESSIONS
 from tests.conftest import Run
 from tests.conftest import git
-from tests.test_secrets_corpus import SECRETS
-from tests.test_secrets_corpus import Fake
+from tests.secrets.test_secrets_corpus import SECRETS
+from tests.secrets.test_secrets_corpus import Fake
 
 NOTE_BUDGET = 3500  # a note holds at most 4,000 characters (schemas/common)
 
@@ -153,7 +153,8 @@ def test_no_fake_secret_survives_any_placement(
         row = orjson.loads(run("show", row_id, "--json").stdout)
         # the report after a tag names what was redacted, by kind and count
         assert result.stderr == f"redacted {redaction.describe(row['redactions'])}\n"
-        assert sum(row["redactions"].values()) >= 7 * len(fakes)
+        # each fake is in 7 places; two secrets side by side may be one finding
+        assert sum(row["redactions"].values()) >= 6 * len(fakes)
         tagged.append(row_id)
 
     lines = "\n".join(f.line for f in SECRETS[:40])
@@ -193,7 +194,8 @@ def test_no_fake_secret_survives_any_placement(
     store = paths.store_path(project)
     loose = {"loose objects": all_object_bytes(store), "files": all_file_bytes(store)}
     assert b"[REDACTED:" in loose["loose objects"]
-    assert leaked({**loose, **exports}) == []
+    found = leaked({**loose, **exports})
+    assert found == [], "\n".join(map(str, found))
     assert run("gc").exit_code == 0
     assert "pack" in git(store, "count-objects", "-v")
     packed = {"packed objects": all_object_bytes(store), "files": all_file_bytes(store)}
@@ -280,15 +282,15 @@ def test_exports_redact_rows_that_arrived_unredacted(
     session = session_with(tmp_path, "answer", GH.line)
     run("good", "--session", str(session), "--no-redact")
     exported = run("export").stdout
-    assert GH.secret not in exported and "[REDACTED:github-token]" in exported
+    assert GH.secret not in exported and "[REDACTED:github-pat]" in exported
     assert GH.secret in run("export", "--no-redact").stdout
 
 
 def test_redact_row_leaves_structure_alone() -> None:
     row = helpers.train_row(note=f"token {GH.secret}")
     cleaned, found = redaction.redact_row(row)
-    assert found == {"github-token": 1}
-    assert cleaned["note"] == "token [REDACTED:github-token]"
+    assert found == {"github-pat": 1}
+    assert cleaned["note"] == "token [REDACTED:github-pat]"
     assert {k: v for k, v in cleaned.items() if k not in ("note", "redactions")} == {
         k: v for k, v in row.items() if k != "note"
     }
@@ -304,7 +306,7 @@ def test_fields_a_row_gains_later_are_redacted_too() -> None:
         {"name": "deploy", "parameters": {"token": {"default": AWS.secret}}}
     ]
     cleaned, found = redaction.redact_row(row)
-    assert found == {"github-token": 1, "aws-access-key": 1}
+    assert found == {"github-pat": 1, "aws-access-key": 1}
     assert GH.secret not in json.dumps(cleaned) and AWS.secret not in json.dumps(
         cleaned
     )
@@ -313,7 +315,7 @@ def test_fields_a_row_gains_later_are_redacted_too() -> None:
 def test_leaks_names_only_what_the_older_row_lacked() -> None:
     old = helpers.train_row(note=f"kept on purpose {GH.secret}")
     new = helpers.train_row(note=f"kept on purpose {GH.secret} and {AWS.secret}")
-    assert redaction.leaks(new) == ["aws-access-key", "github-token"]
+    assert redaction.leaks(new) == ["aws-access-key", "github-pat"]
     assert redaction.leaks(new, old) == ["aws-access-key"]
     assert redaction.leaks(old, old) == []
 
@@ -324,10 +326,10 @@ def test_a_commit_message_is_redacted_unless_redaction_is_off() -> None:
 
     on = Change(f"rm x: {GH.secret}", {}, body=f"why: {AWS.line}")
     assert GH.secret not in on.message() and AWS.secret not in on.message()
-    assert "[REDACTED:github-token]" in on.message()
+    assert "[REDACTED:github-pat]" in on.message()
     off = Change(f"rm x: {GH.secret}", {}, redaction=Redaction.OFF)
     assert GH.secret in off.message()
-    assert redaction.message_leaks(off.message()) == ["github-token"]
+    assert redaction.message_leaks(off.message()) == ["github-pat"]
 
 
 def test_the_base64_of_a_sentence_is_not_a_key() -> None:

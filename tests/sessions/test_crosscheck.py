@@ -57,8 +57,12 @@ def _cases() -> list[Case]:
         Case(LETTA / "api-history.json", LETTA / "api-history.expected.json", None)
     )
     cases.append(Case(LETTA / "agent.af", LETTA / "agent.expected.json", None))
-    for path in sorted((FIXTURES / "claude").glob("*/*.jsonl")):
+    for path in sorted((FIXTURES / "claude").glob("-*/*.jsonl")):
         cases.append(Case(path, path.parent / "expected.json", "claude-code"))
+    # Real files of the CLIs (their expectations are in test_real_agents.py).
+    for host in ("claude", "codex", "gemini"):
+        for path in sorted((FIXTURES / host / "real").glob("*.jsonl")):
+            cases.append(Case(path, None, None))
     for path in sorted((FIXTURES / "codex").glob("sessions/*/*/*/rollout-*.jsonl")):
         cases.append(Case(path, path.parent / "expected.json", "codex"))
     return cases

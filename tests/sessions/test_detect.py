@@ -22,7 +22,7 @@ from tests.conftest import PI_SESSIONS
 from tests.conftest import install_session
 
 LETTA = FIXTURES / "letta"
-CLAUDE_SESSION = next((FIXTURES / "claude").glob("*/*.jsonl"))
+CLAUDE_SESSION = next((FIXTURES / "claude").glob("-*/*.jsonl"))
 CODEX_ROLLOUT = next((FIXTURES / "codex").glob("sessions/*/*/*/rollout-*.jsonl"))
 TRANSCRIPT = next(LETTA.glob("transcript/*/*/transcript.jsonl"))
 
@@ -35,10 +35,12 @@ FILES = [
     (LETTA / "agent.af", "letta-agent-file"),
     (CLAUDE_SESSION, "claude"),
     (CODEX_ROLLOUT, "codex"),
+    (FIXTURES / "gemini" / "real" / "basic.jsonl", "gemini"),
 ]
 TRIED = (
     "Pi session, Letta Code local-backend conversation, Letta Code transcript, "
-    "Letta API message history, Letta Agent File, Claude Code session, Codex rollout"
+    "Letta API message history, Letta Agent File, Claude Code session, Codex "
+    "rollout, Gemini CLI session"
 )
 
 

@@ -34,7 +34,7 @@ from tests.conftest import Run
 
 pytestmark = pytest.mark.slow
 
-_HOST_FOLDERS = ("pi", "claude", "codex", "letta")
+_HOST_FOLDERS = ("pi", "claude", "codex", "gemini", "letta")
 _DEEP = "\x00fuzz-deep\x00"  # stands in for a value orjson cannot write (too deep)
 
 

@@ -142,7 +142,7 @@ def test_install_is_idempotent_and_bakes_in_this_python(tmp_path: Path) -> None:
     assert hooks.install_store_hooks(store.path) == []
     script = (store.path / "hooks" / "pre-receive").read_text()
     assert script.splitlines()[-1] == (
-        f"exec {shlex.quote(sys.executable)} -P -m machine_git.hooks pre-receive"
+        f"exec {shlex.quote(sys.executable)} -P -m machine_git.sync.hooks pre-receive"
     )
     for name in ("pre-receive", "post-receive"):
         mode = (store.path / "hooks" / name).stat().st_mode
@@ -314,7 +314,7 @@ def _remote_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
 def test_check_secrets_names_only_secrets_the_old_row_lacked() -> None:
     leaky = jsonio.canonical(helpers.train_row(note=f"use {TOKEN}"))
     clean = jsonio.canonical(helpers.train_row())
-    problem = "holds an unredacted secret (github-token)"
+    problem = "holds an unredacted secret (github-pat)"
     assert hooks.check_secrets(ROW, leaky, None) == [Finding(ROW, 1, "$", problem)]
     assert hooks.check_secrets(ROW, leaky, clean) == [Finding(ROW, 1, "$", problem)]
     assert hooks.check_secrets(ROW, leaky, leaky) == []  # carried over, not new
@@ -332,7 +332,7 @@ def test_a_push_that_brings_a_secret_into_a_row_is_rejected(
     assert done.returncode == 1
     assert _remote_lines(done) == [
         f"commit {bad[:12]}: a note",
-        f"{ROW}:1: $: holds an unredacted secret (github-token)",
+        f"{ROW}:1: $: holds an unredacted secret (github-pat)",
         "machine: push rejected: 1 invalid row in 1 commit; nothing was stored",
     ]
     assert git(store.path, "rev-parse", "HEAD") == before
@@ -346,11 +346,45 @@ def test_a_push_whose_commit_message_holds_a_secret_is_rejected(
     done = run(clone, "push", "-q", "origin", "main")
     assert done.returncode == 1
     assert _remote_lines(done)[1:] == [
-        "(commit message):1: $: holds an unredacted secret (github-token)",
+        "(commit message):1: $: holds an unredacted secret (github-pat)",
         "machine: push rejected: 1 commit message with a secret in 1 commit; "
         "nothing was stored",
     ]
     assert TOKEN not in git(store.path, "log", "--format=%B")
+
+
+def test_a_push_that_brings_a_secret_in_any_other_file_is_rejected(
+    store: Store, clone: Path
+) -> None:
+    # issue 28: every file of a pushed commit is scanned, not only rows
+    before = git(store.path, "rev-parse", "HEAD")
+    (clone / "notes").mkdir()
+    (clone / "notes" / "deploy.md").write_text(f"# deploy\n\nGITHUB_TOKEN={TOKEN}\n")
+    (clone / "logo.bin").write_bytes(b"\x89PNG\x00" + TOKEN.encode())  # binary
+    run(clone, "add", "notes", "logo.bin")
+    run(clone, "commit", "-q", "--no-verify", "-m", "deploy notes")
+    bad = run(clone, "rev-parse", "HEAD").stdout.strip()
+    done = run(clone, "push", "-q", "origin", "main")
+    assert done.returncode == 1
+    # issue 25: a store holds only the files machine writes, so these are
+    # refused by their place before their contents are read.
+    assert _remote_lines(done) == [
+        f"commit {bad[:12]}: deploy notes",
+        "logo.bin:1: $: not a file machine writes",
+        "notes:1: $: not a folder machine writes",
+        "machine: push rejected: 2 refused files in 1 commit; nothing was stored",
+    ]
+    assert git(store.path, "rev-parse", "HEAD") == before
+
+
+def test_check_file_secrets_names_only_what_the_old_version_lacked() -> None:
+    leaky = f"a\nkey {TOKEN}\n".encode()
+    problem = "holds an unredacted secret (github-pat)"
+    assert hooks.check_file_secrets("a.txt", leaky, None) == [
+        Finding("a.txt", 1, "$", problem)
+    ]
+    assert hooks.check_file_secrets("a.txt", leaky + b"more\n", leaky) == []
+    assert hooks.check_file_secrets("a.txt", b"clean\n", None) == []
 
 
 def test_an_explicit_no_redact_commit_is_let_through_and_its_secret_carried(
@@ -391,7 +425,20 @@ def test_the_clone_refuses_a_commit_that_brings_a_secret(clone: Path) -> None:
     done = run(clone, "commit", "-q", "-am", "a note")
     assert done.returncode == 1
     assert done.stderr == (
-        f"{ROW}:1: $: holds an unredacted secret (github-token)\n"
+        f"{ROW}:1: $: holds an unredacted secret (github-pat)\n"
+        "machine: commit refused: 1 invalid staged row\n"
+    )
+    assert run(clone, "rev-parse", "HEAD").stdout == before
+
+
+def test_the_clone_refuses_a_secret_in_a_file_that_is_not_a_row(clone: Path) -> None:
+    before = run(clone, "rev-parse", "HEAD").stdout
+    (clone / ".env").write_text(f"GITHUB_TOKEN={TOKEN}\n")
+    run(clone, "add", ".env")
+    done = run(clone, "commit", "-q", "-m", "env")
+    assert done.returncode == 1
+    assert done.stderr == (
+        ".env:1: $: holds an unredacted secret (github-pat)\n"
         "machine: commit refused: 1 invalid staged row\n"
     )
     assert run(clone, "rev-parse", "HEAD").stdout == before
@@ -436,7 +483,7 @@ def test_an_unknown_hook_name_is_a_usage_error(
 ) -> None:
     assert hooks.main(["post-checkout"]) == 2
     assert capsys.readouterr().err == (
-        "usage: python -m machine_git.hooks pre-receive|post-receive|pre-commit\n"
+        "usage: python -m machine_git.sync.hooks pre-receive|post-receive|pre-commit\n"
     )
 
 
@@ -483,7 +530,22 @@ def test_machine_secrets_reports_kind_and_line(
     binary.write_bytes(b"\xff\xfe\x00")
     assert hooks.secrets_main([str(clean), str(binary)]) == 0
     assert hooks.secrets_main([str(clean), str(leaky)]) == 1
-    assert capsys.readouterr().out == f"{leaky}:2: secret of kind github-token\n"
+    assert capsys.readouterr().out == f"{leaky}:2: secret of kind github-pat\n"
+
+
+def test_machine_secrets_version_names_the_engine_and_its_rules(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import kingfisher_sdk
+
+    assert hooks.secrets_main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"machine-secrets: kingfisher-secret-scanner {kingfisher_sdk.__version__} ("
+    )
+    count = int(out.split("(", 1)[1].split(" ", 1)[0])
+    assert count >= 400  # betterleaks' and Veles' rules
+    assert "+ machine's own rules" in out
 
 
 def test_the_hook_manifest_is_valid() -> None:
@@ -547,7 +609,7 @@ def test_pre_commit_runs_our_hooks_from_this_repository(tmp_path: Path) -> None:
     assert bad.returncode == 1
     said = bad.stdout + bad.stderr
     assert f"\nbad.rows.jsonl:1: $.kind: {KIND}\n" in said, said
-    assert "\nnotes.txt:2: secret of kind github-token\n" in said, said
+    assert "\nnotes.txt:2: secret of kind github-pat\n" in said, said
     assert "traces.jsonl" not in said and "train.jsonl" not in said
 
 
@@ -578,7 +640,7 @@ def test_a_push_that_leaves_releases_alone_never_loads_the_release_audit(
     assert head is not None and not hooks.touches_releases(head)
     code = (
         "import sys, pygit2\n"
-        "from machine_git.sync.sharing import hooks\n"
+        "from machine_git.sync import hooks\n"
         f"repo = pygit2.Repository({str(store.path)!r})\n"
         f"oid = pygit2.Oid(hex={str(head.id)!r})\n"
         "assert hooks.releases_refused(repo, [], [oid]) == []\n"

@@ -30,7 +30,7 @@ from machine_git.sync import sharing as sync
 from machine_git.sync import transport
 from tests import helpers
 from tests.conftest import git
-from tests.test_sync import put
+from tests.sync.test_sync import put
 
 # -- servers ----------------------------------------------------------------------
 

@@ -57,11 +57,11 @@ def test_notices_come_back_as_data_and_as_they_happen(tmp_path: Path) -> None:
     assert heard == done.notices
     assert [type(n) for n in done.notices] == [Redacted, NewStore]
     redacted, new_store = done.notices
-    assert str(redacted) == "redacted 1 secret (github-token 1)"
+    assert str(redacted) == "redacted 1 secret (github-pat 1)"
     assert isinstance(new_store, NewStore) and new_store.project == folder
     assert str(new_store).startswith(f"note: no git repository here, so {folder} ")
     assert done.row is not None
-    assert rows.final_answer(done.row) == "use [REDACTED:github-token]"
+    assert rows.final_answer(done.row) == "use [REDACTED:github-pat]"
     again = tagging.tag(Project(folder), options)
     assert again.action == "duplicate"
     assert [type(n) for n in again.notices] == [Redacted]  # the store exists now

@@ -164,6 +164,7 @@ class FakeTinker:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     batches: list[list[tinker.Datum]] = field(default_factory=list)
     fail_at_step: int | None = None  # forward_backward number (1-based) that fails
+    nan_at_step: int | None = None  # forward_backward number whose log-probs are NaN
     hang: threading.Event | None = None  # set: capabilities wait on it (never answer)
     answers: dict[str, str] = field(default_factory=dict)  # prompt substring -> answer
     raise_on: dict[str, BaseException] = field(default_factory=dict)  # call -> raise
@@ -217,6 +218,15 @@ class FakeServiceClient:
         )
         return Done(FakeTrainingClient(self.fake))
 
+    def create_training_client_from_state_with_optimizer(
+        self, path: str, base_model: str | None = None, **kw: Any
+    ) -> Done:
+        """A training client with the weights and optimizer state at ``path``."""
+        self.fake.record(
+            "create_training_client_from_state_with_optimizer", {"path": path, **kw}
+        )
+        return Done(FakeTrainingClient(self.fake))
+
     def create_sampling_client(
         self, model_path: str | None = None, base_model: str | None = None, **kw: Any
     ) -> Done:
@@ -249,6 +259,8 @@ class FakeTrainingClient:
             )
         # logprob -0.5 per token for step 1, -0.25 for step 2, ...: a falling loss
         value = -0.5 / self.steps
+        if self.fake.nan_at_step == self.steps:
+            value = float("nan")  # what a diverged (or empty) batch gives back
         outs = [
             {
                 "logprobs": types.TensorData.from_numpy(

@@ -112,7 +112,7 @@ def test_each_pair_is_two_sequences_that_train_only_the_answers(
 def test_smoke_and_run_train_the_pairs_with_the_cookbook_s_dpo_loss(
     pairs: Path, run: Run, fake: FakeTinker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # TRAINED in full (80: tests/test_table.py)
+    monkeypatch.setenv("COLUMNS", "200")  # TRAINED in full (80: core/test_table.py)
     record = _dpo(run)
     run_id = record["id"]
     smoke = run("train", "smoke", "--yes")
@@ -176,4 +176,19 @@ def test_dpo_refuses_without_pairs_or_with_fewer_than_a_batch(
         "Error: refused, nothing was spent: 1 pair to train: fewer than one batch "
         "of 2 (tag more pairs or lower --batch-size); see 'machine train validate'\n"
     )
+    assert run("runs").stdout.startswith("no training runs yet")
+
+
+def test_dpo_refuses_pairs_whose_answers_max_length_cuts(pairs: Path, run: Run) -> None:
+    # A pair whose answer --max-length cuts trains nothing (or half an
+    # answer): refused before any call, naming the pair's line and side.
+    head = git(pairs, "rev-parse", "HEAD").strip()
+    result = run("train", "dpo", "--batch-size", "2", "--max-length", "16")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: refused, nothing was spent: nothing to learn: --max-length 16 cuts "
+        "away every trained token (raise --max-length to at least "
+    )
+    assert "or drop the row): data.jsonl:1:chosen example 1, " in result.stderr
+    assert git(pairs, "rev-parse", "HEAD").strip() == head
     assert run("runs").stdout.startswith("no training runs yet")

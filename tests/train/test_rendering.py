@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from machine_git.core.errors import TrainingError
+from machine_git.train import families
 from machine_git.train import rendering
+from tests.conftest import Run
 
 
 def test_the_qwen3_tokenizer_is_the_real_one_offline() -> None:
@@ -68,9 +71,51 @@ def test_families_without_a_checked_template_are_refused(model: str, why: str) -
 
 def test_a_model_of_no_known_family_is_one_line() -> None:
     with pytest.raises(TrainingError) as e:
-        rendering.rendering("meta-llama/Llama-3.1-8B")
+        rendering.rendering("mistralai/Mistral-7B-v0.1")
     assert str(e.value) == (
-        "meta-llama/Llama-3.1-8B is not accepted (machine renders Qwen3 and Qwen3.5 "
-        "chat models, checked against their published chat templates; default "
-        "Qwen/Qwen3-30B-A3B)"
+        "mistralai/Mistral-7B-v0.1 is not accepted (machine renders Qwen3 and "
+        "Qwen3.5 chat models, checked against their published chat templates; "
+        "default Qwen/Qwen3-30B-A3B)"
     )
+
+
+def test_train_models_lists_every_served_model_accepted_or_refused_with_why(
+    run: Run,
+) -> None:
+    result = run("train", "models", "--json")
+    assert result.exit_code == 0, result.stderr
+    listed = orjson.loads(result.stdout)
+    by_name = {m["model"]: m for m in listed}
+    # every model in the pinned cookbook's table, once
+    assert sorted(by_name) == sorted(families.served())
+    accepted = [m["model"] for m in listed if m["accepted"]]
+    assert "Qwen/Qwen3-30B-A3B" in accepted and "Qwen/Qwen3.5-4B" in accepted
+    # an accepted model is one of the families test_templates checks
+    assert {rendering.family(m) for m in accepted} == set(families.ACCEPTED)
+    for name, m in by_name.items():
+        if m["accepted"]:
+            assert rendering.family(name).renderer == m["renderer"]
+            continue
+        # a refused one is refused by the train commands, with the same why
+        with pytest.raises(TrainingError) as e:
+            rendering.rendering(name)
+        assert str(e.value).startswith(f"{name} is not accepted: {m['why']}")
+    assert by_name["openai/gpt-oss-20b"]["why"] == (
+        "gpt-oss (Harmony): a verbatim copy of its chat template exists (llama.cpp's "
+        "models/templates/openai-gpt-oss-120b.jinja), but machine's rendering has "
+        "not been checked against it token for token yet"
+    )
+    assert by_name["nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"]["why"].startswith(
+        "Nemotron: "
+    )
+    shown = run("train", "models").stdout.splitlines()
+    assert shown[:2] == [
+        "accepted: token-exact against its chat template "
+        "(tests/fixtures/templates/qwen3/)",
+        "  Qwen/Qwen3-30B-A3B  (renderer qwen3)",
+    ]
+    gpt_oss = next(i for i, line in enumerate(shown) if line.startswith("refused: gpt"))
+    assert shown[gpt_oss + 1 : gpt_oss + 3] == [
+        "  openai/gpt-oss-120b",
+        "  openai/gpt-oss-20b",
+    ]

@@ -23,12 +23,14 @@ import pytest
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from machine_git.core import jsonio
+from machine_git.export import export
 from machine_git.rows import context
 from machine_git.store.store import Store
 from machine_git.train import datasets
 from machine_git.train import rendering
 from tests.conftest import FIXTURES
 from tests.conftest import Run
+from tests.conftest import fixture_lines
 from tests.train import conftest as support
 
 if TYPE_CHECKING:
@@ -142,21 +144,26 @@ def check_examples(
     messages: list[dict[str, Any]],
     kind: str,
     tools: list[dict[str, Any]] | None = None,
+    offered: list[dict[str, Any]] | None = None,
 ) -> int:
     """Assert token equality and exact weights; the number of examples checked.
 
     ``tools`` (cookbook ToolSpecs, as exports carry them) reach the template
-    as agents send them: OpenAI functions.
+    as agents send them: OpenAI functions (``offered``, when the test has the
+    agent's own list).
     """
     seen = rendering.rendering(model)
     tok = seen.tokenizer
-    examples = datasets.examples(
-        datasets.cookbook_messages(messages),
-        seen.renderer,
-        datasets.train_on_what(kind),
-        tools,
-    )
-    offered = [{"type": "function", "function": t} for t in tools] if tools else None
+    # through the bytes of an export line, as a run reads its data.jsonl
+    line = export.line({"messages": messages, **({"tools": tools} if tools else {})})
+    examples = [
+        one.example
+        for one in datasets.render_line(
+            jsonio.loads(line), seen.renderer, datasets.train_on_what(kind), None
+        )
+    ]
+    if offered is None and tools:
+        offered = [{"type": "function", "function": t} for t in tools]
     ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     if kind == "train":
         ends = ends[-1:]
@@ -264,7 +271,16 @@ def test_a_trace_with_its_context_renders_as_the_template(
     messages, tools = datasets.row_conversation(row)
     assert messages[0]["role"] == "system"
     assert tools is not None and [t["name"] for t in tools] == ["read", "bash"]
-    assert check_examples(model, template, messages, "traces", tools) == 2
+    # the template gets the tools exactly as Pi sent them (its JSON, in its
+    # key order: "type", "required", "properties"), not as machine stored them
+    sent = [
+        line["data"]["tools"]
+        for line in fixture_lines("context")
+        if line.get("customType") == "machine-context"
+    ][-1]
+    assert list(sent[0]["parameters"]) == ["type", "required", "properties"]
+    offered = [{"type": "function", "function": t} for t in sent]
+    assert check_examples(model, template, messages, "traces", tools, offered) == 2
     seen = rendering.rendering(model)
     first, _ = datasets.examples(
         datasets.cookbook_messages(messages),
@@ -283,16 +299,20 @@ def test_non_ascii_tools_and_a_padded_system_prompt_render_as_the_template(
     # The cookbook escapes non-ASCII in tool JSON and (Qwen3.5) neither wraps
     # the tool as the request gave it nor trims the system prompt; the
     # templates do. machine's renderers follow the templates.
+    # In the agent's key order, not sorted: a tool's name first, the schema
+    # keys as written.
     tools = [
         {
             "name": "grep",
             "description": "Search files — fast, with café-grade regexes",
             "parameters": {
                 "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "≥ 1 char"}
-                },
                 "required": ["pattern"],
+                "properties": {
+                    "pattern": {"type": "string", "description": "≥ 1 char"},
+                    "paths": {"type": "array", "items": {"type": "string"}},
+                    "opts": {"type": "object"},
+                },
             },
         },
         {"name": "noop", "description": "", "parameters": {"type": "object"}},
@@ -307,7 +327,11 @@ def test_non_ascii_tools_and_a_padded_system_prompt_render_as_the_template(
                 {
                     "id": "c1",
                     "type": "function",
-                    "function": {"name": "grep", "arguments": '{"pattern":"TODO"}'},
+                    "function": {
+                        "name": "grep",
+                        "arguments": '{"pattern":"café — TODO",'
+                        '"paths":["notes/été.md"],"opts":{"mode":"naïve","n":1}}',
+                    },
                 }
             ],
         },

@@ -320,7 +320,7 @@ def _dataset_tokens(project: Path, run_id: str) -> tuple[int, int]:
 def test_every_row_trains_every_epoch_in_a_new_order(
     project: Path, run: Run, fake: FakeTinker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # TRAINED in full (80: tests/test_table.py)
+    monkeypatch.setenv("COLUMNS", "200")  # TRAINED in full (80: core/test_table.py)
     support.tag(run, project, support.SESSIONS, "--trace")
     prepared = run(
         "train",

@@ -5,6 +5,8 @@ from typing import Any
 import pytest
 
 from machine_git.core.errors import TrainingError
+from machine_git.train import datasets
+from machine_git.train import rendering
 from machine_git.train import validate
 from tests import helpers
 from tests.train import conftest as support
@@ -55,18 +57,55 @@ def test_a_base_model_whose_renderer_drops_tool_calls_is_refused() -> None:
     assert _check(items).problems == []  # qwen3 renders them
 
 
-def test_rows_longer_than_max_length_warn_and_rows_cut_to_nothing_block() -> None:
-    items = [("t:1", _conversation(USER, CALL, RESULT, ANSWER))]
-    report = _check(items, max_length=8)  # the user turn alone is longer
-    assert [p.line() for p in report.problems] == [
-        "blocking  nothing to learn (no trained token within --max-length): t:1",
-        "warning  longer than --max-length 8 (truncated): t:1",
+def _trained_spans(item: dict[str, Any]) -> list[tuple[int, int]]:
+    # (first, last) trained token index of each example, as the run renders it
+    seen = rendering.rendering(support.MODEL)
+    train_on = datasets.train_on_what("traces")
+    spans = []
+    for one in datasets.render_line(item, seen.renderer, train_on, None):
+        trained = [i for i, w in enumerate(one.example[1].tolist()) if w > 0]
+        spans.append((trained[0], trained[-1]))
+    return spans
+
+
+def test_examples_cut_by_max_length_block_with_the_row_example_and_the_fix() -> None:
+    item = _conversation(USER, CALL, RESULT, ANSWER)
+    (first, end1), (start2, end2) = _trained_spans(item)
+    assert end1 < start2  # the call's turn, then the answer's
+    items = [("t:1", item)]
+
+    def lines(max_length: int) -> list[str]:
+        return [p.line() for p in _check(items, max_length=max_length).problems]
+
+    nothing = (
+        "blocking  nothing to learn: --max-length {} cuts away every trained token"
+    )
+    cut = "blocking  cut before its end-of-message token by --max-length {}"
+    # shorter than the user turn: neither example keeps a trained token
+    assert lines(first) == [
+        f"{nothing.format(first)} (raise --max-length to at least {end2 + 1}, or "
+        "drop the row): t:1 example 1, t:1 example 2"
     ]
-    longer = _check(items, max_length=40)
-    assert [p.line() for p in longer.problems] == [
-        "warning  longer than --max-length 40 (truncated): t:1"
+    # the first example is cut inside its trained span, the second has none left
+    assert lines(first + 2) == [
+        f"{nothing.format(first + 2)} (raise --max-length to at least {end2 + 1}, "
+        "or drop the row): t:1 example 2",
+        f"{cut.format(first + 2)} (raise --max-length to at least {end1 + 1}, or "
+        "drop the row): t:1 example 1",
     ]
-    assert longer.blocking == []
+    # the answer's end-of-message token is the one token cut away
+    assert lines(end2) == [
+        f"{cut.format(end2)} (raise --max-length to at least {end2 + 1}, or drop "
+        "the row): t:1 example 2"
+    ]
+    assert lines(end2 + 1) == []
+    with pytest.raises(TrainingError) as e:
+        validate.refuse_blocking(_check(items, max_length=end2))
+    assert str(e.value) == (
+        f"refused, nothing was spent: {cut.format(end2).removeprefix('blocking  ')} "
+        f"(raise --max-length to at least {end2 + 1}, or drop the row): t:1 example "
+        "2; see 'machine train validate'"
+    )
 
 
 def test_arguments_that_are_not_json_do_not_render() -> None:

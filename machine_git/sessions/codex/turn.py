@@ -30,6 +30,9 @@ SOURCE = "codex"
 KNOWN_TYPES = frozenset(
     {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
 )
+# Lines of newer versions (0.17x) that hold no part of a turn: the state the
+# prompt was built from, and token accounting.
+_SILENT = frozenset({"world_state", "token_usage_record"})
 # agent-trajectory's list, plus the AGENTS.md header newer versions write.
 INJECTED_PREFIXES = (
     "<environment_context>",
@@ -37,6 +40,8 @@ INJECTED_PREFIXES = (
     "<permissions instructions>",
     "<turn_context>",
     "# AGENTS.md instructions for ",
+    # 0.17x tells the model, as a user message, that the last turn was interrupted.
+    "<turn_aborted>",
 )
 _CALLS = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
@@ -77,8 +82,12 @@ def read_turn(
     rows = _rows(path, report)
     if not rows and entry is None:
         raise TurnError(f"{path}: the session has no entries yet")
-    turn = window(rows, [f"L{row.line}" for row in rows], entry, path, _user)
+    # Some versions write the prompt only as an ``event_msg`` ``user_message``:
+    # then those events are where the user speaks.
+    spoken = _user if any(_user(row) for row in rows) else _user_event
+    turn = window(rows, [f"L{row.line}" for row in rows], entry, path, spoken)
     rows, ids, start = turn.items, turn.ids, turn.start
+    files.check_whole(path, report, rows[start].line, rows[-1].line)
     setting = _Setting(rows[: start + 1])
     # Reasoning comes from the agent_reasoning events when the file has them.
     events = any(
@@ -133,6 +142,8 @@ def _rows(path: Path, report: ReadReport) -> list[_Row]:
         kind, payload = row.get("type"), row.get("payload")
         if not isinstance(kind, str) or not isinstance(payload, dict):
             report.corrupt_lines.append(number)
+        elif kind in _SILENT:
+            continue
         elif kind not in KNOWN_TYPES:
             report.unknown_types.append((number, kind))
         else:
@@ -142,6 +153,13 @@ def _rows(path: Path, report: ReadReport) -> list[_Row]:
 
 def _user(row: _Row) -> str:
     return _user_text(row.payload) if row.kind == "response_item" else ""
+
+
+def _user_event(row: _Row) -> str:
+    if row.kind != "event_msg" or row.payload.get("type") != "user_message":
+        return ""
+    text = string(row.payload.get("message")) or ""
+    return "" if text.lstrip().startswith(INJECTED_PREFIXES) else text
 
 
 class _Setting:
@@ -175,6 +193,9 @@ def _event(builder: Records, payload: dict[str, Any], stamp: str) -> bool:
         builder.stopped("aborted", string(payload.get("reason")) or "aborted")
     elif item == "error":
         builder.stopped("error", string(payload.get("message")))
+    elif item == "task_complete" and isinstance(payload.get("error"), dict):
+        # 0.17x ends a failed turn so (the request or the stream failed).
+        builder.stopped("error", string(payload["error"].get("message")) or "error")
     else:
         return False
     return True

@@ -59,6 +59,42 @@ __all__ = [
     "transcript_root",
 ]
 
+
+# To say what a file is when it is not Letta's: every host's recognizer
+# (sessions/detect.py has the same table; it imports this package, so this
+# package cannot import it).
+def _pi() -> formats.Recognize:
+    from machine_git.sessions.pi import turn
+
+    return turn.recognize
+
+
+def _claude() -> formats.Recognize:
+    from machine_git.sessions.claude import turn
+
+    return turn.recognize
+
+
+def _codex() -> formats.Recognize:
+    from machine_git.sessions.codex import turn
+
+    return turn.recognize
+
+
+def _gemini() -> formats.Recognize:
+    from machine_git.sessions.gemini import turn
+
+    return turn.recognize
+
+
+_RECOGNIZERS: formats.Recognizers = {
+    "pi": _pi,
+    "letta": lambda: recognize,
+    "claude": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+}
+
 # Each form and its reader, in the order forms.recognize tries them.
 _FORMS = (
     (AGENT_FILE, read_agent_file),
@@ -73,7 +109,7 @@ def read_turn(
 ) -> tuple[Turn, ReadReport]:
     """The last turn of any Letta form (``form``, else recognized from the file)."""
     if form is None:
-        found = formats.sniff(path)
+        found = formats.sniff(path, _RECOGNIZERS)
         if found.host != HOST:
             raise SessionError(f"{path}: a {found.label}, not a Letta session")
         form = found.name

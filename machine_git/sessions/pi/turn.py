@@ -199,7 +199,10 @@ def _turn(
             start = index
             break
     if start is None:
+        if branch and branch[0].parent is not None and report.corrupt_lines:
+            raise TurnError(files.cut_short(path, report, branch[0].line))
         raise TurnError(f"{path}: no user message on the active branch")
+    files.check_whole(path, report, branch[start].line, leaf.line)
     model = provider = None
     for e in branch[:start]:
         if e.type == "model_change":

@@ -561,8 +561,8 @@ def test_one_version_name_on_two_commits_is_a_conflict(
     assert str(e.value) == (
         f"origin has version v1 (here {head(b.path)[:12]}, there "
         f"{head(a.path)[:12]}); nothing was pulled. A name never moves: keep one "
-        "side's under a new name and delete the other (see the README, 'When "
-        "something goes wrong')"
+        "side's under a new name and delete the other (see docs/recovery.md, "
+        "'Sharing conflicts')"
     )
     assert (head(b.path), shared_refs(b.path)) == before
     with pytest.raises(ConflictError, match="nothing was pushed"):

@@ -1,0 +1,42 @@
+"""The ``tinker`` format: ``{"messages": [...], "tools": [...]}`` as
+tinker-cookbook reads a conversation file (``schemas/line-tinker``).
+
+Every content is a string (an assistant message that only calls tools has
+``""``); ``tools`` are the cookbook's ``ToolSpec`` dicts, which machine's
+builder renders as the model family's tool declaration. A line carries the
+conversation, the system prompt (its first message) and the tools; not the
+row's id, kind, note, time, source, original answer or redactions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from typing import Any
+
+from machine_git.rows.formats import chat
+from machine_git.rows.formats.lines import Found
+from machine_git.rows.formats.lines import Parsed
+from machine_git.rows.formats.lines import carried
+
+if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Row
+
+OWN = ("messages", "tools")
+
+
+def write(row: Row) -> dict[str, Any]:
+    """``{"messages": [...], "tools": [...]}`` as tinker-cookbook reads it."""
+    messages = chat.string_content(chat.conversation(row, null_content=False))
+    out: dict[str, Any] = {"messages": messages}
+    tools = chat.tool_specs(row)
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def read(value: dict[str, Any], found: Found) -> Parsed | None:
+    """A chat line (tinker's or OpenAI's): its messages, and its system
+    message and tools as the row's context."""
+    conv = chat.split(value["messages"], value.get("tools"))
+    fields, ignored = carried(value, OWN)
+    return Parsed("messages", conv.messages, conv.context, None, fields, ignored)

@@ -1,0 +1,68 @@
+"""Real session files from public repositories, tagged by the CLI.
+
+tests/fixtures/corpus/SOURCES.json names each file's source (repository,
+path, commit, licence, CLI version) and what its last turn is, written by
+reading the file; ``machine good`` and ``machine good --trace`` must give
+exactly that, or refuse with the recorded reason.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from machine_git.core import paths
+from machine_git.rows import rows
+from tests.conftest import FIXTURES
+from tests.conftest import Run
+from tests.conftest import git
+from tests.e2e import expected_turns
+
+CORPUS = FIXTURES / "corpus"
+SOURCES: list[dict[str, Any]] = orjson.loads((CORPUS / "SOURCES.json").read_bytes())
+
+
+def test_every_file_has_its_source() -> None:
+    listed = {s["file"] for s in SOURCES}
+    on_disk = {str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.jsonl")}
+    assert listed == on_disk
+    for source in SOURCES:
+        assert re.fullmatch(r"[0-9a-f]{40}", source["commit"])
+        assert source["repository"] and source["path"] and source["licence"]
+
+
+def _row(project: Path, stdout: str) -> dict[str, Any]:
+    found = re.match(r"(?:good|bad) (\S+) ", stdout)
+    assert found, stdout
+    text = git(paths.store_path(project), "show", f"HEAD:{rows.row_path(found[1])}")
+    value = orjson.loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda s: s["file"])
+def test_corpus_file_is_tagged_as_read(
+    project: Path, run: Run, source: dict[str, Any]
+) -> None:
+    path = str(CORPUS / source["file"])
+    expected = source["expected"]
+    if "refused" in source:
+        for trace in ([], ["--trace"]):
+            result = run("good", *trace, "--session", path)
+            assert result.exit_code != 0
+            assert result.stderr.endswith(f"{source['refused']}\n"), result.stderr
+        return
+    result = run("good", "--session", path)
+    assert result.exit_code == 0, result.output
+    assert _row(project, result.stdout)["messages"] == [
+        {"role": "user", "content": expected[0]["content"]},
+        {"role": "assistant", "content": expected[-1]["content"]},
+    ]
+    result = run("good", "--trace", "--session", path)
+    assert result.exit_code == 0, result.output
+    trajectory = _row(project, result.stdout)["trajectory"]
+    assert expected_turns.mismatches(trajectory, expected) == []
