@@ -618,9 +618,14 @@ def test_a_custom_schema_rating_category_and_span_from_the_keyboard(
     labeling.set_schema(store, SCHEMA)
     login(browser, served)
     row_id = card_id(browser)
+
+    def labels_now() -> Any:
+        row: Any = store.read_row(row_id)
+        return row.get("labels") if row is not None else None
+
     press(browser, "4")  # quality = 4
     until(
-        lambda: (store.read_row(row_id) or {}).get("labels") == {"quality": 4},
+        lambda: labels_now() == {"quality": 4},
         "the rating",
     )
     until(
@@ -629,10 +634,7 @@ def test_a_custom_schema_rating_category_and_span_from_the_keyboard(
     )
     press(browser, "w")  # topic = docs
     until(
-        lambda: (
-            (store.read_row(row_id) or {}).get("labels")
-            == {"quality": 4, "topic": "docs"}
-        ),
+        lambda: labels_now() == {"quality": 4, "topic": "docs"},
         "the category",
     )
     assert card_id(browser) == row_id  # still on the row: g or b judges it
@@ -651,7 +653,7 @@ def test_a_custom_schema_rating_category_and_span_from_the_keyboard(
         "the marked span",
     )
     assert text_of(browser, "#answer-text mark.span") == "/nonexistent-dir"
-    labels = (store.read_row(row_id) or {}).get("labels")
+    labels = labels_now()
     assert isinstance(labels, dict)
     assert [s["text"] for s in labels["wrong"]] == ["/nonexistent-dir"]
     assert labels["wrong"][0]["label"] == "made-up"
@@ -665,7 +667,7 @@ def test_a_custom_schema_rating_category_and_span_from_the_keyboard(
     until(lambda: card_id(browser) != row_id, "the next row")
     judged = store.read_row(row_id)
     assert judged is not None and judged["kind"] == "traces"
-    assert judged["labels"]["quality"] == 4  # type: ignore[typeddict-item]
+    assert labels_now()["quality"] == 4
     assert errors_in_console(browser) == []
 
 
