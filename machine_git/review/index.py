@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 from typing import Any
@@ -344,6 +345,11 @@ def select(index: Index, filters: Filters, recorded: bool = False) -> list[Summa
     ``recorded``: by their newest change). Only those of the kind asked for
     are read."""
     candidates = index.of_kind(filters.kind, recorded)
+    if filters.found is not None:
+        # The search answered first: keep its rows, then the other filters.
+        hits = filters.found
+        candidates = [s for s in candidates if s["id"] in hits]
+        filters = replace(filters, query="", found=None)
     if filters.kind_only():
         return candidates
     return [s for s in candidates if filters.matches(s)]
