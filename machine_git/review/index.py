@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -114,6 +115,9 @@ class Index:
     # history on first use: the order of ``machine observed``.
     recency: dict[str, int] | None = None
     largest: int = 0  # bytes of the largest row blob read (an upper bound)
+    # Held while the recency is read (a walk of history): not the cache's
+    # lock, so other pages are not held up meanwhile.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
     def ordered(self) -> list[Summary]:
@@ -210,7 +214,7 @@ class Cache:
     def recorded(self, store: Store, commit: Commit) -> list[Summary]:
         """The rows at ``commit``, newest change first (as ``machine observed``)."""
         index = self.at(store, commit)
-        with self._lock:
+        with index.lock:
             if index.recency is None:
                 index.recency = _recency(store, commit, index)
             return index.recorded
