@@ -447,23 +447,6 @@ class Store:
             raise
         return oid
 
-    def _move_branch(self, snap: Snapshot, oid: Oid, reflog: str) -> None:
-        clear_stale_ref_lock(self.path)
-        try:
-            if snap.commit is None:
-                self.repo.create_reference_direct(BRANCH, oid, False, message=reflog)
-            else:
-                ref = self.repo.references[BRANCH]
-                if ref.target != snap.commit.id:
-                    raise _Moved
-                ref.set_target(oid, reflog)  # a compare-and-swap on ref.target
-        except (pygit2.AlreadyExistsError, KeyError):
-            raise _Moved from None
-        except pygit2.GitError as e:
-            if "does not match" in str(e):
-                raise _Moved from None
-            raise
-
     # -- merging (machine pull) ---------------------------------------------------
 
     def merge(self, other: Oid, plan: Plan) -> Oid | None:
