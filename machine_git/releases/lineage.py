@@ -242,6 +242,7 @@ def training_rows(store: Store, run: dict[str, Any]) -> tuple[list[str], list[st
         str(dataset.get("kind")),
         keep_held_out=True,
         held_out=held_out_by(store, dataset.get("held_out_eval")),
+        where=tuple(str(w) for w in dataset.get("where") or ()),
     ):
         (held if chosen.held_out else given).append(chosen.row_id)
     return given, held
