@@ -325,7 +325,7 @@ def _prepare(n: int, opts: Options, corpus: Corpus) -> Built:
     return _load(marker)
 
 
-_BUILD_VERSION = 3  # bump when the rows or the stores are built differently
+_BUILD_VERSION = 4  # bump when the rows or the stores are built differently
 
 
 def _version_of(marker: Path) -> int:

@@ -21,13 +21,13 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from machine_git import diagnosis
-from machine_git import history
-from machine_git import reflog
-from machine_git.intact import Checker
-from machine_git.layout import REFLOG
-from machine_git.objects import objects_only
-from machine_git.store import Store
+from machine_git.history import history
+from machine_git.recovery import diagnosis
+from machine_git.recovery.intact import Checker
+from machine_git.store import reflog
+from machine_git.store.layout import REFLOG
+from machine_git.store.objects import objects_only
+from machine_git.store.store import Store
 
 SMALL, LARGE = 10_000, 100_000
 LIMIT = 15.0  # 100k against 10k; linear is 10
