@@ -19,6 +19,7 @@ from typing import Any
 from typing import Literal
 
 from machine_git.core.errors import INTERRUPTED
+from machine_git.core.errors import USAGE
 from machine_git.core.errors import exit_code
 from machine_git.core.errors import user_message
 
@@ -104,6 +105,10 @@ def main() -> None:
     """Console-script entry point."""
     try:
         args = sys.argv[1:]
+        refused = not_text(args)
+        if refused is not None:
+            sys.stderr.write(f"Error: {refused}\n")
+            sys.exit(USAGE)
         if args[:1] in (["good"], ["bad"]):
             params = parse(args[1:])
             if params is not None:
@@ -115,6 +120,26 @@ def main() -> None:
         # Ctrl-C while modules load, before any command's own handler.
         sys.stderr.write("Interrupted\n")
         sys.exit(INTERRUPTED)
+
+
+def not_text(args: list[str]) -> str | None:
+    """Why ``args`` cannot be taken, or None: each must be valid UTF-8.
+
+    Python keeps bytes that are not UTF-8 as lone surrogates
+    (``surrogateescape``); nothing machine writes (a row, a commit message,
+    a path in git) can hold one, so the argument is refused here, whole,
+    before anything is read or written.
+    """
+    for number, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = repr(os.fsencode(arg))  # b'x\\xffy': no raw byte reaches the screen
+            return (
+                f"argument {number} ({shown}) is not valid UTF-8; "
+                "machine takes text (and file names) in UTF-8 only"
+            )
+    return None
 
 
 def _tag(label: Literal["good", "bad"], params: dict[str, Any]) -> int:

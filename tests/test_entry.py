@@ -12,6 +12,7 @@ from machine_git import entry
 from machine_git.cli import cli
 from machine_git.core import paths
 from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import USAGE
 from tests.conftest import Run
 from tests.conftest import install_session
 
@@ -158,3 +159,28 @@ def test_the_fast_path_says_which_folder_it_took_outside_git(
         f"created at {store} (pass --project DIR to choose another folder)\n",
     )
     assert main(["bad"], monkeypatch, capsys)[2] == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        ([b"bad", b"x\xffy"], "argument 2 (b'x\\xffy')"),
+        ([b"good", b"--as", b"x\xff"], "argument 3 (b'x\\xff')"),
+        ([b"import", b"rows\xff.jsonl"], "argument 2 (b'rows\\xff.jsonl')"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_one_line(
+    project: Path, args: list[bytes], shown: str
+) -> None:
+    # Issue 25: a note, --as or a file name in another encoding gave a traceback.
+    done = subprocess.run(
+        [sys.executable, "-m", "machine_git", *args],
+        capture_output=True,
+        check=False,
+        cwd=project,
+    )
+    assert (done.returncode, done.stdout) == (USAGE, b"")
+    assert done.stderr.decode() == (
+        f"Error: {shown} is not valid UTF-8; machine takes text (and file names) "
+        "in UTF-8 only\n"
+    )

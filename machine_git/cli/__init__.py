@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from machine_git import __version__
+from machine_git.core import table
 from machine_git.core.errors import INTERRUPTED
 from machine_git.core.errors import USAGE
 from machine_git.core.errors import exit_code
@@ -97,7 +98,9 @@ class MachineGroup(click.Group):
             why = user_message(e)
             if why is None:
                 raise
-            raise Failure(why, exit_code(e)) from None
+            # Stored text (a row id, a summary) can be in it: no control
+            # character of it reaches the terminal.
+            raise Failure(table.printable(why), exit_code(e)) from None
         except KeyboardInterrupt:
             click.echo("Interrupted", err=True)
             ctx.exit(INTERRUPTED)

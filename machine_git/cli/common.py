@@ -132,9 +132,16 @@ def _complete(
     return [CompletionItem(c.value, help=c.help or None) for c in found]
 
 
+# JSON escapes C0 controls; DEL and C1 (U+0080-U+009F, CSI among them) it
+# may leave raw, and a terminal would act on them. They only occur inside
+# strings (JSON's own syntax is ASCII), where \uXXXX means the same value.
+_RAW_CONTROL = {code: f"\\u{code:04x}" for code in (0x7F, *range(0x80, 0xA0))}
+
+
 def emit_json(value: Any) -> None:
-    """Print ``value`` as one JSON document (sorted keys)."""
-    click.echo(jsonio.line(value).decode(), nl=False)
+    """Print ``value`` as one JSON document (sorted keys), with no raw control."""
+    text = jsonio.line(value).decode()
+    click.echo(text.translate(_RAW_CONTROL), nl=False)
 
 
 def warn(message: str) -> None:

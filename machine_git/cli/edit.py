@@ -93,7 +93,12 @@ def edit(
         _replace_from(store, full_id, row, source.read(), as_json)
         return
     while True:
-        edited = click.edit(text, extension=".json", require_save=True)
+        try:
+            edited = click.edit(text, extension=".json", require_save=True)
+        except FileNotFoundError:  # the editor removed (or moved) its file
+            message = "edit abandoned: the editor removed the file; nothing changed"
+            _abandoned(row, message, as_json)
+            return
         if edited is None:
             message = "edit abandoned: the row was not saved; nothing changed"
             _abandoned(row, message, as_json)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
+import pygit2
 
 from machine_git.cli import progress
 from machine_git.cli.common import emit_json
@@ -16,6 +18,7 @@ from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.core import paths
+from machine_git.core import table
 from machine_git.core.errors import CONFLICT
 from machine_git.core.errors import RemoteError
 from machine_git.store.store import Store
@@ -30,7 +33,7 @@ def _details_first() -> Iterator[None]:
         yield
     except RemoteError as e:
         for line in e.details:
-            click.echo(line, err=True)
+            click.echo(table.printable(line), err=True)
         raise
 
 
@@ -149,7 +152,7 @@ def pull(name: str, prefer: str | None, project: Path | None, as_json: bool) -> 
     with _details_first(), progress.bars(as_json) as shown:
         store = open_store(project, create=True)
         store.progress = shown  # a merge of many rows: its pack's objects
-        result = sync.pull(store, name, prefer, progress=shown)
+        result = sync.pull(store, name, prefer, progress=shown, audit=_release_audit)
     if as_json:
         emit_json(_pull_json(result))
     else:
@@ -253,3 +256,13 @@ def clone(folder: Path, project: Path | None, as_json: bool) -> None:
             f"change with: git -C {target} config user.name 'Your Name')",
             err=True,
         )
+
+
+def _release_audit(
+    repo: pygit2.Repository, commits: list[pygit2.Commit], git_dir: Path
+) -> Sequence[tuple[pygit2.Commit, Sequence[object]]]:
+    """The releases layer's check of pulled release records (sync cannot import it)."""
+    # pydantic and the release modules load only when pulled commits touch releases/.
+    from machine_git.releases import audit
+
+    return audit.pushed(repo, commits, git_dir)

@@ -65,13 +65,30 @@ def new_store_notice(root: Path, chosen: bool, created: bool) -> str | None:
 
 
 def data_dir() -> Path:
-    """The base folder of every store: ``$MACHINE_DATA_DIR`` or ``~/.machine``."""
-    from machine_git.core import env
+    """The base folder of every store: ``$MACHINE_DATA_DIR`` or ``~/.machine``.
 
-    value = env.text(DATA_DIR_ENV)
-    if value is not None:
-        return Path(value).expanduser().resolve()
-    return default_data_dir()
+    Set, it must name an absolute folder (``~`` is expanded): a relative one
+    would resolve against the current folder, so a command run from a
+    subfolder would find another (empty) store; set but empty would
+    silently mean ``~/.machine``. Both are one-line errors.
+    """
+    import os
+
+    value = os.environ.get(DATA_DIR_ENV)
+    if value is None:
+        return default_data_dir()
+    if not value.strip():
+        raise UsageError(
+            f"{DATA_DIR_ENV} is set but empty; unset it (stores then live in "
+            "~/.machine) or give an absolute folder"
+        )
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        raise UsageError(
+            f"{DATA_DIR_ENV}={value!r} is a relative path; give an absolute "
+            f"folder (e.g. {Path(value).resolve()})"
+        )
+    return path.resolve()
 
 
 def default_data_dir() -> Path:

@@ -32,6 +32,25 @@ def width() -> int:
     return DEFAULT_WIDTH
 
 
+# Control characters from stored text (a prompt, a note, a commit summary)
+# never reach a terminal as themselves: ESC starts a sequence that can set
+# the title, clear the screen or rewrite what was printed; C1 CSI (U+009B)
+# does the same in one character; NUL cuts what some readers show. Each is
+# shown escaped, as git shows such bytes in a path.
+_NAMED = {"\0": "\\0", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_CONTROL = {
+    code: _NAMED.get(chr(code), f"\\x{code:02x}")
+    for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character escaped (``\\x1b``, ``\\n``, ``\\0``)."""
+    if text.isprintable():
+        return text  # the common case, one C-speed pass
+    return text.translate(_CONTROL)
+
+
 def clip(text: str, room: int) -> str:
     """``text`` in at most ``room`` characters, ending in … when cut."""
     if len(text) <= room:
@@ -57,6 +76,8 @@ def rows(
     """
     if not table:
         return []
+    table = [[printable(cell) for cell in row] for row in table]
+    ends = [printable(end) for end in ends]
     count = len(table[0])
     widths = [max(len(row[i]) for row in table) for i in range(count)]
     fixed = sum(w for i, w in enumerate(widths) if i != free) + len(GAP) * (count - 1)
@@ -81,6 +102,7 @@ def _fit(cell: str, end: str, room: int) -> str:
 
 def pair(head: str, old: str, new: str, columns: int, arrow: str = " -> ") -> str:
     """``head`` then ``old -> new``, the two values cut to share the width."""
+    head, old, new = printable(head), printable(old), printable(new)
     room = columns - len(head) - len(arrow)
     if len(old) + len(new) > room:
         half = max(room // 2, 1)

@@ -127,8 +127,20 @@ class Checker:
         try:
             self.commit_of(oid)
         except READ_ERRORS as e:
+            kind = self.kind_of(oid)
+            if kind in ("blob", "tree"):
+                # It reads: the ref is wrong, not the object (a row's blob,
+                # the branch's tree). Recover drops the ref and keeps it.
+                return f"names {oid[:12]}, a {kind}, not a commit"
             return f"names {oid[:12]}, which is {damage_of(e)}"
         return None
+
+    def kind_of(self, oid: str) -> str | None:
+        """``blob``, ``tree``, ``commit`` or ``tag``; None if it does not read."""
+        try:
+            return str(self.objects.repo[oid].type_str)
+        except READ_ERRORS:
+            return None
 
     def commit_of(self, oid: str) -> str:
         """The commit ``oid`` is, or the annotated tag ``oid`` names."""

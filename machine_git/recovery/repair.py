@@ -22,6 +22,7 @@ from machine_git.core import jsonio
 from machine_git.recovery.diagnosis import Diagnosis
 from machine_git.recovery.diagnosis import count_of
 from machine_git.recovery.salvage import adopt_objects
+from machine_git.recovery.salvage import forget_in_reflogs
 from machine_git.recovery.salvage import new_record
 from machine_git.recovery.salvage import repair_files
 from machine_git.recovery.salvage import set_aside
@@ -66,12 +67,13 @@ def apply(
     tree = Objects(objects_only(source)).commit(Oid(hex=tree_of)).tree_id
     record = record or new_record(path)
     take_apart(path, found, record)
-    set_aside(path, found, record)  # tree_of's commit too, if it is left behind
+    gone = set_aside(path, found, record)  # tree_of's commit too, if left behind
     repair_files(path, found, record)
     if fetched is not None:
         adopt_objects(fetched, path)
     repo = open_repository(path)
     oid = _commit(repo, found, tree, tree_of, parent, record.relative_to(path))
+    forget_in_reflogs(path, gone, record)  # after the step's own entry
     _record(record, found, str(oid))
     Store(path, repo)._after_commit()  # counts cache, auto-pack
     return Recovery(found, str(oid), str(record))

@@ -23,6 +23,7 @@ from pygit2.enums import SortMode
 
 from machine_git.recovery.diagnosis import Diagnosis
 from machine_git.recovery.diagnosis import id_of
+from machine_git.recovery.intact import READ_ERRORS
 from machine_git.store import packs
 from machine_git.store.damage import packed_refs
 from machine_git.store.layout import HEAD_TEXT
@@ -129,27 +130,83 @@ def take_apart(path: Path, found: Diagnosis, record: Path) -> None:
             keep_file(file, record / "packs", move=True)
 
 
-def set_aside(path: Path, found: Diagnosis, record: Path) -> None:
+def set_aside(path: Path, found: Diagnosis, record: Path) -> set[str]:
     """Move damaged loose objects, and damaged commits, into the record.
 
     Afterwards git sees them as missing. A commit the reflog names that is
     missing is only a warning to git gc; one it can read that reaches a
-    missing object (a blob, a parent) stops gc for good.
+    missing object (a blob, a parent) stops gc for good. Returns the ids of
+    what is gone (moved, or damaged commits left behind), for
+    :func:`forget_in_reflogs`.
     """
     files = list(found.damaged_files)
     keep = _kept_commits(path, found.parent)
     # The damaged commits, and the tag objects of dropped versions: git
     # prune follows a recent unreachable tag and stops at a missing commit.
     values = ref_values(path)
-    dropped = [values.get(name, "") for name in found.damaged_refs]
+    dropped = [
+        oid
+        for oid in (values.get(name, "") for name in found.damaged_refs)
+        if _settable(path, oid)
+    ]
     files += [
         str(path / "objects" / oid[:2] / oid[2:])
         for oid in [*found.damaged_commits, *dropped]
         if HEX40.match(oid) and oid not in keep
     ]
+    gone = {c for c in found.damaged_commits if c not in keep}
     for file in dict.fromkeys(files):
         if os.path.exists(file):
             keep_file(Path(file), record / "objects", move=True, name=id_of(file))
+            gone.add(id_of(file))
+    return gone
+
+
+_ZERO = "0" * 40
+
+
+def forget_in_reflogs(path: Path, gone: set[str], record: Path) -> None:
+    """The branch's reflogs without the commits recover set aside.
+
+    ``git fsck --full`` calls an entry naming a missing object invalid: an
+    entry that moved to one is dropped, one that moved from one starts from
+    nothing (git's way of saying "created"). The reflogs as they were are
+    kept in the record.
+    """
+    if not gone:
+        return
+    for log in (path / "logs" / "refs" / "heads" / "main", path / "logs" / "HEAD"):
+        data = read_file(log)
+        if data is None:
+            continue
+        kept: list[bytes] = []
+        for line in data.splitlines(keepends=True):
+            old, _, rest = line.partition(b" ")
+            new = rest[:40].decode("ascii", "replace")
+            if new in gone:
+                continue
+            if old.decode("ascii", "replace") in gone:
+                line = _ZERO.encode() + b" " + rest
+            kept.append(line)
+        text = b"".join(kept)
+        if text != data:
+            keep_file(
+                log, record / "logs", name=str(log.relative_to(path)).replace("/", "%")
+            )
+            write_file(log, text)
+
+
+def _settable(path: Path, oid: str) -> bool:
+    # A dropped ref's object goes with it only if it is a tag object or a
+    # damaged commit: a blob or a tree that reads (a ref naming a row's
+    # blob, the branch's tree) is live data the branch reaches.
+    if not HEX40.match(oid):
+        return False
+    try:
+        kind = objects_only(path)[oid].type_str
+    except READ_ERRORS:
+        return True  # it does not read: damaged
+    return kind in ("tag", "commit")
 
 
 def _kept_commits(path: Path, parent: str | None) -> set[str]:

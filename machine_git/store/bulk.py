@@ -150,7 +150,8 @@ def write_pack(
     """Write ``entries`` (id, type, bytes) as one pack in ``objects/pack``.
 
     Returns the pack's name (the hex SHA-1 of its contents, as git names
-    packs). Call with the writer lock held and a private umask.
+    packs), or "" if a pack of that name was in place already (kept as it
+    is). Call with the writer lock held and a private umask.
     """
     folder = objects / "pack"
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -172,10 +173,32 @@ def write_pack(
                 with contextlib.suppress(OSError):
                     temp.unlink()
         raise
+    if (folder / f"pack-{name}.idx").exists():
+        # The same objects are in place already (a retried write): that pack
+        # may be referred to, so it is never replaced, nor removed by
+        # :func:`discard`.
+        for temp in (temp_pack, temp_index):
+            temp.unlink()
+        return ""
     os.replace(temp_pack, folder / f"pack-{name}.pack")
     os.replace(temp_index, folder / f"pack-{name}.idx")
     _sync_folder(folder)
     return name
+
+
+def discard(objects: Path, name: str) -> None:
+    """Remove pack ``name`` that :func:`write_pack` wrote and nothing refers to.
+
+    For a bulk write whose ref did not move (a full disk, a lost race): its
+    pack would otherwise stay, unreferenced, until git gc. The index goes
+    first, so no reader finds a pack without its data.
+    """
+    if not name:
+        return
+    folder = objects / "pack"
+    for suffix in (".idx", ".pack"):
+        with contextlib.suppress(FileNotFoundError):
+            (folder / f"pack-{name}{suffix}").unlink()
 
 
 def _write_objects(

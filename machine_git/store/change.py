@@ -77,7 +77,9 @@ class Change(Plain):
             text += "\n" + "".join(
                 f"Machine-{k}: {_one_line(v)}\n" for k, v in trailers.items()
             )
-        return text
+        # git keeps a commit message as a C string: a NUL (from a prompt)
+        # would end it there, trailers and all. It is written as \0 instead.
+        return text.replace("\0", "\\0")
 
 
 def _one_line(value: str) -> str:

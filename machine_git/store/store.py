@@ -433,9 +433,22 @@ class Store:
         # order a whole-version read (export, validate) asks for them.
         order = [oid, *reversed(trees)]
         order += [blobs[p] for p in sorted(blobs) if blobs[p] is not None]  # type: ignore[misc]
-        bulk.write_pack(self.path / "objects", staged.in_order(order), self.progress)
+        objects = self.path / "objects"
+        name = bulk.write_pack(objects, staged.in_order(order), self.progress)
         kind = " (initial)" if not parents else " (merge)" if merged else ""
         reflog = f"commit{kind}: {message.splitlines()[0]}"
+        try:
+            self._move_branch(snap, oid, reflog)
+        except BaseException:
+            # The branch did not move (a full disk, a lost race): nothing
+            # refers to the pack, so it goes now, not at the next git gc.
+            with contextlib.suppress(Exception):  # the first error is the one to say
+                if self.branch_target() != oid:
+                    bulk.discard(objects, name)
+            raise
+        return oid
+
+    def _move_branch(self, snap: Snapshot, oid: Oid, reflog: str) -> None:
         clear_stale_ref_lock(self.path)
         try:
             if snap.commit is None:
@@ -451,7 +464,6 @@ class Store:
             if "does not match" in str(e):
                 raise _Moved from None
             raise
-        return oid
 
     # -- merging (machine pull) ---------------------------------------------------
 

@@ -49,8 +49,8 @@ from machine_git.recovery.validate import Finding
 from machine_git.rows import context
 from machine_git.rows import rows
 from machine_git.rows import schemas
-from machine_git.store import treediff
 from machine_git.store.objects import guard
+from machine_git.sync import incoming
 
 STORE_HOOKS = ("pre-receive", "post-receive")
 CLONE_HOOKS = ("pre-commit",)
@@ -133,55 +133,93 @@ def check_commits(
 ) -> list[BadCommit]:
     """The commits among ``ids`` that bring a bad file, with what is wrong.
 
-    Only the blobs a commit changes against its first parent are read: the
-    rest of its tree is the parent's, already checked (or already stored).
-    A commit that says ``Machine-Redaction: off`` (an explicit --no-redact)
-    may hold secrets; any other may not, in its rows or in its message.
-    ``progress`` counts the rows checked, of all the commits' rows.
+    Only the entries a commit changes against its first parent are read (by
+    id and mode): the rest of its tree is the parent's, already checked (or
+    already stored). Each must be a file machine writes, at its place, a
+    regular file, valid for its kind (incoming.py). A commit that says
+    ``Machine-Redaction: off`` (an explicit --no-redact) may hold secrets;
+    any other may not, in any file or in its message. ``progress`` counts
+    the files checked, of all the commits' files.
     """
     bad: list[BadCommit] = []
     # The changes first (tree walks, cheap next to parsing and scanning
-    # rows): then the rows to check are known before the first is read.
-    changes = [_changed_rows(repo, repo[oid].peel(Commit)) for oid in ids]
-    progress.begin("checking rows", sum(len(c[1]) for c in changes))
-    for commit, changed in changes:
+    # rows): then the files to check are known before the first is read.
+    changes = [_changed_files(repo, repo[oid].peel(Commit)) for oid in ids]
+    progress.begin("checking rows", sum(_rowlike(c[1]) for c in changes))
+    for commit, changed, found in changes:
         scan = commit.message_trailers.get("Machine-Redaction") != "off"
-        found = _message_secrets(commit) if scan else []
-        for path, old, new in changed:
-            progress.advance()
-            try:
-                data = repo[new].peel(pygit2.Blob).data
-            except (KeyError, ValueError, pygit2.GitError):
-                if _checked(path):  # a submodule elsewhere is no row's business
-                    found.append(
-                        Finding(path, 1, "$", "not a file (a link or submodule)")
-                    )
+        if scan:
+            found.extend(_message_secrets(commit))
+        for path, kind, old, new in changed:
+            if kind in _ROWLIKE:
+                progress.advance()
+            data = _blob(repo, new)
+            if data is None:
+                found.append(Finding(path, 1, "$", "not a file (a link or submodule)"))
                 continue
-            if not _checked(path):  # any other file: its secrets alone
-                if scan:
-                    found.extend(check_file_secrets(path, data, _blob(repo, old)))
-                continue
-            problems = check_blob(path, data) or _reference(path, data, commit)
-            if not problems and scan:
-                problems = check_secrets(path, data, _blob(repo, old))
-            found.extend(problems)
+            found.extend(_file_problems(repo, commit, path, kind, data, old, scan))
         if found:
             bad.append((commit, found))
     progress.end()
     return bad
 
 
-def _changed_rows(
+_ROWLIKE = ("row", "context")
+
+
+def _rowlike(changed: list[incoming.Changed]) -> int:
+    return sum(kind in _ROWLIKE for _, kind, _, _ in changed)
+
+
+def _changed_files(
     repo: pygit2.Repository, commit: Commit
-) -> tuple[Commit, list[tuple[str, pygit2.Oid | None, pygit2.Oid]]]:
-    """The files ``commit`` adds or changes: rows and contexts are checked
-    whole, every other file for secrets."""
+) -> tuple[Commit, list[incoming.Changed], list[Finding]]:
+    """The files ``commit`` adds or changes, and the entries it may not have."""
     parent = commit.parents[0].tree if commit.parents else None
-    return commit, [
-        (path, old, new)
-        for path, old, new in treediff.changed_blobs(repo, parent, commit.tree)
-        if new is not None
-    ]
+    problems: list[Finding] = []
+    changed = list(incoming.changed_files(repo, parent, commit.tree, problems))
+    return commit, changed, problems
+
+
+def _file_problems(
+    repo: pygit2.Repository,
+    commit: Commit,
+    path: str,
+    kind: str,
+    data: bytes,
+    old: pygit2.Oid | None,
+    scan: bool,
+) -> list[Finding]:
+    if kind == "release":
+        return []  # every release file is verified by the release audit
+    if kind in _ROWLIKE:
+        problems = check_blob(path, data) or _reference(path, data, commit)
+        if problems or not scan:
+            return problems
+        if kind == "context":
+            return _record_secrets(path, {"context": jsonio.loads(data)})
+        return check_secrets(path, data, _blob(repo, old))
+    # Machine's other records: JSON objects (a JSON object a line for .jsonl).
+    try:
+        values = (
+            [jsonio.loads(line) for line in data.splitlines() if line.strip()]
+            if path.endswith(".jsonl")
+            else [jsonio.loads(data)]
+        )
+    except (jsonio.JSONDecodeError, UnicodeDecodeError) as e:
+        return [Finding(path, 1, "$", f"not valid JSON ({e})")]
+    if not all(isinstance(v, dict) for v in values):
+        return [Finding(path, 1, "$", f"not a {kind} (a JSON object)")]
+    return check_file_secrets(path, data, _blob(repo, old)) if scan else []
+
+
+def _record_secrets(path: str, value: dict[str, object]) -> list[Finding]:
+    from machine_git.secrets import redaction  # the scanner loads only when files come
+
+    kinds = redaction.leaks(value)
+    if not kinds:
+        return []
+    return [Finding(path, 1, "$", f"holds an unredacted secret ({', '.join(kinds)})")]
 
 
 def _checked(path: str) -> bool:
@@ -238,16 +276,33 @@ def count(n: int, noun: str) -> str:
 def invalid_rows(bad: list[BadCommit]) -> int:
     """How many rows, over all ``bad`` commits, had a problem."""
     return sum(
-        validate.invalid_count([f for f in findings if f.file != MESSAGE])
+        validate.invalid_count([f for f in findings if _is_row(f.file)])
         for _, findings in bad
     )
 
 
+def refused_files(bad: list[BadCommit]) -> int:
+    """How many files other than rows, over all ``bad`` commits, were refused."""
+    return sum(
+        validate.invalid_count(
+            [f for f in findings if f.file != MESSAGE and not _is_row(f.file)]
+        )
+        for _, findings in bad
+    )
+
+
+def _is_row(path: str) -> bool:
+    # A context is part of its rows, and always counted with them.
+    return path.startswith(f"{rows.ROWS_DIR}/") or context.is_context_path(path)
+
+
 def rejected(bad: list[BadCommit]) -> str:
-    """``1 invalid row`` / ``1 commit message with a secret`` / both."""
+    """``1 invalid row`` / ``1 refused file`` / ``1 commit message with a secret``."""
     parts = []
     if rows_ := invalid_rows(bad):
         parts.append(count(rows_, "invalid row"))
+    if files := refused_files(bad):
+        parts.append(count(files, "refused file"))
     if messages := sum(f.file == MESSAGE for _, found in bad for f in found):
         parts.append(count(messages, "commit message") + " with a secret")
     return " and ".join(parts)
@@ -259,25 +314,33 @@ def rejected(bad: list[BadCommit]) -> str:
 def pre_receive(
     git_dir: Path, updates: Iterable[str], audit: Audit | None = None
 ) -> int:
-    """Refuse the push if a new commit brings a bad row or release record.
+    """Refuse the push if it moves a ref in a way machine never does, or if a
+    new object is too large or a new commit brings a bad file or release record.
 
-    stdin: ``old new ref`` per updated ref. ``audit`` checks release records
-    (the hooks' entry point, machine_git/hooks.py, passes the releases
-    layer's); without it a push that touches them is refused.
+    stdin: ``old new ref`` per updated ref. git has checked each object
+    already (``receive.fsckObjects``); they wait in its quarantine. ``audit``
+    checks release records (the hooks' entry point, machine_git/hooks.py,
+    passes the releases layer's); without it a push that touches them is
+    refused.
     """
     refs = [(p[0], p[1], p[2]) for p in (u.split() for u in updates) if len(p) == 3]
-    tips = [new for _, new, _ in refs if new != _ZERO]
-    if not tips:
+    if not refs:
         return 0
     repo = guard(pygit2.Repository(str(git_dir)))  # the store's objects may be damaged
     # The pushed objects wait in a quarantine folder that git names in the
     # environment; libgit2 ignores that environment, so add it by hand.
-    quarantine = os.environ.get("GIT_QUARANTINE_PATH") or os.environ.get(
-        "GIT_OBJECT_DIRECTORY"
-    )
+    quarantine = os.environ.get("GIT_QUARANTINE_PATH")
     if quarantine:
         repo.odb.add_disk_alternate(quarantine)
-    listed = _git(["rev-list", "--reverse", *tips, "--not", "--all"])
+        sizes = incoming.size_problems(incoming.new_objects(quarantine))
+        if sizes:
+            return _refuse(sizes)
+    moves = incoming.update_problems(repo, refs)
+    if moves:
+        # A rewrite of release history also says so in the release audit's words.
+        return _refuse(moves) | _print(_rewritten(repo, refs))
+    tips = [new for _, new, _ in refs if new != _ZERO]
+    listed = _git(["rev-list", "--reverse", *tips, "--not", "--all"]) if tips else ""
     oids = [pygit2.Oid(hex=h) for h in listed.split()]
     bad = check_commits(repo, oids)
     if bad:
@@ -294,6 +357,18 @@ def pre_receive(
     for line in refused:
         print(line, file=sys.stderr)
     return 1 if bad or refused else 0
+
+
+def _print(lines: list[str]) -> int:
+    for line in lines:
+        print(line, file=sys.stderr)
+    return 1 if lines else 0
+
+
+def _refuse(problems: list[str]) -> int:
+    for problem in problems:
+        print(f"machine: push rejected: {problem}; nothing was stored", file=sys.stderr)
+    return 1
 
 
 # -- release records (machine_git/releases/audit.py) ----------------------------------
@@ -490,9 +565,41 @@ def _git(args: list[str]) -> str:
 # -- installing ------------------------------------------------------------------------
 
 
+# git's own checks of what a push brings, before the pre-receive hook runs:
+# each object (unsorted trees, duplicate entries, bad modes, '..' and '.git'
+# names, .gitmodules), no deletion, no rewrite, no shallow history.
+RECEIVE_CONFIG = {
+    "receive.fsckObjects": "true",
+    "receive.denyDeletes": "true",
+    "receive.denyNonFastForwards": "true",
+    "receive.shallowUpdate": "false",
+}
+
+
 def install_store_hooks(store_path: Path) -> list[str]:
-    """Install ``pre-receive`` and ``post-receive`` in a store; the names changed."""
-    return _install(store_path, STORE_HOOKS, hooks_path="hooks")
+    """Install ``pre-receive`` and ``post-receive`` in a store; the names changed.
+
+    The store's git config gets :data:`RECEIVE_CONFIG` too.
+    """
+    changed = _install(store_path, STORE_HOOKS, hooks_path="hooks")
+    old_umask = os.umask(0o077)  # the config file stays 0600
+    try:
+        config = pygit2.Repository(str(store_path)).config
+        for key, value in RECEIVE_CONFIG.items():
+            if _get(config, key) != value:
+                config[key] = value
+    except (OSError, pygit2.GitError) as e:
+        raise HookError(f"cannot configure {store_path}: {e}") from None
+    finally:
+        os.umask(old_umask)
+    return changed
+
+
+def _get(config: pygit2.Config, key: str) -> str | None:
+    try:
+        return str(config[key])
+    except KeyError:
+        return None
 
 
 def install_clone_hooks(git_dir: Path) -> list[str]:

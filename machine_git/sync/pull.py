@@ -25,6 +25,8 @@ from machine_git.store import treediff
 from machine_git.store.layout import BRANCH
 from machine_git.store.store import Store
 from machine_git.sync import hooks
+from machine_git.sync import incoming
+from machine_git.sync import quarantine
 from machine_git.sync import transport
 from machine_git.sync.merge import PullResult
 from machine_git.sync.merge import commit_hex
@@ -51,20 +53,28 @@ def pull(
     name: str = DEFAULT_REMOTE,
     prefer: str | None = None,
     progress: Progress = QUIET,
+    audit: hooks.Audit | None = None,
 ) -> PullResult:
     """Fetch remote ``name``: merge its rows into the branch, row by row, and
-    take its versions and run refs. ``progress`` counts the incoming rows as
-    they are checked."""
+    take its versions and run refs. ``progress`` counts the incoming files
+    as they are checked. What the remote sends is checked in quarantine
+    (quarantine.py, incoming.py) before any ref of the store moves;
+    ``audit`` checks release records (machine_git/hooks.py has the releases
+    layer's): without it, commits that touch them are refused."""
     if prefer is not None and prefer not in PREFER:
         raise UsageError(f"--prefer must be one of {', '.join(PREFER)}")
-    get_remote(store, name)
+    remote = get_remote(store, name)
     hooks.install_store_hooks(store.path)
-    theirs_id = fetch(store, name)
+    with quarantine.fetch(store, name, remote.url) as fetched:
+        if fetched is None:
+            return PullResult(name, "empty")
+        _check_incoming(store, name, fetched, progress, audit)
+        quarantine.keep(store, fetched, name)
+        theirs_id = fetched.main
     if theirs_id is None:
         return PullResult(name, "empty")
     repo = store.repo
     staged = staged_refs(repo, name)
-    their_commits = {ref: peeled(repo, oid) for ref, oid in staged.items()}
     local = local_refs(repo)
     local_commits = {ref: peeled(repo, oid) for ref, oid in local.items()}
     new, clashes = compare_refs(repo, staged, local, local_commits)
@@ -73,9 +83,6 @@ def pull(
         clashes = [RefClash(c.ref, c.theirs, c.ours) for c in clashes]
         raise clash_error(clashes, name, "pulled")
     theirs = repo[theirs_id].peel(Commit)
-    ours = store.head
-    tips = [theirs.id, *(their_commits[r] for r in new)]
-    _check_incoming(store, name, tips, ours, progress)
     result = _pull_branch(store, name, theirs, prefer)
     if result.status != "conflict":
         take_refs(store, {ref: staged[ref] for ref in new})
@@ -119,12 +126,18 @@ def _nothing_of_its_own(commit: Commit) -> bool:
 
 def fetch(store: Store, name: str) -> Oid | None:
     """Fetch ``name``'s main into ``refs/remotes/<name>/main`` and its versions
-    and run refs beside it; None if it has no main."""
+    and run refs beside it; None if it has no main.
+
+    Straight into ``store``'s refs: for a repository of its own (``recover
+    --from`` fetches into a fresh one), never a store's (a pull quarantines).
+    """
     remote = get_remote(store, name)
     tracking = f"refs/remotes/{name}/main"
     staged = f"{STAGED}{name}/"
     done = transport.run(
         store.path,
+        "-c",
+        "fetch.fsckObjects=true",  # git's object checks, as a pull's quarantine has
         "fetch",
         "--quiet",
         "--no-tags",
@@ -148,20 +161,68 @@ def fetch(store: Store, name: str) -> Oid | None:
 def _check_incoming(
     store: Store,
     name: str,
-    tips: list[Oid],
-    ours: Commit | None,
+    fetched: quarantine.Fetched,
     progress: Progress = QUIET,
+    audit: hooks.Audit | None = None,
 ) -> None:
-    walker = store.repo.walk(None, SortMode.TOPOLOGICAL | SortMode.REVERSE)
-    for tip in tips:
-        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
-            walker.push(tip)
-    if ours is not None:
-        walker.hide(ours.id)
-    bad = hooks.check_commits(store.repo, [c.id for c in walker], progress)
+    """Refuse, in one line, what a remote sends that machine would not write.
+
+    Sizes first (from the objects' headers, before any is read), then what
+    each ref names, then every new commit's files and message.
+    """
+    sizes = incoming.size_problems(incoming.new_objects(fetched.objects))
+    if sizes:
+        raise _refusal(name, sizes)
+    repo = fetched.repo
+    ours = store.head
+    tips = [t for t in (fetched.main, ours.id if ours else None) if t is not None]
+    on_history = incoming.history_of(repo, tips)
+    refused = [
+        problem
+        for ref, oid in sorted(fetched.refs.items())
+        if (problem := incoming.target_problem(repo, ref, oid, on_history))
+    ]
+    if refused:
+        raise _refusal(name, refused)
+    oids = _new_commits(store, name, fetched)
+    bad = hooks.check_commits(repo, oids, progress)
     if bad:
         raise RemoteError(
             f"{name} has {hooks.rejected(bad)} in "
             f"{hooks.count(len(bad), 'commit')}; nothing was merged",
             details=hooks.report(bad),
         )
+    lines = hooks.releases_refused(repo, [], oids, audit)
+    if lines:
+        summary = lines[-1].removeprefix("machine: push rejected: ")
+        summary = summary.removeprefix("machine: ").replace("were pushed", "came")
+        summary = summary.removesuffix("; nothing was stored")
+        raise RemoteError(
+            f"{name} is refused: {summary}; nothing was pulled", lines[:-1]
+        )
+
+
+def _new_commits(store: Store, name: str, fetched: quarantine.Fetched) -> list[Oid]:
+    """The commits the fetched refs reach that no ref of the store does."""
+    repo = fetched.repo
+    walker = repo.walk(None, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+    for oid in fetched.refs.values():
+        walker.push(repo[oid].peel(Commit).id)
+    for ref in store.repo.references:
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            walker.hide(repo[store.repo.references[ref].target].peel(Commit).id)
+    try:
+        return [c.id for c in walker]
+    except (KeyError, ValueError, pygit2.GitError):
+        raise RemoteError(
+            f"{name} sent a history with commits missing (a shallow or partial "
+            "copy?); nothing was pulled"
+        ) from None
+
+
+def _refusal(name: str, problems: list[str]) -> RemoteError:
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return RemoteError(
+        f"{name} is refused: {problems[0]}{more}; nothing was pulled",
+        details=problems if len(problems) > 1 else None,
+    )

@@ -302,6 +302,24 @@ def test_an_invalid_edit_is_shown_and_never_committed(
     assert head(project) == before
 
 
+def test_an_editor_that_removes_its_file_abandons_the_edit(
+    project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 25: this was a traceback (FileNotFoundError from click.edit).
+    row_id = tagged(project, run)
+    before = head(project)
+    monkeypatch.setenv(
+        "EDITOR", write_editor(tmp_path, "import os, sys\nos.remove(sys.argv[1])\n")
+    )
+    result = run("edit", row_id)
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        0,
+        "edit abandoned: the editor removed the file; nothing changed\n",
+        "",
+    )
+    assert head(project) == before
+
+
 def test_an_invalid_edit_can_be_fixed(
     project: Path, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from machine_git.core import env
+from machine_git.core import paths
+from machine_git.core.errors import USAGE
 from machine_git.core.errors import UsageError
+from tests.conftest import Run
 
 
 def test_unset_or_empty_means_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,3 +63,29 @@ def test_a_bad_lock_timeout_is_one_line_from_the_cli(
         2,
         "Error: MACHINE_LOCK_TIMEOUT='abc': expected a number of seconds above 0\n",
     )
+
+
+# -- MACHINE_DATA_DIR (issue 25) ---------------------------------------------------
+
+
+def test_a_relative_or_empty_data_dir_is_one_line_and_touches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, project: Path, run: Run
+) -> None:
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("MACHINE_DATA_DIR", "data")
+    done = run("tagged")
+    assert (done.exit_code, done.stderr) == (
+        USAGE,
+        "Error: MACHINE_DATA_DIR='data' is a relative path; give an absolute "
+        f"folder (e.g. {project / 'data'})\n",
+    )
+    monkeypatch.setenv("MACHINE_DATA_DIR", "")
+    done = run("tagged")
+    assert (done.exit_code, done.stderr) == (
+        USAGE,
+        "Error: MACHINE_DATA_DIR is set but empty; unset it (stores then live "
+        "in ~/.machine) or give an absolute folder\n",
+    )
+    assert not (project / "data").exists()
+    monkeypatch.setenv("MACHINE_DATA_DIR", "~/stores")
+    assert paths.data_dir() == tmp_path / "home" / "stores"

@@ -158,6 +158,22 @@ def test_recover_yes_takes_the_step_and_keeps_the_damage(store: Path, run: Run) 
     # The version at the damaged commit went with it, into the record.
     assert run("versions").stdout.startswith("no versions yet")
     assert (record / "refs" / "refs%tags%v1").is_file()
+    # git's own check is clean (no reflog entry names what was set aside;
+    # the reflogs as they were are in the record), and a second run is a no-op.
+    fsck = subprocess.run(
+        ["git", "-C", str(store), "fsck", "--full", "--strict"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (fsck.returncode, fsck.stderr) == (0, "")
+    assert damaged in (record / "logs" / "logs%HEAD").read_text()
+    again = run("recover", "--yes")
+    assert (again.exit_code, again.stdout) == (
+        0,
+        f"the store {store} is intact; nothing to recover\n",
+    )
+    assert rev(store, "main") == head
 
 
 def test_only_history_damage_loses_no_row(store: Path, run: Run) -> None:
@@ -304,3 +320,48 @@ def test_an_intact_store_is_not_restored_over(
     sync.add_remote(Store.open(store), "origin", str(hub))
     result = run("recover", "--from", "origin", "--yes")
     assert result.stdout == f"the store {store} is intact; nothing to recover\n"
+
+
+def test_a_ref_naming_a_live_blob_or_tree_is_dropped_and_nothing_is_moved(
+    store: Path, run: Run
+) -> None:
+    # Issue 25: a version naming a row's blob (or the branch's tree) made
+    # recover set that live blob aside, and a second recover lose every row.
+    blob = rev(store, f"main:{paths_of(ROW_A)}")
+    tree = rev(store, "main^{tree}")
+    (store / "refs" / "tags" / "rowblob").write_text(blob + "\n")
+    (store / "refs" / "tags" / "tree").write_text(tree + "\n")
+    head = rev(store, "main")
+    result = run("recover", "--yes")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        f"damaged: the ref refs/tags/rowblob names {blob[:12]}, a blob, not a commit",
+        f"damaged: the ref refs/tags/tree names {tree[:12]}, a tree, not a commit",
+    ]
+    assert lines[2].startswith(f"newest intact commit: {head[:12]} good {ROW_C}: hi")
+    assert lines[3] == "going back to it loses 0 rows"
+    assert git(store, "cat-file", "-t", blob) == "blob\n"  # not set aside
+    again = run("recover", "--yes")
+    assert (again.exit_code, again.stdout) == (
+        0,
+        f"the store {store} is intact; nothing to recover\n",
+    )
+    listed = git(store, "ls-tree", "-r", "--name-only", "main", "rows").split()
+    assert listed == [paths_of(r) for r in (ROW_A, ROW_B, ROW_C)]
+    assert git(store, "for-each-ref", "--format=%(refname)", "refs/tags") == (
+        "refs/tags/v1\n"
+    )
+    fsck = subprocess.run(
+        ["git", "-C", str(store), "fsck", "--full"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (fsck.returncode, fsck.stderr) == (0, "")
+
+
+def paths_of(row_id: str) -> str:
+    from machine_git.rows import rows
+
+    return rows.row_path(row_id)

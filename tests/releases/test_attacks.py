@@ -16,8 +16,12 @@ from typing import Any
 import orjson
 import pytest
 
+from machine_git import hooks
+from machine_git.core import jsonio
 from machine_git.core.errors import INVALID
+from machine_git.rows import rows
 from machine_git.store.store import Store
+from tests import helpers
 from tests.conftest import Run
 from tests.conftest import git
 from tests.releases.conftest import CHECKPOINT
@@ -426,12 +430,24 @@ def test_a_store_with_a_whole_release_cycle_pushes_into_a_hooked_store(
     pushed = run("push", "hub")
     assert pushed.exit_code == 0, pushed.stderr
     assert head(hub) == head(store)
-    # and an unrelated hand edit in a clone still goes through
+    # and an unrelated hand edit in a clone still goes through (a row; a
+    # file machine does not write, like notes.txt, is refused: issue 25)
     clone = make_clone(run, tmp_path / "clone")
+    row = clone / rows.row_path("e0e0e0e0e0e0")
+    row.parent.mkdir(parents=True)
+    row.write_bytes(jsonio.canonical(helpers.train_row("e0e0e0e0e0e0")))
+    assert git_in(clone, "add", "rows").returncode == 0
+    commit_all(clone, "a row by hand")
+    assert push(clone) == (0, [])
     (clone / "notes.txt").write_text("why BR-002\n")
     assert git_in(clone, "add", "notes.txt").returncode == 0
     commit_all(clone, "a note")
-    assert push(clone) == (0, [])
+    code, said = push(clone)
+    assert code != 0
+    assert said[1:] == [
+        "notes.txt:1: $: not a file machine writes",
+        "machine: push rejected: 1 refused file in 1 commit; nothing was stored",
+    ]
 
 
 # -- history rewritten, undone or merged ---------------------------------------------
@@ -491,7 +507,7 @@ def test_a_pulled_release_stays_verified_in_the_other_store(
     other = Store.create(tmp_path / "other")
     put(other, helpers.train_row("b1b1b1b1b1b1"))
     sync.add_remote(other, "a", str(trained["store"]))
-    assert sync.pull(other, "a").status == "merge"
+    assert sync.pull(other, "a", audit=hooks.audit).status == "merge"
     shown = releases.show(other, "BR-002")
     assert (shown.status, shown.tampered) == ("active", [])
     assert releases.findings(other) == ([], 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from machine_git import hooks
 from machine_git import releases
 from machine_git.releases import audit
 from machine_git.store.store import BRANCH
@@ -93,14 +94,14 @@ def test_a_merge_that_joins_two_histories_of_one_release_is_tampering(
     # A row of its own: B's first commit may be byte-identical to A's.
     put(b, helpers.train_row("b1b1b1b1b1b1"))
     sync.add_remote(b, "a", str(a.path))
-    assert sync.pull(b, "a").status == "merge"
+    assert sync.pull(b, "a", audit=hooks.audit).status == "merge"
     # Each store checks the same release on its own: A passes and tries it,
     # B fails. Merging keeps B's check 1 but takes A's trial, which names
     # A's check 1 by its sha256.
     assert releases.check(a, "BR-002", answering(True), 64)[0].passed
     assert releases.trial(a, "BR-002").commit is not None
     assert not releases.check(b, "BR-002", answering(False), 64)[0].passed
-    pulled = sync.pull(b, "a", prefer="ours")
+    pulled = sync.pull(b, "a", prefer="ours", audit=hooks.audit)
     assert pulled.status == "merge"
     shown = releases.show(b, "BR-002")
     assert shown.status == "tampered"

@@ -11,6 +11,7 @@ import pygit2
 import pytest
 
 from machine_git.core import jsonio
+from machine_git.core.errors import MachineError
 from machine_git.rows import rows
 from machine_git.store import bulk
 from machine_git.store import gc
@@ -228,3 +229,47 @@ def test_many_bulk_writes_are_joined_by_gc_auto(store: Store) -> None:
     assert gc.pack_count(store.path) == 1
     assert not gc.needs_packing(store)
     git(store.path, "fsck", "--strict", "--no-dangling")
+
+
+def test_a_bulk_write_whose_branch_update_fails_removes_its_pack(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 25: a full disk at the branch update left the whole pack behind.
+    packs_before = sorted((store.path / "objects" / "pack").iterdir())
+    head = store.head
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Store, "_move_branch", full)
+    with pytest.raises(MachineError, match="no space left on the device; nothing was"):
+        commit(store, many_rows(), "import")
+    assert sorted((store.path / "objects" / "pack").iterdir()) == packs_before
+    assert store.head == head
+    monkeypatch.undo()
+    commit(store, many_rows(), "import")
+    assert len(list((store.path / "objects" / "pack").glob("pack-*.pack"))) == 1
+    git(store.path, "fsck", "--full", "--strict")
+
+
+def test_a_lost_race_leaves_one_pack_per_commit_made(store: Store) -> None:
+    # The branch moved under the bulk write: its pack goes before the retry.
+    outside = commit(store, many_rows(1, start=5000), "small")
+    parent = git(store.path, "rev-parse", "main~1").strip()
+    git(store.path, "update-ref", BRANCH, parent)
+    moved: list[bool] = []
+    real = Store._move_branch
+
+    def racing(self: Store, *args: object) -> None:
+        if not moved:
+            moved.append(True)
+            git(store.path, "update-ref", BRANCH, str(outside))
+        real(self, *args)  # type: ignore[arg-type]
+
+    Store._move_branch = racing  # type: ignore[method-assign]
+    try:
+        commit(store, many_rows(), "import")
+    finally:
+        Store._move_branch = real  # type: ignore[method-assign]
+    assert len(list((store.path / "objects" / "pack").glob("pack-*.pack"))) == 1
+    git(store.path, "fsck", "--full", "--strict")

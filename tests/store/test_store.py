@@ -338,3 +338,19 @@ def test_a_branch_still_missing_after_the_grace_is_damage(tmp_path: Path) -> Non
     missing = "the branch refs/heads/main is missing"
     with pytest.raises(DamagedStoreError, match=missing):
         assert store.head is None
+
+
+def test_a_nul_in_a_summary_or_body_never_cuts_the_trailers(tmp_path: Path) -> None:
+    # Issue 25: a prompt with a NUL ended the commit message there.
+    store = Store.create(tmp_path / "s")
+    oid = store.write(
+        lambda snap: Change(
+            "good a1: before\x00after",
+            {"settings.json": b"{}\n"},
+            trailers={"Action": "tag"},
+            body="line\x00two",
+        )
+    )
+    message = git(store.path, "cat-file", "commit", str(oid)).split("\n\n", 1)[1]
+    assert message == ("good a1: before\\0after\n\nline\\0two\n\nMachine-Action: tag\n")
+    assert "\x00" not in message

@@ -142,7 +142,7 @@ def test_install_is_idempotent_and_bakes_in_this_python(tmp_path: Path) -> None:
     assert hooks.install_store_hooks(store.path) == []
     script = (store.path / "hooks" / "pre-receive").read_text()
     assert script.splitlines()[-1] == (
-        f"exec {shlex.quote(sys.executable)} -P -m machine_git.sync.hooks pre-receive"
+        f"exec {shlex.quote(sys.executable)} -P -m machine_git.hooks pre-receive"
     )
     for name in ("pre-receive", "post-receive"):
         mode = (store.path / "hooks" / name).stat().st_mode
@@ -366,10 +366,13 @@ def test_a_push_that_brings_a_secret_in_any_other_file_is_rejected(
     bad = run(clone, "rev-parse", "HEAD").stdout.strip()
     done = run(clone, "push", "-q", "origin", "main")
     assert done.returncode == 1
+    # issue 25: a store holds only the files machine writes, so these are
+    # refused by their place before their contents are read.
     assert _remote_lines(done) == [
         f"commit {bad[:12]}: deploy notes",
-        "notes/deploy.md:1: $: holds an unredacted secret (github-pat)",
-        "machine: push rejected: 1 invalid row in 1 commit; nothing was stored",
+        "logo.bin:1: $: not a file machine writes",
+        "notes:1: $: not a folder machine writes",
+        "machine: push rejected: 2 refused files in 1 commit; nothing was stored",
     ]
     assert git(store.path, "rev-parse", "HEAD") == before
 
@@ -480,7 +483,7 @@ def test_an_unknown_hook_name_is_a_usage_error(
 ) -> None:
     assert hooks.main(["post-checkout"]) == 2
     assert capsys.readouterr().err == (
-        "usage: python -m machine_git.sync.hooks pre-receive|post-receive|pre-commit\n"
+        "usage: python -m machine_git.hooks pre-receive|post-receive|pre-commit\n"
     )
 
 
