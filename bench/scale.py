@@ -10,8 +10,8 @@ included), sampled from /proc: anonymous (heap: what grows with the data held) a
 file-backed (mapped pack pages: shared, dropped by the kernel under pressure).
 
 Printed as a Markdown table to paste into bench/RESULTS.md. Times are single runs on
-whatever machine this is: compare a row with the same command at another size, and
-read the load average printed with it.
+whatever machine this is: on a shared machine the CPU time (the command and the git
+it waited for) is the steadier figure; the load average is printed with each row.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 @dataclass
 class Measured:
     seconds: float
+    cpu: float  # user + system, the command and the children it waited for
     anon: int  # peak bytes, summed over the process tree
     mapped: int
 
@@ -68,16 +69,21 @@ def measure(command: list[str], cwd: Path | None = None) -> Measured:
         command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     anon = mapped = 0
-    while child.poll() is None:
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
         a, m = _resident(child.pid)
         anon, mapped = max(anon, a), max(mapped, m)
         time.sleep(0.01)
     seconds = time.perf_counter() - started
+    code = os.waitstatus_to_exitcode(status)
+    child.returncode = code
     assert child.stderr is not None
     err = child.stderr.read().decode(errors="replace")
-    if child.returncode not in (0, 1):  # validate exits 1 for invalid rows
-        raise RuntimeError(f"{' '.join(command)}: exit {child.returncode}: {err}")
-    return Measured(seconds, anon, mapped)
+    if code not in (0, 1):  # validate exits 1 for invalid rows
+        raise RuntimeError(f"{' '.join(command)}: exit {code}: {err}")
+    return Measured(seconds, usage.ru_utime + usage.ru_stime, anon, mapped)
 
 
 def _mb(n: int) -> str:
@@ -96,18 +102,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/machine-bench-scale"))
     parser.add_argument("--tags", type=int, default=200, help="tags between two gcs")
     opts = parser.parse_args(argv)
+    # The stores live in the work folder, never in the user's ~/.machine.
+    os.environ["MACHINE_DATA_DIR"] = str(opts.work / "data")
     machine = [sys.executable, "-m", "machine_git"]
     corpus = Corpus()
-    print("| rows | command | seconds | peak anon MB | peak mapped MB | load |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("| rows | command | seconds | CPU s | peak anon MB | peak mapped MB | load |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for n in (int(x) for x in opts.sizes.split(",")):
         name = f"scale-{n}"
         project = opts.work / name
         if not paths.store_path(project).exists():
             opts.work.mkdir(parents=True, exist_ok=True)
             made = rowgen.make_rows(corpus, n, seed=n)
-            stores.build_store_only(name, opts.work, made)
-            stores.git(paths.store_path(project), "repack", "-a", "-d", "-f", "-q")
+            stores.build_store_only(name, opts.work, made)  # repacked, as gc would
         where = ["--project", str(project)]
         steps: list[tuple[str, list[str]]] = [
             ("validate --store", [*machine, "validate", "--store", *where]),
@@ -147,7 +154,8 @@ def _tag(project: Path, corpus: object, count: int, n: int) -> None:
 def _row(n: int, label: str, m: Measured) -> None:
     load = os.getloadavg()[0]
     print(
-        f"| {n:,} | {label} | {m.seconds:.2f} | {_mb(m.anon)} | {_mb(m.mapped)} "
+        f"| {n:,} | {label} | {m.seconds:.2f} | {m.cpu:.2f} | {_mb(m.anon)} "
+        f"| {_mb(m.mapped)} "
         f"| {load:.1f} |",
         flush=True,
     )
