@@ -31,8 +31,8 @@ from machine_git.core.errors import NoStoreError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import rows
+from machine_git.store import autopack
 from machine_git.store import change as change_mod
-from machine_git.store import gc
 from machine_git.store.change import Change
 from machine_git.store.change import Redaction
 from machine_git.store.change import fit
@@ -296,14 +296,15 @@ class Store:
 
         The counts cache (stats.py) follows the new head by one small diff,
         so no command can forget it (Pi's footer reads it). Auto-pack
-        (gc.py): libgit2 never packs; a count of one objects/xx folder
-        decides, and about one tag in a thousand runs `git gc --auto`.
-        Both are best effort: the commit is done and reported as done.
+        (autopack.py): libgit2 never packs; a count of one objects/xx folder
+        decides, and about one tag in a thousand starts a packer in the
+        background, which holds no lock a tag needs. Both are best effort:
+        the commit is done and reported as done.
         """
         from machine_git.store import stats  # imports this module: load it late
 
         stats.follow(self)
-        gc.auto(self)
+        autopack.after_commit(self.path, self.repo)
 
     def _write_locked(self, plan: Plan, merged: Oid | None = None) -> Oid | None:
         for _ in range(5):
