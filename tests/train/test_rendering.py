@@ -101,9 +101,11 @@ def test_train_models_lists_every_served_model_accepted_or_refused_with_why(
             rendering.rendering(name)
         assert str(e.value).startswith(f"{name} is not accepted: {m['why']}")
     assert by_name["openai/gpt-oss-20b"]["why"] == (
-        "gpt-oss (Harmony): a verbatim copy of its chat template exists (llama.cpp's "
-        "models/templates/openai-gpt-oss-120b.jinja), but machine's rendering has "
-        "not been checked against it token for token yet"
+        "gpt-oss (Harmony): its chat template (tests/fixtures/templates/gpt_oss/) "
+        "writes only the first tool call of a message and names every following "
+        "tool result after that call, so an agent turn with parallel tool calls "
+        "has no rendering the served model saw (machine would train calls the "
+        "template drops)"
     )
     assert by_name["nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"]["why"].startswith(
         "Nemotron: "
