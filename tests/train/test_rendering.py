@@ -73,9 +73,9 @@ def test_a_model_of_no_known_family_is_one_line() -> None:
     with pytest.raises(TrainingError) as e:
         rendering.rendering("mistralai/Mistral-7B-v0.1")
     assert str(e.value) == (
-        "mistralai/Mistral-7B-v0.1 is not accepted (machine renders Qwen3 and "
-        "Qwen3.5 chat models, checked against their published chat templates; "
-        "default Qwen/Qwen3-30B-A3B)"
+        "mistralai/Mistral-7B-v0.1 is not accepted (machine renders Qwen3, "
+        "Qwen3.5 and Kimi K2 Thinking, checked against their published chat "
+        "templates; default Qwen/Qwen3-30B-A3B)"
     )
 
 
