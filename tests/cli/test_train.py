@@ -428,7 +428,7 @@ def test_sft_refuses_a_base_model_whose_renderer_drops_tool_calls(
     assert result.stderr == (
         "Error: Qwen/Qwen3-8B-Base is not accepted: a base model's renderer "
         "(role_colon) follows no chat template and drops tool calls (machine "
-        "renders Qwen3 and Qwen3.5 chat models, checked against their published "
+        "renders Qwen3, Qwen3.5 and Kimi K2 Thinking, checked against their published "
         f"chat templates; default {MODEL})\n"
     )
     assert git(traces, "rev-parse", "HEAD").strip() == head
