@@ -27,7 +27,7 @@ from pygit2 import Tree
 
 from machine_git.core import jsonio
 from machine_git.core.errors import ConcurrentUpdateError
-from machine_git.core.errors import StoreError
+from machine_git.core.errors import NoStoreError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import rows
@@ -143,7 +143,9 @@ class Store:
         """Open an existing store; one line if there is none, or it is damaged."""
         if not (path / "HEAD").exists():
             refuse_headless(path)
-            raise StoreError(f"no store at {path} yet (tag a turn with 'machine good')")
+            raise NoStoreError(
+                f"no store at {path} yet (tag a turn with 'machine good')"
+            )
         repo = open_store_repository(path)
         store = cls(path, repo)
         if unborn_branch(repo):
@@ -317,7 +319,9 @@ class Store:
             if signed:
                 from machine_git.store import signing  # only for signed records
 
-                signing.admit(snap, change, _author())
+                signed = signing.wanted(snap, change)
+                if signed:
+                    signing.admit(snap, change, _author())
             try:
                 with private_umask():
                     oid = self._commit(snap, change, merged, signed)
@@ -337,7 +341,7 @@ class Store:
         merged: Oid | None = None,
         signed: bool = False,
     ) -> Oid | None:
-        if len(change.files) > _BULK:
+        if len(change.files) > _BULK and not signed:  # a signed commit: never bulk
             return self._commit_bulk(snap, change, merged)
         repo = self.repo
         created: list[Oid] = []
@@ -447,23 +451,6 @@ class Store:
                     bulk.discard(objects, name)
             raise
         return oid
-
-    def _move_branch(self, snap: Snapshot, oid: Oid, reflog: str) -> None:
-        clear_stale_ref_lock(self.path)
-        try:
-            if snap.commit is None:
-                self.repo.create_reference_direct(BRANCH, oid, False, message=reflog)
-            else:
-                ref = self.repo.references[BRANCH]
-                if ref.target != snap.commit.id:
-                    raise _Moved
-                ref.set_target(oid, reflog)  # a compare-and-swap on ref.target
-        except (pygit2.AlreadyExistsError, KeyError):
-            raise _Moved from None
-        except pygit2.GitError as e:
-            if "does not match" in str(e):
-                raise _Moved from None
-            raise
 
     # -- merging (machine pull) ---------------------------------------------------
 

@@ -266,7 +266,7 @@ def test_a_lost_race_leaves_one_pack_per_commit_made(store: Store) -> None:
             git(store.path, "update-ref", BRANCH, str(outside))
         real(self, *args)  # type: ignore[arg-type]
 
-    Store._move_branch = racing  # type: ignore[method-assign]
+    Store._move_branch = racing  # type: ignore[method-assign,assignment]
     try:
         commit(store, many_rows(), "import")
     finally:
