@@ -288,23 +288,36 @@ def import_(
     source = sys.stdin.buffer if stdin else Path(file)
     with progress.bars(as_json) as shown:
         try:
+            # Streamed: rows go into a temporary pack beside the store as
+            # they are checked, not into memory (importer.load).
+            beside = paths.store_path(project_of(project)).parent
             loaded = importer.load(
-                source, kind, fmt=fmt, name=name, redact=not no_redact, progress=shown
+                source,
+                kind,
+                fmt=fmt,
+                name=name,
+                redact=not no_redact,
+                progress=shown,
+                into=beside,
             )
         except ImportProblemsError as e:
             shown.end()
             for line in e.problems:
                 click.echo(line, err=True)
             raise
-        _import_notes(loaded, name)
-        store = open_store(project, create=True) if loaded.rows else None
-        if store is not None:
-            store.progress = shown  # the pack's objects as they are written
-        result = (
-            importer.commit(store, loaded)
-            if store is not None
-            else importer.Imported(file=name, added={}, present=0, commit=None)
-        )
+        try:
+            _import_notes(loaded, name)
+            store = open_store(project, create=True) if loaded.count else None
+            if store is not None:
+                store.progress = shown  # the pack's objects as they are written
+            result = (
+                importer.commit(store, loaded)
+                if store is not None
+                else importer.Imported(file=name, added={}, present=0, commit=None)
+            )
+        finally:
+            if loaded.stream is not None:
+                loaded.stream.abort()  # no pack left behind, whatever happened
     if as_json:
         emit_json(
             {

@@ -124,6 +124,11 @@ def too_big(size: int, limit: int, growing: bool = False) -> str:
     return f"{shown}, more than the {_size(limit)} machine reads from one file"
 
 
+def size_text(n: int) -> str:
+    """``512 MiB`` or ``100 bytes``: a limit as messages say it."""
+    return _size(n)
+
+
 def _size(n: int) -> str:
     return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n} bytes"
 

@@ -17,14 +17,19 @@ anything is written; one bad line imports nothing.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import BinaryIO
+from typing import NamedTuple
 from typing import cast
+
+import pygit2
 
 from machine_git.core import inputs
 from machine_git.core import jsonio
@@ -43,7 +48,10 @@ from machine_git.rows.formats import hf
 from machine_git.rows.formats.lines import Parsed
 from machine_git.rows.schemas import KINDS
 from machine_git.secrets import redaction
+from machine_git.store import bulk
+from machine_git.store import change as change_mod
 from machine_git.store import stats
+from machine_git.store.store import BULK
 from machine_git.store.store import Change
 from machine_git.store.store import Redaction
 from machine_git.store.store import Snapshot
@@ -85,6 +93,30 @@ class Loaded:
     repeated: int = 0  # lines that repeat an earlier line's conversation
     redact: bool = True
     redacted: dict[str, int] = field(default_factory=dict)
+    # A streamed load (load(..., into=folder)): the rows are in ``stream``
+    # already, as blobs; only what names each is kept (``written``).
+    stream: bulk.Stream | None = None
+    written: list[Written] = field(default_factory=list)
+    contexts: dict[str, pygit2.Oid] = field(default_factory=dict)
+    # The files of a small streamed import (at most BULK, a fixed buffer):
+    # committed as loose objects like any small commit, the stream unused.
+    small: dict[str, bytes] | None = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        """How many valid rows were read."""
+        return len(self.rows) + len(self.written)
+
+
+class Written(NamedTuple):
+    """A streamed row: what committing it needs, not its bytes."""
+
+    id: str
+    kind: str
+    blob: pygit2.Oid
+    # sha256 of the row as compared with one already stored (_key)
+    key: bytes
+    generated: bool
 
 
 @dataclass
@@ -110,8 +142,14 @@ def load(
     name: str | None = None,
     redact: bool = True,
     progress: Progress = QUIET,
+    into: Path | None = None,
 ) -> Loaded:
     """Read and validate every line of ``source``; ImportProblemsError if any is bad.
+
+    With ``into`` (a folder beside the store), the load streams: each valid
+    row is written as a blob into a temporary pack there as it is read, and
+    only its id, kind and blob id are kept (:func:`commit` finishes the
+    pack; any failure removes it). Without, ``rows`` holds every row.
 
     ``source`` is a file's path, or a stream (standard input). ``fmt`` is
     the format every line must have (machine_git/rows/formats); without it each
@@ -125,17 +163,39 @@ def load(
         raise UsageError(f"unknown format {fmt!r} (expected {formats.names()})")
     path = source if isinstance(source, Path) else None
     shown = name or (str(path) if path is not None else inputs.STDIN_NAME)
-    items = numbered(source, shown, fmt)
+    items, total = _lines(source, shown, fmt, into is not None)
     loaded = Loaded(file=shown, redact=redact)
+    if into is not None:
+        loaded.stream = bulk.Stream(into)
+    try:
+        _check_all(items, total, kind, fmt, path, loaded, progress)
+    except BaseException:
+        if loaded.stream is not None:
+            loaded.stream.abort()
+        raise
+    return loaded
+
+
+def _check_all(
+    items: Iterator[tuple[int, bytes]] | list[tuple[int, bytes]],
+    total: int | None,
+    kind: str | None,
+    fmt: str | None,
+    path: Path | None,
+    loaded: Loaded,
+    progress: Progress,
+) -> None:
+    shown = loaded.file
     problems: list[Finding] = []
-    seen: dict[str, tuple[int, dict[str, Any]]] = {}  # id -> first line, row
+    # id -> first line, and the row's _key without provenance: not the row
+    seen: dict[str, tuple[int, bytes]] = {}
     # Where each generated row came from: the file (by name and absolute
     # path), or standard input, which has neither.
     origin = _Origin(
         path.name if path is not None else "stdin",
         str(path.resolve()) if path is not None else None,
     )
-    progress.begin("checking rows", len(items))
+    progress.begin("checking rows", total)
     for number, text in items:
         progress.advance()
         found: list[tuple[str, str]] = []
@@ -152,41 +212,148 @@ def load(
             continue
         assert row is not None
         valid = cast("Row", row)  # its schema passed above
-        if redact:
+        if loaded.redact:
             valid, replaced = redaction.redact_row(valid)
             for secret_kind, n in replaced.items():
                 loaded.redacted[secret_kind] = loaded.redacted.get(secret_kind, 0) + n
-        loaded.rows.append(valid)
+        if problems:
+            continue  # nothing is written after a bad line; keep checking
+        if loaded.stream is not None:
+            _write(loaded, valid)
+        else:
+            loaded.rows.append(valid)
         loaded.lines.append(number)
     progress.end()
     if problems:
         bad_lines = len({p.line for p in problems})
         raise ImportProblemsError(shown, [str(p) for p in problems], bad_lines)
-    return loaded
+
+
+def _write(loaded: Loaded, valid: Row) -> None:
+    """Write ``valid`` (and its context) into the stream, checked as the
+    store checks every row it commits (store/change.py)."""
+    assert loaded.stream is not None
+    stored, contexts = context.stored(cast("dict[str, Any]", valid))
+    data = jsonio.canonical(stored)
+    path = rows.row_path(stored["id"])
+    files: dict[str, bytes | None] = {path: data, **contexts}
+    scanned = Redaction.SCANNED if loaded.redact else Redaction.OFF
+    change_mod.check(Change("", files, redaction=scanned), None)
+    if loaded.small is not None:
+        loaded.small.update({k: v for k, v in files.items() if v is not None})
+        if len(loaded.small) > BULK:
+            loaded.small = None
+    blob = loaded.stream.add(bulk.BLOB, data)
+    for where, found in contexts.items():
+        if found is not None and where not in loaded.contexts:
+            loaded.contexts[where] = loaded.stream.add(bulk.BLOB, found)
+    generated = stored["id"] in loaded.generated
+    key = _key(cast("Row", stored), generated)
+    loaded.written.append(Written(stored["id"], stored["kind"], blob, key, generated))
+
+
+def _key(row: Row, generated: bool) -> bytes:
+    """What :func:`_same` compares, as a hash: the row, without its
+    provenance if it was generated."""
+    provenance = ("created_at", "source") if generated else ()
+    kept = {k: v for k, v in row.items() if k not in provenance}
+    return hashlib.sha256(jsonio.canonical(kept)).digest()
 
 
 def _repeats(
     row: dict[str, Any],
     number: int,
-    seen: dict[str, tuple[int, dict[str, Any]]],
+    seen: dict[str, tuple[int, bytes]],
     loaded: Loaded,
     found: list[tuple[str, str]],
 ) -> bool:
     """True if ``row`` is an earlier line's conversation again (imported once);
     a problem if its id is an earlier line's with other content."""
     row_id = row["id"]
+    key = _key(cast("Row", row), True)
     if row_id not in seen:
-        seen[row_id] = (number, row)
+        seen[row_id] = (number, key)
         return False
     first, earlier = seen[row_id]
     generated = row_id in loaded.generated
-    if generated and _same(cast("Row", earlier), cast("Row", row), True):
+    if generated and earlier == key:
         # A lossy format gives two rows that differ only in what it cannot
         # carry (a train and a rejected row of one conversation) one line.
         loaded.repeated += 1
         return True
     found.append(("$.id", f"duplicate id {row_id} (also line {first})"))
     return False
+
+
+def _lines(
+    source: Path | BinaryIO, shown: str, fmt: str | None, lazy: bool
+) -> tuple[Iterator[tuple[int, bytes]] | list[tuple[int, bytes]], int | None]:
+    """The numbered lines to check, and how many (None: not known yet).
+
+    ``lazy``: a JSONL file or standard input is read line by line as it is
+    checked, never whole (a Parquet file is read whole by its reader).
+    """
+    path = source if isinstance(source, Path) else None
+    if not lazy or hf.is_parquet(path):
+        items = numbered(source, shown, fmt)
+        return items, len(items)
+    try:
+        if path is not None:
+            f = inputs.open_regular(path)
+            size = os.fstat(f.fileno()).st_size
+            if size > inputs.JSONL_LIMIT:
+                f.close()
+                raise inputs.Unreadable(inputs.too_big(size, inputs.JSONL_LIMIT))
+            return _streamed_lines(f, shown, size), _count_lines(path)
+        stream = cast("BinaryIO", source)
+        if stream.isatty():
+            raise inputs.Unreadable(
+                "standard input is a terminal; pipe the rows in (... - < FILE)"
+            )
+        return _streamed_lines(stream, shown, None), None
+    except inputs.Unreadable as e:
+        raise UsageError(f"cannot read {shown}: {e}") from None
+
+
+def _streamed_lines(
+    f: BinaryIO, shown: str, size: int | None
+) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of ``f`` as it is read; the same lines, BOM and
+    limit as inputs.numbered_lines of inputs.read (a file grown past its
+    size, or stdin past the limit, is refused)."""
+    limit = inputs.JSONL_LIMIT
+    total = 0
+    try:
+        for number, text in enumerate(f, start=1):
+            total += len(text)
+            if total > limit:
+                why = (
+                    inputs.too_big(total, limit, growing=True)
+                    if size is not None
+                    else f"more than the {inputs.size_text(limit)} machine reads "
+                    "from one input"
+                )
+                raise UsageError(f"cannot read {shown}: {why}")
+            if number == 1 and text.startswith(inputs.BOM):
+                text = text[len(inputs.BOM) :]
+            text = text.rstrip(b"\n")
+            if text.strip():
+                yield number, text
+    except OSError as e:
+        raise UsageError(f"cannot read {shown}: {e.strerror or e}") from None
+    finally:
+        if size is not None:
+            f.close()
+
+
+def _count_lines(path: Path) -> int:
+    """How many lines ``path`` has (for the progress bar), read in chunks."""
+    count, last = 0, b"\n"
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
 
 
 def numbered(
@@ -373,6 +540,11 @@ def commit(store: Store, loaded: Loaded) -> Imported:
     A row whose id is stored with other content is a conflict: nothing is
     written and the ids are named.
     """
+    if loaded.stream is not None:
+        try:
+            return _commit_streamed(store, loaded, loaded.stream)
+        finally:
+            loaded.stream.abort()  # gone already if the pack was put in place
     outcome: dict[str, Any] = {"added": {}, "present": 0, "first": False}
 
     def plan(snap: Snapshot) -> Change | None:
@@ -414,6 +586,57 @@ def commit(store: Store, loaded: Loaded) -> Imported:
             trailers={"Action": "import", "Rows": str(count), "Source": name},
             body=by_kind(added),
             redaction=Redaction.SCANNED if loaded.redact else Redaction.OFF,
+        )
+
+    oid = store.write(plan)
+    if oid is not None and outcome["first"]:
+        stats.seed(store, str(oid), outcome["added"])
+    return Imported(
+        file=loaded.file,
+        added=outcome["added"],
+        present=outcome["present"],
+        commit=str(oid) if oid is not None else None,
+    )
+
+
+def _commit_streamed(store: Store, loaded: Loaded, stream: bulk.Stream) -> Imported:
+    """:func:`commit` of a streamed load: its blobs are in ``stream`` already."""
+    outcome: dict[str, Any] = {"added": {}, "present": 0, "first": False}
+
+    def plan(snap: Snapshot) -> Change | None:
+        outcome["first"] = snap.tree is None or rows.ROWS_DIR not in snap.tree
+        blobs: dict[str, pygit2.Oid] = {}
+        added: dict[str, int] = {}
+        present = 0
+        conflicts: list[str] = []
+        for row in loaded.written:
+            path = rows.row_path(row.id)
+            existing_bytes = None if outcome["first"] else snap.read(path)
+            if existing_bytes is None:
+                blobs[path] = row.blob
+                added[row.kind] = added.get(row.kind, 0) + 1
+            elif _key(rows.parse(existing_bytes, path), row.generated) == row.key:
+                present += 1
+            else:
+                conflicts.append(row.id)
+        if conflicts:
+            raise ImportConflictError(loaded.file, conflicts)
+        outcome.update(added=added, present=present)
+        if not blobs:
+            return None
+        # Contexts are content-addressed: one the tree has is the same bytes.
+        blobs.update(loaded.contexts)
+        name = Path(loaded.file).name
+        count = sum(added.values())
+        small = loaded.small
+        return Change(
+            summary=f"import {count} rows from {name}",
+            files={p: small[p] for p in blobs} if small is not None else {},
+            trailers={"Action": "import", "Rows": str(count), "Source": name},
+            body=by_kind(added),
+            redaction=Redaction.SCANNED if loaded.redact else Redaction.OFF,
+            stream=stream if small is None else None,
+            blobs=blobs if small is None else None,
         )
 
     oid = store.write(plan)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pygit2
@@ -26,6 +27,9 @@ from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.store.trees import empty_tree
 from machine_git.store.trees import write_tree
+
+if TYPE_CHECKING:
+    from machine_git.store.bulk import Stream
 
 
 class Redaction(enum.Enum):
@@ -44,7 +48,7 @@ class Redaction(enum.Enum):
 class Change(Plain):
     """One commit's worth of change: files to write (bytes) or delete (None)."""
 
-    __slots__ = ("body", "files", "redaction", "summary", "trailers")
+    __slots__ = ("blobs", "body", "files", "redaction", "stream", "summary", "trailers")
 
     def __init__(
         self,
@@ -53,8 +57,14 @@ class Change(Plain):
         trailers: dict[str, str] | None = None,
         body: str = "",
         redaction: Redaction = Redaction.CHECK,
+        stream: Stream | None = None,
+        blobs: dict[str, Oid] | None = None,
     ) -> None:
         self.summary = summary
+        # Files already written as blobs into ``stream`` (a streamed import,
+        # checked row by row as it was read): path -> blob id.
+        self.stream = stream
+        self.blobs: dict[str, Oid] = blobs if blobs is not None else {}
         self.files = files
         self.trailers: dict[str, str] = trailers if trailers is not None else {}
         self.body = body

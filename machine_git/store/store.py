@@ -91,6 +91,7 @@ SIGNED = frozenset(("releases", "runs", "settings.json", "allowed_signers"))
 # about 100 objects, where git itself starts keeping what it receives as a
 # pack rather than loose objects (fetch.unpackLimit, fastimport.unpackLimit).
 _BULK = 32
+BULK = _BULK
 
 # Durability: a tag reported as done must survive a crash, not only a kill.
 # Costs ~2 ms a commit (perf.md §2), small next to process start-up.
@@ -341,7 +342,8 @@ class Store:
         merged: Oid | None = None,
         signed: bool = False,
     ) -> Oid | None:
-        if len(change.files) > _BULK and not signed:  # a signed commit: never bulk
+        bulky = len(change.files) > _BULK or change.stream is not None
+        if bulky and not signed:  # a signed commit: never bulk
             return self._commit_bulk(snap, change, merged)
         repo = self.repo
         created: list[Oid] = []
@@ -418,7 +420,9 @@ class Store:
         from machine_git.store import bulk
 
         staging, staged = bulk.stage(self.path)
-        blobs: dict[str, Oid | None] = {}
+        blobs: dict[str, Oid | None] = dict(change.blobs)
+        if change.stream is not None:
+            staged.streamed = change.stream.headers
         for path, data in change.files.items():
             blobs[path] = None if data is None else staged.blob(staging, data)
         trees: list[Oid] = []
@@ -438,7 +442,11 @@ class Store:
         order = [oid, *reversed(trees)]
         order += [blobs[p] for p in sorted(blobs) if blobs[p] is not None]  # type: ignore[misc]
         objects = self.path / "objects"
-        name = bulk.write_pack(objects, staged.in_order(order), self.progress)
+        if change.stream is not None:
+            entries = staged.in_order(order)
+            name = change.stream.finish(objects, entries, self.progress)
+        else:
+            name = bulk.write_pack(objects, staged.in_order(order), self.progress)
         kind = " (initial)" if not parents else " (merge)" if merged else ""
         reflog = f"commit{kind}: {message.splitlines()[0]}"
         try:
