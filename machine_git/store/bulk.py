@@ -65,6 +65,7 @@ _BIG = 0x80000000  # offsets from 2 GiB on go to the index's 64-bit table
 _STEP = 256  # objects between two progress reports
 BLOB = 3  # git's type number for a blob
 _BLOB = BLOB
+_CHUNK = 1 << 16  # a stream's pack is hashed in chunks this size
 
 
 class Staged(pygit2.OdbBackend):
@@ -362,7 +363,7 @@ class Stream:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.path = folder / f".{TEMP}{os.getpid()}_{secrets.token_hex(6)}.pack"
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        self._file = os.fdopen(fd, "w+b", buffering=1 << 20)
+        self._file = os.fdopen(fd, "w+b", buffering=_CHUNK)
         self._file.write(_SIGNATURE + struct.pack(">II", 2, 0))  # count: finish
         self._offset = 12
         self._index: list[tuple[bytes, int, int]] = []
@@ -403,7 +404,7 @@ class Stream:
         f.flush()
         f.seek(0)
         digest = hashlib.sha1(usedforsecurity=False)
-        while chunk := f.read(1 << 20):
+        while chunk := f.read(_CHUNK):
             digest.update(chunk)
         pack_hash = digest.digest()
         f.write(pack_hash)
