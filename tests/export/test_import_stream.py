@@ -74,7 +74,8 @@ def test_a_streamed_import_holds_one_row_at_a_time_not_the_file(
     assert list(tmp_path.joinpath("beside").iterdir()) == []  # the pack moved in
     for n in (0, count - 1):
         row = store.read_row(row_id(n))
-        assert row is not None and row["messages"] == held.rows[n]["messages"]
+        assert row is not None and row["kind"] == "train"
+        assert row["messages"] == held.rows[n]["messages"]  # type: ignore[typeddict-item]
 
 
 def test_a_streamed_import_writes_what_the_whole_one_writes(tmp_path: Path) -> None:
