@@ -132,7 +132,8 @@ def test_without_the_stack_train_says_how_to_install_it(
     assert result.exit_code == 1
     assert result.stderr == (
         "Error: machine train needs the training stack (tinker is missing): "
-        "pip install 'machine-git[train]'\n"
+        "pip install torch==2.13.0 '.[train]' in a machine checkout, or pip install "
+        "torch==2.13.0 'machine_git-0.1.0-py3-none-any.whl[train]' from a wheel\n"
     )
 
 
