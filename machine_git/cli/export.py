@@ -82,6 +82,14 @@ _NEEDS = {"dpo": "a rewrite", "openai-dpo": "a rewrite", "traces": "a trajectory
     is_flag=True,
     help="Leave out each turn's system prompt and tools (recorded in the manifest).",
 )
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="FIELD OP VALUE",
+    help="Only rows whose labels meet this (quality>=4, topic=bugfix; repeatable; "
+    "machine labels).",
+)
 @project_option
 @json_option
 def export(
@@ -92,6 +100,7 @@ def export(
     manifest_to: str | None,
     no_redact: bool,
     no_context: bool,
+    where: tuple[str, ...],
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -105,6 +114,7 @@ def export(
         machine export > train.jsonl
         machine export v1 --kind train --kind traces -o data.jsonl
         machine export --format dpo -o prefs.jsonl
+        machine export --where 'quality>=4' -o rated.jsonl
         machine export --format rows -o backup.jsonl
         machine export -o - --manifest train.manifest.json | gzip > train.jsonl.gz
     """
@@ -122,6 +132,9 @@ def export(
             "--manifest needs a file name ('-o FILE --json' prints the manifest)"
         )
     meta = paths.check_out_path(manifest_to) if manifest_to is not None else None
+    from machine_git.tagging.labels import Where
+
+    conditions = tuple(Where.parse(where).words())
     store = open_store(project)
     commit = revs.resolve(store, revision)
     chosen = exporting.normalize_kinds(kinds, fmt)
@@ -146,6 +159,7 @@ def export(
                     redact=not no_redact,
                     with_context=not no_context,
                     progress=shown,
+                    where=conditions,
                 )
         except BrokenPipeError:
             _reader_went_away()
@@ -162,6 +176,7 @@ def export(
                 exporting.STDOUT_NAME,
                 not no_redact,
                 not no_context,
+                conditions,
             )
             exporting.write_manifest(manifest, meta)
             _done(manifest, label, "stdout", meta)
@@ -178,6 +193,7 @@ def export(
             redact=not no_redact,
             with_context=not no_context,
             manifest_target=meta,
+            where=conditions,
         )
     _skipped(manifest.skipped, label, fmt)
     if as_json:
