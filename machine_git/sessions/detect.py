@@ -220,7 +220,7 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
             path = _find(name, project)
         except NoSessionError:
             continue
-        stamp = files.mtime(path)
+        stamp = _written(path)
         if stamp is not None:
             found.append((stamp, rank, name, path))
     if not found:
@@ -233,6 +233,15 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
     _, _, name, path = max(found)
     announce = name != "pi" or len(found) > 1
     return Found(name, path, _format(name, path), announce=announce)
+
+
+def _written(path: Path) -> float | None:
+    """When the session was last written, or None if it is gone."""
+    # A database's latest writes may still sit in its write-ahead log
+    # (OpenCode's do), whose time is newer than the database file's.
+    wal = files.mtime(path.with_name(path.name + "-wal"))
+    stamp = files.mtime(path)
+    return max(stamp, wal) if stamp is not None and wal is not None else stamp
 
 
 def _a(name: str) -> str:

@@ -8,6 +8,7 @@ records below are written by reading the rows (``session``, ``message``,
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sqlite3
@@ -32,6 +33,7 @@ from machine_git.sessions import opencode
 from tests.conftest import FIXTURES
 from tests.conftest import Run
 from tests.conftest import git
+from tests.conftest import install_session
 from tests.e2e import expected_turns
 from tests.e2e.expected_turns import result
 from tests.e2e.expected_turns import says
@@ -333,3 +335,28 @@ def test_damaged_rows_give_a_row_or_one_error(
                 schemas.check_row(row, "the row is invalid")
         except MachineError as e:
             assert str(e) and "\n" not in str(e)
+
+
+def test_auto_counts_the_write_ahead_log_as_the_database_written(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    pi = install_session(project, "basic")  # a Pi session, written at 1_800_000_001
+    db = _install(tmp_path / "home", "basic")
+    writer = sqlite3.connect(db)  # held open, so the log stays beside the file
+    try:
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("UPDATE session SET directory = ?", (str(project),))
+        writer.commit()
+        wal = db.with_name("opencode.db-wal")
+        os.utime(db, (1_700_000_000, 1_700_000_000))
+        os.utime(wal, (1_800_000_100, 1_800_000_100))
+        result = run("good")
+        assert result.exit_code == 0, result.output
+        assert result.stderr == f"using opencode session {db}\n"
+        assert _row(project, result.stdout)["source"]["host"] == "opencode"
+        os.utime(wal, (1_700_000_000, 1_700_000_000))
+        result = run("bad")
+        assert result.exit_code == 0, result.output
+        assert result.stderr == f"using pi session {pi}\n"  # the newest now
+    finally:
+        writer.close()
