@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 from pydantic import ConfigDict
+from pydantic import Field
 from pydantic import ValidationError
 
 from machine_git.core.errors import MachineError
@@ -47,6 +48,8 @@ class Settings(BaseModel):
     """The ``provider/model`` to switch back to from the student."""
     chat_session: str | None = None
     """The Pi session the student was chosen in."""
+    image_max_bytes: int = Field(default=5_000_000, gt=0)
+    """The largest image a row may keep, in bytes after its metadata is stripped."""
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -11,12 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from machine_git.sessions.records import Records
+from machine_git.sessions.values import images_of
 from machine_git.sessions.values import text_of
 
 
 def user_text(message: dict[str, Any]) -> str:
     """A user message's text, images as ``[image]``, blocks joined by newlines."""
     return text_of(message.get("content"))
+
+
+def user_images(message: dict[str, Any]) -> list[dict[str, str]]:
+    """A user message's images, inline (``[image]`` marks each in its text)."""
+    return images_of(message.get("content"))
 
 
 def add_assistant(
@@ -77,4 +83,5 @@ def add_tool_result(
         status if isinstance(status, bool) else None,
         stamp,
         f"line {line}",
+        images_of(message.get("content")),
     )

@@ -15,6 +15,7 @@ from typing import Any
 from machine_git.core import jsonio
 
 IMAGE = "[image]"
+KEPT_IMAGE_TYPES = ("image/png", "image/jpeg")  # rows/images.py MEDIA_TYPES
 EPOCH = "1970-01-01T00:00:00Z"
 _TIMESTAMP = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
@@ -45,6 +46,25 @@ def text_of(content: Any, *, joiner: str = "\n") -> str:
             elif kind in ("image", "input_image"):
                 parts.append(IMAGE)
     return joiner.join(parts)
+
+
+def images_of(content: Any) -> list[dict[str, str]]:
+    """The images of a list of content blocks, inline (rows/images.py).
+
+    Pi's ``{"type": "image", "data": <base64>, "mimeType": ...}`` blocks, in
+    order; a type machine does not keep (not PNG or JPEG) stays the
+    ``[image]`` placeholder alone.
+    """
+    if not isinstance(content, list):
+        return []
+    found: list[dict[str, str]] = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "image":
+            continue
+        data, media_type = block.get("data"), block.get("mimeType")
+        if isinstance(data, str) and data and media_type in KEPT_IMAGE_TYPES:
+            found.append({"media_type": media_type, "base64": data})
+    return found
 
 
 def string(value: Any) -> str | None:

@@ -38,6 +38,15 @@ def auto(store: Store) -> bool:
     return flag if isinstance(flag, bool) else read(store).auto
 
 
+def image_limit(snap: Snapshot) -> int:
+    """The ``image_max_bytes`` setting alone, cheaply (a tag with images asks)."""
+    value = _parsed(snap)
+    limit = value.get("image_max_bytes") if isinstance(value, dict) else None
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
+    return _model(stored(snap)).image_max_bytes
+
+
 def stored(snap: Snapshot) -> dict[str, Any]:
     """The settings as written in ``snap`` (only the keys ever set), checked."""
     value = _parsed(snap)

@@ -64,6 +64,8 @@ class TagOptions(NamedTuple):
     redact: bool = True
     context: bool = True
     """Keep the system prompt and tools the turn ran with (``--no-context``)."""
+    images: bool = True
+    """Keep the turn's images (``--no-images``: the ``[image]`` text alone)."""
     parent: str | None = None
     """Observed: the row a forked run corrects (default: MACHINE_FORK_PARENT)."""
     if_auto: bool = False
@@ -204,6 +206,10 @@ def tag(
         parent=_parent(options),
         context=options.context,
     )
+    if not options.images:
+        from machine_git.rows import images
+
+        row = images.without(row)
     if options.redact:
         row, secrets = redaction.redact_row(row)
         if secrets:

@@ -1,0 +1,282 @@
+"""A turn's images: metadata stripped, stored once by content, dropped by gc.
+
+Rows are tagged through the real CLI from the real ``image`` Pi session
+(tests/fixtures/pi/sessions/image.jsonl: a 2x2 PNG attached with ``@file``)
+and read back through git. Pillow decodes what the stripper leaves, as an
+oracle independent of machine's own header reading.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from PIL import Image
+
+from machine_git.core import paths
+from machine_git.core.errors import RowValidationError
+from machine_git.rows import images
+from machine_git.rows import rows
+from machine_git.store import settings
+from machine_git.store.store import Store
+from tests.conftest import PI_SESSIONS
+from tests.conftest import Run
+from tests.conftest import fixture_lines
+from tests.conftest import git
+from tests.conftest import install_session
+
+
+def fixture_png() -> bytes:
+    """The PNG the fixture's user attached (read without machine)."""
+    for line in fixture_lines("image"):
+        for block in (line.get("message") or {}).get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "image":
+                return base64.b64decode(block["data"])
+    raise LookupError("no image in the fixture")
+
+
+def chunk(kind: bytes, body: bytes) -> bytes:
+    crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+
+def with_text_chunks(png: bytes) -> bytes:
+    """``png`` with a tEXt, an iTXt and a tIME chunk after its header."""
+    head, rest = png[:33], png[33:]  # signature + IHDR
+    extra = (
+        chunk(b"tEXt", b"Comment\x00/home/alice/secret-project/shot.png")
+        + chunk(b"iTXt", b"Author\x00\x00\x00\x00\x00alice@example.com")
+        + chunk(b"tIME", b"\x07\xea\x0b\x1d\x13\x04\x31")
+    )
+    return head + extra + rest
+
+
+def jpeg_with_exif() -> bytes:
+    """A real JPEG (Pillow) carrying EXIF (APP1) and a comment (COM)."""
+    exif = Image.Exif()
+    exif[0x010E] = "GPS 48.85N 2.35E, /Users/alice/Desktop"  # ImageDescription
+    out = io.BytesIO()
+    Image.new("RGB", (3, 5), (200, 10, 10)).save(
+        out, "JPEG", exif=exif, comment=b"taken at home"
+    )
+    return out.getvalue()
+
+
+def store_of(project: Path) -> Path:
+    return paths.store_path(project)
+
+
+def files(project: Path, prefix: str) -> list[str]:
+    listed = git(store_of(project), "ls-tree", "-r", "--name-only", "HEAD").split()
+    return [f for f in listed if f.startswith(prefix)]
+
+
+def stored_row(project: Path, row_id: str) -> dict[str, Any]:
+    value = orjson.loads(
+        git(store_of(project), "show", f"HEAD:{rows.row_path(row_id)}")
+    )
+    assert isinstance(value, dict)
+    return value
+
+
+def blob(project: Path, path: str) -> bytes:
+    import pygit2
+
+    repo = pygit2.Repository(str(store_of(project)))
+    return repo.revparse_single(f"HEAD:{path}").peel(pygit2.Blob).data
+
+
+def tag(run: Run, *args: str) -> str:
+    result = run("good", "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return str(orjson.loads(result.stdout)["id"])
+
+
+def install_edited(project: Path, png: bytes) -> None:
+    """The image fixture with its attachment replaced by ``png``."""
+    path = install_session(project, "image")
+    text = (PI_SESSIONS / "image.jsonl").read_text()
+    old = base64.b64encode(fixture_png()).decode()
+    assert old in text
+    path.write_text(text.replace(old, base64.b64encode(png).decode()))
+
+
+# -- the stripper ---------------------------------------------------------------
+
+
+def test_png_text_time_and_exif_chunks_are_stripped_and_the_pixels_kept() -> None:
+    original = fixture_png()
+    tagged = with_text_chunks(original)
+    assert b"alice" in tagged
+    stripped = images.strip(tagged, "image/png")
+    assert stripped == original  # exactly the chunks added, nothing else
+    assert images.strip(original, "image/png") == original
+    with Image.open(io.BytesIO(stripped)) as picture:
+        assert picture.size == (2, 2)
+        picture.load()
+    assert images.dimensions(stripped, "image/png") == (2, 2)
+
+
+def test_jpeg_app_segments_and_comments_are_stripped_and_it_still_decodes() -> None:
+    original = jpeg_with_exif()
+    assert b"Exif" in original and b"taken at home" in original
+    stripped = images.strip(original, "image/jpeg")
+    assert b"Exif" not in stripped
+    assert b"alice" not in stripped and b"taken at home" not in stripped
+    assert stripped[:2] == b"\xff\xd8" and stripped.endswith(b"\xff\xd9")
+    with Image.open(io.BytesIO(stripped)) as picture:
+        assert picture.size == (3, 5)
+        assert "exif" not in picture.info and "comment" not in picture.info
+        picture.load()
+    with Image.open(io.BytesIO(original)) as before, Image.open(
+        io.BytesIO(stripped)
+    ) as after:
+        assert before.tobytes() == after.tobytes()  # the same pixels
+    assert images.dimensions(stripped, "image/jpeg") == (3, 5)
+
+
+@pytest.mark.parametrize(
+    ("data", "media_type", "message"),
+    [
+        (b"GIF89a....", "image/png", "not a PNG image (bad signature)"),
+        (fixture_png()[:40], "image/png", "a truncated PNG image"),
+        (b"\x89PNG", "image/jpeg", "not a JPEG image (no start-of-image marker)"),
+        (b"GIF89a", "image/gif", "unsupported image type 'image/gif'"),
+    ],
+)
+def test_bytes_that_are_not_the_image_they_claim_are_refused(
+    data: bytes, media_type: str, message: str
+) -> None:
+    with pytest.raises(RowValidationError) as caught:
+        images.strip(data, media_type)
+    assert str(caught.value) == message
+
+
+# -- stored once, by content ---------------------------------------------------------
+
+
+def test_an_image_is_stored_once_by_hash_and_rows_name_it(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "image")
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    reference = {"sha256": sha, "media_type": "image/png", "size": len(png)}
+    trace = tag(run, "--trace")
+    answer = tag(run)  # the same turn as an answer row: the same image
+    user = stored_row(project, trace)["trajectory"][1]
+    assert user["role"] == "user"
+    assert user["content"].endswith("What is in this image?\n[image]")
+    assert user["images"] == [reference]
+    message = stored_row(project, answer)["messages"][0]
+    assert message["images"] == [reference]
+    assert files(project, "images/") == [f"images/{sha[:2]}/{sha}"]
+    assert blob(project, images.path_of(sha)) == png
+    # the second tag met a stored image and wrote no image file
+    second = git(store_of(project), "show", "--name-only", "--format=", "HEAD")
+    assert second.split() == [rows.row_path(answer)]
+    # no base64 in any stored row
+    assert b'"base64"' not in git(store_of(project), "show", "HEAD").encode()
+
+
+def test_metadata_is_stripped_before_the_image_is_stored(
+    project: Path, run: Run
+) -> None:
+    install_edited(project, with_text_chunks(fixture_png()))
+    row_id = tag(run, "--trace")
+    (reference,) = stored_row(project, row_id)["trajectory"][1]["images"]
+    stored = blob(project, images.path_of(reference["sha256"]))
+    assert stored == fixture_png()
+    assert reference["size"] == len(stored)
+    assert b"alice" not in git(store_of(project), "log", "-p", "--all").encode()
+
+
+def test_no_images_keeps_the_placeholder_alone(project: Path, run: Run) -> None:
+    install_session(project, "image")
+    row_id = tag(run, "--trace", "--no-images")
+    user = stored_row(project, row_id)["trajectory"][1]
+    assert user["content"].endswith("[image]")
+    assert "images" not in user
+    assert files(project, "images/") == []
+
+
+def test_an_image_over_the_limit_is_refused_naming_the_setting(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "image")
+    tag(run, "--trace", "--no-images")  # makes the store
+    store = Store.open(store_of(project))
+    settings.write(store, "image_max_bytes", 50)
+    head = git(store_of(project), "rev-parse", "HEAD")
+    done = run("good")
+    assert done.exit_code == 4
+    assert done.stderr == (
+        f"Error: an image of {len(fixture_png())} bytes is over the limit of 50 "
+        "(setting image_max_bytes; or tag with --no-images)\n"
+    )
+    assert git(store_of(project), "rev-parse", "HEAD") == head
+    assert files(project, "images/") == []
+
+
+def test_gc_drops_an_image_once_no_row_names_it(project: Path, run: Run) -> None:
+    install_session(project, "image")
+    trace = tag(run, "--trace")
+    answer = tag(run)
+    sha = stored_row(project, trace)["trajectory"][1]["images"][0]["sha256"]
+    assert run("rm", trace, "--why", "a duplicate").exit_code == 0
+    kept = run("gc", "--json")
+    assert orjson.loads(kept.stdout)["images_dropped"] == 0
+    assert files(project, "images/") == [images.path_of(sha)]
+    assert run("rm", answer, "--why", "a duplicate").exit_code == 0
+    done = run("gc")
+    assert done.exit_code == 0, done.stderr
+    assert "dropped 1 image no row names any more\n" in done.stdout
+    assert files(project, "images/") == []
+    assert git(store_of(project), "log", "-1", "--format=%s", "--", "images") == (
+        "gc: drop 1 images no row names\n"
+    )
+
+
+def test_the_store_refuses_an_image_not_named_by_its_hash_or_missing(
+    project: Path, run: Run
+) -> None:
+    from machine_git.store.store import Change
+    from machine_git.store.store import Redaction
+
+    install_session(project, "image")
+    row_id = tag(run, "--trace")
+    store = Store.open(store_of(project))
+    wrong = "0" * 64
+    with pytest.raises(RowValidationError) as caught:
+        store.write(
+            lambda snap: Change(
+                summary="bad image",
+                files={images.path_of(wrong): b"not that"},
+                trailers={"Action": "test"},
+                redaction=Redaction.KEPT,
+            )
+        )
+    assert "its content hashes to" in str(caught.value)
+    row = stored_row(project, row_id)
+    row["trajectory"][1]["images"][0]["sha256"] = wrong
+    from machine_git.core import jsonio
+
+    with pytest.raises(RowValidationError) as missing:
+        store.write(
+            lambda snap: Change(
+                summary="dangling image",
+                files={rows.row_path(row_id): jsonio.canonical(row)},
+                trailers={"Action": "test"},
+                redaction=Redaction.KEPT,
+            )
+        )
+    assert str(missing.value) == (
+        f"{rows.row_path(row_id)}: its image {wrong[:12]} is not in the store"
+    )
