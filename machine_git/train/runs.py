@@ -140,23 +140,10 @@ def all_runs(store: Store, on_bad: BadRecord | None = None) -> list[dict[str, An
     return sorted(found, key=lambda r: (str(r.get("created_at")), str(r["id"])))
 
 
-def bad_records(store: Store, commit: Commit | None = None) -> list[str]:
-    """One line for each run record at ``commit`` that does not read."""
-    snap = store.snapshot(commit)
-    if snap.tree is None or RUNS_DIR not in snap.tree:
-        return []
-    entry = snap.tree[RUNS_DIR]
-    if entry.filemode != FileMode.TREE:
-        return [f"{RUNS_DIR}: not a folder"]
-    out = []
-    for item in store.repo[entry.id].peel(Tree):
-        name = item.name or ""
-        if item.filemode != FileMode.BLOB or not name.endswith(".json"):
-            continue
-        try:
-            _parse(store.repo[item.id].peel(pygit2.Blob).data, f"{RUNS_DIR}/{name}")
-        except TrainingError as e:
-            out.append(str(e))
+def bad_records(store: Store) -> list[str]:
+    """One line for each run record that does not read."""
+    out: list[str] = []
+    all_runs(store, out.append)
     return out
 
 

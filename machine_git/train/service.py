@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -181,7 +180,7 @@ class ServerErrors:
     """
 
     LOGGER = "tinker._base_client"
-    _RETRY = re.compile(r"Retrying due to status code (\d+)")
+    _RETRY = "Retrying due to status code"
 
     def __init__(self) -> None:
         self.statuses: list[int] = []
@@ -201,9 +200,16 @@ class ServerErrors:
         self._logger.removeFilter(self.filter)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        found = self._RETRY.match(record.getMessage())
-        if found:
-            self.statuses.append(int(found.group(1)))
+        # The format string and its first argument, never the formatted
+        # message: other DEBUG records hold whole request bodies.
+        if (
+            isinstance(record.msg, str)
+            and record.msg.startswith(self._RETRY)
+            and isinstance(record.args, tuple)
+            and record.args
+            and isinstance(record.args[0], int)
+        ):
+            self.statuses.append(record.args[0])
         return record.levelno >= self._shown
 
     def retried(self, ours: int) -> str:

@@ -178,8 +178,7 @@ class _Pass:
         value, why = _line(item, self.conversations, self.with_context)
         if value is None:
             return [why]
-        found = datasets.conversation_of(value)
-        messages, tools = found
+        messages, tools = datasets.conversation_of(value)
         self.prompts.setdefault(_prompt_key(messages), []).append(label)
         if _empty_answer(messages):
             return ["empty answer (an assistant message with no text or tool call)"]

@@ -142,7 +142,7 @@ def test_install_is_idempotent_and_bakes_in_this_python(tmp_path: Path) -> None:
     assert hooks.install_store_hooks(store.path) == []
     script = (store.path / "hooks" / "pre-receive").read_text()
     assert script.splitlines()[-1] == (
-        f"exec {shlex.quote(sys.executable)} -P -m machine_git.sync.hooks pre-receive"
+        f"exec {shlex.quote(sys.executable)} -P -m machine_git.hooks pre-receive"
     )
     for name in ("pre-receive", "post-receive"):
         mode = (store.path / "hooks" / name).stat().st_mode
@@ -483,7 +483,7 @@ def test_an_unknown_hook_name_is_a_usage_error(
 ) -> None:
     assert hooks.main(["post-checkout"]) == 2
     assert capsys.readouterr().err == (
-        "usage: python -m machine_git.sync.hooks pre-receive|post-receive|pre-commit\n"
+        "usage: python -m machine_git.hooks pre-receive|post-receive|pre-commit\n"
     )
 
 
