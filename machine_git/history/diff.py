@@ -24,6 +24,7 @@ from machine_git.core.errors import TrainingError
 from machine_git.history import history
 from machine_git.history import revs
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.store.objects import Objects
 from machine_git.store.store import Store
@@ -164,7 +165,8 @@ def diff_commits(
         row_id = rows.id_of_path(path)
         if row_id is None:
             item = FileChange(path, _status(a, b))
-            (contexts if context.is_context_path(path) else others).append(item)
+            shared = context.is_context_path(path) or images.is_image_path(path)
+            (contexts if shared else others).append(item)
             continue
         before = _shown(_load(objects, a), repo, old_tree)
         after = _shown(_load(objects, b), repo, new_tree)
@@ -180,6 +182,14 @@ def diff_commits(
         if r is not None
         and isinstance(r.get(context.FIELD), dict)
         and "id" in r[context.FIELD]
+    }
+    # So does an image.
+    named |= {
+        images.path_of(sha)
+        for c in changes
+        for r in (c.old, c.new)
+        if r is not None
+        for sha in images.named(r)
     }
     others.extend(f for f in contexts if f.path not in named)
     return Diff(old, new, changes, sorted(others, key=lambda f: f.path))

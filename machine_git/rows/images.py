@@ -192,6 +192,24 @@ def _lists(row: Mapping[str, Any]) -> Iterator[list[Any]]:
                     yield item[FIELD]
 
 
+def located(row: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each image of ``row`` with where it is (``trajectory[1]``), in order."""
+    for key in ("messages", "trajectory", "chosen", "rejected"):
+        items = row.get(key)
+        if not isinstance(items, list):
+            continue
+        for index, item in enumerate(items):
+            if isinstance(item, dict) and isinstance(item.get(FIELD), list):
+                for image in item[FIELD]:
+                    if isinstance(image, dict):
+                        yield f"{key}[{index}]", image
+
+
+def lines(row: Mapping[str, Any], read: Reader | None = None) -> list[str]:
+    """One line per image of ``row``, for ``show``: what, where, how big."""
+    return [f"{describe(image, read)} ({where})" for where, image in located(row)]
+
+
 def has_images(row: Mapping[str, Any]) -> bool:
     """True if any message or record of ``row`` carries an image."""
     return any(True for _ in _lists(row))
@@ -303,9 +321,7 @@ def inline(row: R, read: Reader) -> R:
             "base64": base64.b64encode(data).decode("ascii"),
         }
 
-    return _map(
-        row, lambda item: {**item, FIELD: [put_back(i) for i in item[FIELD]]}
-    )
+    return _map(row, lambda item: {**item, FIELD: [put_back(i) for i in item[FIELD]]})
 
 
 def load(sha: str, read: Reader) -> bytes | None:
@@ -324,7 +340,8 @@ def describe(image: Mapping[str, Any], read: Reader | None = None) -> str:
         size = len(data)
     shape = dimensions(data, media_type) if data is not None else None
     where = sha[:12] if sha else "inline"
-    line = f"image {where} {media_type} {size if size is not None else '?':,} bytes"
+    bytes_ = f"{size:,}" if isinstance(size, int) else "?"
+    line = f"image {where} {media_type} {bytes_} bytes"
     if shape is not None:
         line += f" {shape[0]}x{shape[1]}"
     elif sha and data is None and read is not None:

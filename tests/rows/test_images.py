@@ -135,9 +135,10 @@ def test_jpeg_app_segments_and_comments_are_stripped_and_it_still_decodes() -> N
         assert picture.size == (3, 5)
         assert "exif" not in picture.info and "comment" not in picture.info
         picture.load()
-    with Image.open(io.BytesIO(original)) as before, Image.open(
-        io.BytesIO(stripped)
-    ) as after:
+    with (
+        Image.open(io.BytesIO(original)) as before,
+        Image.open(io.BytesIO(stripped)) as after,
+    ):
         assert before.tobytes() == after.tobytes()  # the same pixels
     assert images.dimensions(stripped, "image/jpeg") == (3, 5)
 
@@ -279,4 +280,51 @@ def test_the_store_refuses_an_image_not_named_by_its_hash_or_missing(
         )
     assert str(missing.value) == (
         f"{rows.row_path(row_id)}: its image {wrong[:12]} is not in the store"
+    )
+
+
+# -- shown ---------------------------------------------------------------------------
+
+
+def test_show_prints_a_line_per_image_and_json_carries_the_reference(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "image")
+    row_id = tag(run, "--trace")
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    shown = run("show", row_id)
+    assert shown.exit_code == 0, shown.stderr
+    body, _, tail = shown.stdout.rpartition("}\n")
+    assert tail == f"image {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[1])\n"
+    assert orjson.loads(body + "}")["trajectory"][1]["images"] == [
+        {"sha256": sha, "media_type": "image/png", "size": len(png)}
+    ]
+    as_json = orjson.loads(run("show", row_id, "--json").stdout)
+    assert as_json["trajectory"][1]["images"] == [
+        {"sha256": sha, "media_type": "image/png", "size": len(png)}
+    ]
+
+
+def test_diff_names_the_images_a_row_gained_and_the_file_is_not_other(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "image")
+    row_id = tag(run, "--trace")
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    done = run("diff")
+    assert done.exit_code == 0, done.stderr
+    assert (
+        f"    + image {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[1])\n"
+        in done.stdout
+    )
+    assert "other files" not in done.stdout
+    assert row_id in done.stdout
+    removed = run("rm", row_id, "--why", "test")
+    assert removed.exit_code == 0, removed.stderr
+    gone = run("diff")
+    assert (
+        f"    - image {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[1])\n"
+        in gone.stdout
     )
