@@ -82,6 +82,12 @@ _NEEDS = {"dpo": "a rewrite", "openai-dpo": "a rewrite", "traces": "a trajectory
     is_flag=True,
     help="Leave out each turn's system prompt and tools (recorded in the manifest).",
 )
+@click.option(
+    "--no-images",
+    "no_images",
+    is_flag=True,
+    help="Keep [image] placeholders, not the turns' images (openai, rows).",
+)
 @project_option
 @json_option
 def export(
@@ -92,6 +98,7 @@ def export(
     manifest_to: str | None,
     no_redact: bool,
     no_context: bool,
+    no_images: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -146,6 +153,7 @@ def export(
                     redact=not no_redact,
                     with_context=not no_context,
                     progress=shown,
+                    with_images=not no_images,
                 )
         except BrokenPipeError:
             _reader_went_away()
@@ -178,6 +186,7 @@ def export(
             redact=not no_redact,
             with_context=not no_context,
             manifest_target=meta,
+            with_images=not no_images,
         )
     _skipped(manifest.skipped, label, fmt)
     if as_json:

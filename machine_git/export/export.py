@@ -42,6 +42,7 @@ from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import context
 from machine_git.rows import formats
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows.formats import chat
 from machine_git.rows.schemas import KINDS
@@ -115,8 +116,17 @@ def _prepare(row: Row, redact: bool = True) -> Row:
     return redaction.redact_row(row)[0]
 
 
+# Formats that carry images: OpenAI's as image_url parts, rows as they are
+# (inline). Every other format gets the ``[image]`` placeholders, as before.
+IMAGE_FORMATS = frozenset({"openai", "rows"})
+
+
 def render(
-    row: Row, fmt: str, redact: bool = True, with_context: bool = True
+    row: Row,
+    fmt: str,
+    redact: bool = True,
+    with_context: bool = True,
+    with_images: bool = True,
 ) -> dict[str, Any] | None:
     """The output object of ``row`` in ``fmt``, or None if it has none: a dpo
     pair needs a rewrite, a chat line an answer.
@@ -128,6 +138,8 @@ def render(
     assert write is not None  # _format names only the formats export writes
     if not with_context:
         row = context.without(row)
+    if (not with_images or fmt not in IMAGE_FORMATS) and images.has_images(row):
+        row = images.without(row)
     out = write(_prepare(row, redact))
     if out is not None and fmt in formats.CHAT and not answers(out["messages"]):
         return None  # a turn that failed before it said anything (machine bad)
@@ -161,14 +173,18 @@ def line(rendered: dict[str, Any]) -> bytes:
 
 
 def row_line(
-    row: Row, fmt: str, redact: bool = True, with_context: bool = True
+    row: Row,
+    fmt: str,
+    redact: bool = True,
+    with_context: bool = True,
+    with_images: bool = True,
 ) -> bytes | None:
     """The exported line of ``row`` (:func:`render` then :func:`line`), or None.
 
     Every export and every training run writes its lines with this, and
     ``machine train validate`` renders these very bytes.
     """
-    rendered = render(row, fmt, redact, with_context)
+    rendered = render(row, fmt, redact, with_context, with_images)
     return None if rendered is None else line(rendered)
 
 
@@ -190,6 +206,7 @@ def lines(
     redact: bool = True,
     with_context: bool = True,
     progress: Progress = QUIET,
+    with_images: bool = True,
 ) -> Iterator[bytes]:
     """The JSONL of the export in tree order, a part of ``rows/`` at a time.
 
@@ -204,8 +221,16 @@ def lines(
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     contexts = _context_tree(store, commit) if with_context else None
+    pictures = _tree_of(commit, images.IMAGE_DIR) if with_images else None
     work = functools.partial(
-        _render_part, fmt, frozenset(kinds), redact, with_context, contexts
+        _render_part,
+        fmt,
+        frozenset(kinds),
+        redact,
+        with_context,
+        contexts,
+        with_images,
+        pictures,
     )
     objects = Objects(store.repo)
     workers = parallel.jobs(objects, pieces)
@@ -231,6 +256,14 @@ class _Part:
     skipped: int
 
 
+def _tree_of(commit: Commit, name: str) -> str | None:
+    """The hex id of the commit's ``name/`` tree, or None (picklable)."""
+    try:
+        return str(commit.tree[name].id)
+    except KeyError:
+        return None
+
+
 def _context_tree(store: Store, commit: Commit) -> str | None:
     """The hex id of the commit's ``context/`` tree, or None (picklable)."""
     try:
@@ -239,15 +272,17 @@ def _context_tree(store: Store, commit: Commit) -> str | None:
         return None
 
 
-def context_reader(objects: Objects, tree_hex: str | None) -> context.Reader:
-    """Reads ``context/...`` paths from one ``context/`` tree, each file once."""
+def context_reader(
+    objects: Objects, tree_hex: str | None, folder: str = context.CONTEXT_DIR
+) -> context.Reader:
+    """Reads ``context/...`` paths (or ``folder``'s) from one tree, each once."""
     cache: dict[str, bytes | None] = {}
 
     def read(path: str) -> bytes | None:
         if tree_hex is None:
             return None
         if path not in cache:
-            rest = path.removeprefix(f"{context.CONTEXT_DIR}/")
+            rest = path.removeprefix(f"{folder}/")
             try:
                 entry = objects.tree(pygit2.Oid(hex=tree_hex))[rest]
                 cache[path] = objects.blob(entry.id)
@@ -264,6 +299,8 @@ def _render_part(
     redact: bool,
     with_context: bool,
     contexts: str | None,
+    with_images: bool,
+    pictures: str | None,
     objects: Objects,
     path: str,
     oid: pygit2.Oid,
@@ -281,7 +318,11 @@ def _render_part(
             continue
         if with_context:
             row = context.inline(row, read)
-        exported = row_line(row, fmt, redact, with_context)
+        if with_images and fmt in IMAGE_FORMATS and images.has_images(row):
+            row = images.inline(
+                row, context_reader(objects, pictures, images.IMAGE_DIR)
+            )
+        exported = row_line(row, fmt, redact, with_context, with_images)
         if exported is None:
             skipped += 1
             continue
@@ -298,6 +339,7 @@ def write_stream(
     redact: bool = True,
     with_context: bool = True,
     progress: Progress = QUIET,
+    with_images: bool = True,
 ) -> Tally:
     """Write the export to ``stream`` (stdout); no manifest file.
 
@@ -306,7 +348,9 @@ def write_stream(
     """
     tally = Tally()
     digest = hashlib.sha256()
-    for line in lines(store, commit, fmt, kinds, tally, redact, with_context, progress):
+    for line in lines(
+        store, commit, fmt, kinds, tally, redact, with_context, progress, with_images
+    ):
         stream.write(line)
         digest.update(line)
     stream.flush()
@@ -411,6 +455,7 @@ def write_file(
     redact: bool = True,
     with_context: bool = True,
     manifest_target: Path | None = None,
+    with_images: bool = True,
 ) -> Manifest:
     """Write the export to ``target`` and its manifest (both 0600): beside it,
     or at ``manifest_target``.
@@ -431,7 +476,15 @@ def write_file(
         data_tmp = _temp_file(target, temps)
         with open(data_tmp, "wb") as out:
             for line in lines(
-                store, commit, fmt, kinds, tally, redact, with_context, progress
+                store,
+                commit,
+                fmt,
+                kinds,
+                tally,
+                redact,
+                with_context,
+                progress,
+                with_images,
             ):
                 out.write(line)
                 digest.update(line)

@@ -36,6 +36,7 @@ from machine_git.core.progress import Progress
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
 from machine_git.rows import formats
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.rows.formats import chat
@@ -43,6 +44,7 @@ from machine_git.rows.formats import hf
 from machine_git.rows.formats.lines import Parsed
 from machine_git.rows.schemas import KINDS
 from machine_git.secrets import redaction
+from machine_git.store import settings
 from machine_git.store.store import Change
 from machine_git.store.store import Redaction
 from machine_git.store.store import Snapshot
@@ -385,6 +387,14 @@ def commit(store: Store, loaded: Loaded) -> Imported:
                 cast("dict[str, Any]", line_row),
                 lambda where: context.in_tree(snap.tree, where),
             )
+            if images.has_images(stored):
+                # and its images too, stripped, by hash (rows/images.py)
+                stored, pictures = images.stored(
+                    stored,
+                    lambda where: where in files or context.in_tree(snap.tree, where),
+                    settings.image_limit(snap),
+                )
+                contexts.update(pictures)
             row = cast("Row", stored)
             path = rows.row_path(row["id"])
             existing_bytes = snap.read(path)

@@ -77,9 +77,7 @@ class Records:
         self.fallback = self.stamp(*values)
         return self.fallback
 
-    def user(
-        self, text: str, stamp: str, images: list[Image] | None = None
-    ) -> None:
+    def user(self, text: str, stamp: str, images: list[Image] | None = None) -> None:
         self.end_calls()
         record: UserRecord = {"role": "user", "content": text, "timestamp": stamp}
         if images:

@@ -109,8 +109,10 @@ def check(change: Change, base: Tree | None) -> None:
     written = {p for p, d in change.files.items() if d is not None}
     images.check_change(
         change.files,
-        lambda path: path in written
-        or (change.files.get(path, b"") is not None and context.in_tree(base, path)),
+        lambda path: (
+            path in written
+            or (change.files.get(path, b"") is not None and context.in_tree(base, path))
+        ),
     )
 
 

@@ -275,6 +275,7 @@ def _observe(store: Store, row: Row, redaction: Redaction) -> Committed:
 def _with_context(snap: Snapshot, row: Row) -> tuple[Row, dict[str, bytes | None]]:
     """``row`` with its context and images as hashes, and their files if the
     store lacks them: each distinct context and image is stored once."""
+
     def present(where: str) -> bool:
         return context.in_tree(snap.tree, where)
 

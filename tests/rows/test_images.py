@@ -328,3 +328,111 @@ def test_diff_names_the_images_a_row_gained_and_the_file_is_not_other(
         f"    - image {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[1])\n"
         in gone.stdout
     )
+
+
+# -- exported and imported -----------------------------------------------------------
+
+
+def other_project(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name
+    root.mkdir()
+    (root / ".git").mkdir()
+    return root
+
+
+def exported(run: Run, project: Path, *args: str) -> list[dict[str, Any]]:
+    done = run("export", "--project", str(project), *args)
+    assert done.exit_code == 0, done.stderr
+    return [orjson.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_openai_export_carries_images_as_data_uris_in_their_place(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "image")
+    tag(run, "--trace")
+    tag(run)
+    png = fixture_png()
+    uri = "data:image/png;base64," + base64.b64encode(png).decode()
+    text = fixture_lines("image")[3]["message"]["content"][0]["text"]
+    expected = [
+        {"type": "text", "text": text + "\n"},
+        {"type": "image_url", "image_url": {"url": uri}},
+    ]
+    for kind in ("train", "traces"):
+        (line,) = exported(run, project, "--kind", kind, "--format", "openai")
+        assert line["messages"][0] == {"role": "user", "content": expected}, kind
+        (bare,) = exported(
+            run, project, "--kind", kind, "--format", "openai", "--no-images"
+        )
+        assert bare["messages"][0] == {"role": "user", "content": text + "\n[image]"}
+        # a format without images: the placeholder, as before
+        (tinker,) = exported(run, project, "--kind", kind, "--format", "tinker")
+        assert tinker["messages"][0] == {"role": "user", "content": text + "\n[image]"}
+
+
+def test_rows_without_images_export_the_same_bytes_with_or_without_no_images(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "basic")
+    tag(run, "--trace")
+    for fmt in ("openai", "rows", "tinker"):
+        a = run("export", "--kind", "traces", "--format", fmt)
+        b = run("export", "--kind", "traces", "--format", fmt, "--no-images")
+        assert a.stdout == b.stdout and a.stdout, fmt
+
+
+def test_an_openai_export_imports_back_with_the_same_image_blobs(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_edited(project, with_text_chunks(fixture_png()))
+    tag(run, "--trace")
+    out = tmp_path / "data.jsonl"
+    done = run("export", "--kind", "traces", "--format", "openai", "-o", str(out))
+    assert done.exit_code == 0, done.stderr
+    target = other_project(tmp_path, "copy")
+    given = run("import", str(out), "--kind", "traces", "--project", str(target))
+    assert given.exit_code == 0, given.stderr
+    assert files(target, "images/") == files(project, "images/")
+    (path,) = files(target, "images/")
+    assert blob(target, path) == blob(project, path) == fixture_png()
+    again = tmp_path / "again.jsonl"
+    run(
+        "export",
+        "--kind",
+        "traces",
+        "--format",
+        "openai",
+        "-o",
+        str(again),
+        "--project",
+        str(target),
+    )
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_a_rows_export_imports_back_to_the_same_rows_and_images(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "image")
+    ids = [tag(run, "--trace"), tag(run)]
+    out = tmp_path / "rows.jsonl"
+    done = run(
+        "export",
+        "--format",
+        "rows",
+        "--kind",
+        "train",
+        "--kind",
+        "traces",
+        "-o",
+        str(out),
+    )
+    assert done.exit_code == 0, done.stderr
+    assert b'"base64"' in out.read_bytes()  # the bytes travel with the rows
+    target = other_project(tmp_path, "copy")
+    given = run("import", str(out), "--project", str(target))
+    assert given.exit_code == 0, given.stderr
+    for row_id in ids:
+        assert stored_row(target, row_id) == stored_row(project, row_id)
+    assert files(target, "images/") == files(project, "images/")
