@@ -8,11 +8,15 @@ them one per line in ``messages.jsonl`` (hosts.md §2.2, §3.4). Roles are
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from typing import Any
 
 from machine_git.sessions.records import Records
 from machine_git.sessions.values import images_of
 from machine_git.sessions.values import text_of
+
+if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Image
 
 
 def user_text(message: dict[str, Any]) -> str:
@@ -20,7 +24,7 @@ def user_text(message: dict[str, Any]) -> str:
     return text_of(message.get("content"))
 
 
-def user_images(message: dict[str, Any]) -> list[dict[str, str]]:
+def user_images(message: dict[str, Any]) -> list[Image]:
     """A user message's images, inline (``[image]`` marks each in its text)."""
     return images_of(message.get("content"))
 

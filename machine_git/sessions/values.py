@@ -10,9 +10,15 @@ from __future__ import annotations
 import re
 from datetime import UTC
 from datetime import datetime
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 from machine_git.core import jsonio
+
+if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Image
+    from machine_git.rows.rowtypes import InlineImage
 
 IMAGE = "[image]"
 KEPT_IMAGE_TYPES = ("image/png", "image/jpeg")  # rows/images.py MEDIA_TYPES
@@ -48,7 +54,7 @@ def text_of(content: Any, *, joiner: str = "\n") -> str:
     return joiner.join(parts)
 
 
-def images_of(content: Any) -> list[dict[str, str]]:
+def images_of(content: Any) -> list[Image]:
     """The images of a list of content blocks, inline (rows/images.py).
 
     Pi's ``{"type": "image", "data": <base64>, "mimeType": ...}`` blocks, in
@@ -57,13 +63,15 @@ def images_of(content: Any) -> list[dict[str, str]]:
     """
     if not isinstance(content, list):
         return []
-    found: list[dict[str, str]] = []
+    found: list[Image] = []
     for block in content:
         if not isinstance(block, dict) or block.get("type") != "image":
             continue
         data, media_type = block.get("data"), block.get("mimeType")
         if isinstance(data, str) and data and media_type in KEPT_IMAGE_TYPES:
-            found.append({"media_type": media_type, "base64": data})
+            found.append(
+                cast("InlineImage", {"media_type": media_type, "base64": data})
+            )
     return found
 
 
