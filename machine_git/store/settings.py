@@ -40,11 +40,15 @@ def auto(store: Store) -> bool:
 
 def image_limit(snap: Snapshot) -> int:
     """The ``image_max_bytes`` setting alone, cheaply (a tag with images asks)."""
+    from machine_git.rows import images
+
     value = _parsed(snap)
-    limit = value.get("image_max_bytes") if isinstance(value, dict) else None
+    limit = value.get(images.SETTING) if isinstance(value, dict) else None
+    if limit is None:
+        return images.DEFAULT_MAX_BYTES  # (the model's default; no pydantic)
     if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
         return limit
-    return _model(stored(snap)).image_max_bytes
+    return _model(stored(snap)).image_max_bytes  # a bad value: the model says so
 
 
 def stored(snap: Snapshot) -> dict[str, Any]:

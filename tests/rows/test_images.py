@@ -436,3 +436,9 @@ def test_a_rows_export_imports_back_to_the_same_rows_and_images(
     for row_id in ids:
         assert stored_row(target, row_id) == stored_row(project, row_id)
     assert files(target, "images/") == files(project, "images/")
+
+
+def test_the_default_limit_is_the_settings_model_default() -> None:
+    from machine_git.core import models
+
+    assert models.Settings().image_max_bytes == images.DEFAULT_MAX_BYTES
