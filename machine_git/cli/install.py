@@ -43,9 +43,16 @@ def _where(project: str | None, host: str) -> Path | None:
     return project_of(Path(project) if project else None)
 
 
+# Files machine shares with the agent: what of machine's is in them.
+_WHAT = {
+    "models.json": "the Tinker provider in ",
+    "settings.json": "the status line in ",
+}
+
+
 def _show(outcomes: list[Outcome], as_json: bool = False) -> None:
     for o in outcomes:
-        what = "the Tinker provider in " if o.path.name == "models.json" else ""
+        what = _WHAT.get(o.path.name, "")
         if o.action == "skipped":
             warn(f"left {o.path} as it is: {o.detail}")
         elif as_json:
@@ -83,7 +90,8 @@ def install(host: str, project: str | None, as_json: bool) -> None:
     this machine ('python -m machine_git'), so it works without machine on
     PATH. Installing again rewrites the same files. Claude Code: /good, /bad
     and /machine as custom commands in ~/.claude/commands (or
-    $CLAUDE_CONFIG_DIR/commands), or with --project <project>/.claude/commands.
+    $CLAUDE_CONFIG_DIR/commands), or with --project <project>/.claude/commands,
+    and the row counts as its status line (settings.json), unless one is set.
 
     \b
     Example usage:

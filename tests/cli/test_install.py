@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from machine_git.core import paths
 from machine_git.core.errors import USAGE
 from machine_git.sessions import pi
 from tests.conftest import Run
+from tests.conftest import install_session
 
 SKILLS = ("machine-dataset", "machine-release", "machine-tagging", "machine-tinker-sft")
 
@@ -120,12 +122,20 @@ def test_install_claude_commands_and_uninstall(project: Path, run: Run) -> None:
 
     folder = claude.config_dir() / "commands"
     files = [folder / f"{name}.md" for name in ("good", "bad", "machine")]
+    settings = claude.config_dir() / "settings.json"
     result = run("install", "claude")
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         "".join(f"installed {f}\n" for f in files)
+        + f"installed the status line in {settings}\n"
         + "type /good, /bad or /machine in Claude Code (claude -p too)\n"
     )
+    status = json.loads(settings.read_text())["statusLine"]
+    assert status == {
+        "type": "command",
+        "command": claude_commands.status_command(),
+        "padding": 0,
+    }
     good = files[0].read_text()
     machine = f"{sys.executable} -m machine_git"
     assert good.startswith(f"---\n{claude_commands.MARKER}\n")
@@ -135,8 +145,49 @@ def test_install_claude_commands_and_uninstall(project: Path, run: Run) -> None:
     again = run("install", "claude")
     assert again.stdout.startswith(f"up to date: {files[0]}\n")
     result = run("uninstall", "claude")
-    assert result.stdout == "".join(f"removed {f}\n" for f in files)
+    assert result.stdout == (
+        "".join(f"removed {f}\n" for f in files)
+        + f"removed the status line from {settings}\n"
+    )
     assert not any(f.exists() for f in files)
+    assert not settings.exists()  # it held nothing else
+
+
+def test_the_claude_status_line_shows_the_row_counts(project: Path, run: Run) -> None:
+    from machine_git.agents import claude_commands
+
+    # Claude Code runs it with a shell, in the project, JSON on stdin.
+    def status() -> str:
+        done = subprocess.run(
+            ["sh", "-c", claude_commands.status_command()],
+            cwd=project,
+            input="{}",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout
+
+    assert status() == "machine: 0 (train 0, traces 0, rejected 0, observed 0)\n"
+    install_session(project, "basic")
+    assert run("good").exit_code == 0
+    assert status() == "machine: 1 (train 1, traces 0, rejected 0, observed 0)\n"
+
+
+def test_a_users_status_line_is_left_alone(project: Path, run: Run) -> None:
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"statusLine": {"type": "command", "command": "echo mine"}, "model": "x"}
+    settings.write_text(json.dumps(mine))
+    result = run("install", "claude", "--project")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.endswith(
+        f"left {settings} as it is: a status line is already set there\n"
+    )
+    assert json.loads(settings.read_text()) == mine
+    assert run("uninstall", "claude", "--project").exit_code == 0
+    assert json.loads(settings.read_text()) == mine
 
 
 def test_install_claude_in_the_project_leaves_no_trace(project: Path, run: Run) -> None:

@@ -235,6 +235,16 @@ CLAUDE: dict[str, tuple[Expected, str | None, str | None]] = {
         "aborted",
         "Request interrupted by user",
     ),
+    # Auto-compaction between the prompt and the answer: the branch runs
+    # through the compaction boundary (logicalParentUuid) back to the prompt,
+    # and the compact summary row is not the user.
+    "auto-compact": (
+        _echo(
+            "After auto-compaction: run `echo second-turn`.", "d756d4d3", "second-turn"
+        ),
+        "end_turn",
+        None,
+    ),
     # An MCP tool (tests/e2e/fake_mcp.py, started from --mcp-config).
     "mcp": (
         [
@@ -398,6 +408,27 @@ CODEX: dict[str, tuple[Expected, str | None, str | None]] = {
         [user("slow-answer: write a long essay.")],
         "aborted",
         "interrupted",
+    ),
+    # Compacted in the middle of the turn: the summary Codex asked the model
+    # for is written as an assistant message, and is not the answer.
+    "auto-compact": (
+        [
+            user("Run `echo before-compaction`."),
+            thinks("I should run `echo before-compaction`."),
+            calls(
+                (
+                    "call_fake_4e5fdd28_0_0",
+                    "exec_command",
+                    cmd("echo before-compaction"),
+                )
+            ),
+            result(
+                "call_fake_4e5fdd28_0_0", exec_output(0, "before-compaction\n"), ok=True
+            ),
+            says("Done, going on from the summary."),
+        ],
+        None,
+        None,
     ),
     "resume": (
         _codex_echo(

@@ -25,6 +25,7 @@ as server-sent events (``message_start``, ``content_block_*`` with
 | ``mcp-tool`` | ``mcp__fake__echo {"text": "from mcp"}`` (fake_mcp.py), then text |
 | a summary request | a fixed ``<summary>`` text (compaction) |
 | ``<machine-command>`` (machine's /good) | repeats what machine printed |
+| ``big-context`` (in the request) | reports 190000 input tokens (so Claude compacts) |
 
 Requests that offer no tools (titles, summaries, quota checks) get a short
 plain answer. Every request is kept in ``requests`` (and appended to the
@@ -236,7 +237,12 @@ SCRIPTS: list[tuple[str, Any]] = [
 def script(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | int:
     """The content blocks and stop reason of the answer, or an HTTP error status."""
     a = _Ask(body)
-    if "<summary>" in a.prompt or (not a.tools and "summar" in a.prompt.lower()):
+    compaction = "TEXT ONLY" in a.prompt and "summary" in a.prompt.lower()
+    if (
+        compaction
+        or "<summary>" in a.prompt
+        or (not a.tools and "summar" in a.prompt.lower())
+    ):
         summary = "<summary>\n1. Primary Request: the fixture turns.\n</summary>"
         return [text(summary)], "end_turn"
     if not a.tools:
@@ -266,10 +272,14 @@ def _abs(name: str, body: dict[str, Any]) -> str:
 
 
 def _events(
-    blocks: list[dict[str, Any]], stop: str, message_id: str, slow: bool
+    blocks: list[dict[str, Any]],
+    stop: str,
+    message_id: str,
+    slow: bool,
+    sent: int = 10,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     usage = {
-        "input_tokens": 10,
+        "input_tokens": sent,
         "output_tokens": 5,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
@@ -486,8 +496,11 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             prompt = _prompt(body.get("messages") or [])[0]
             try:
+                # "big-context" reports a nearly full context window, so
+                # Claude Code compacts before its next request.
+                sent = 190_000 if "big-context" in json.dumps(body) else 10
                 for name, data in _events(
-                    blocks, stop, message_id, "slow-answer" in prompt
+                    blocks, stop, message_id, "slow-answer" in prompt, sent
                 ):
                     self.wfile.write(
                         f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()

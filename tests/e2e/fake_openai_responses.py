@@ -19,6 +19,7 @@ came back since that prompt. Answers stream as server-sent events
 | ``api-error`` | HTTP 400 ``invalid_request_error`` |
 | ``stream-error`` | a ``response.failed`` event |
 | ``slow-answer`` | streams text slowly (a turn to interrupt) |
+| a compaction request | a summary; after it, ``Done, going on from the summary.`` |
 | ``long-output`` | ``seq 1 3000``, then text |
 
 Every request is kept in ``requests`` (and appended to the ``--log`` file
@@ -43,12 +44,16 @@ from typing import Any
 
 MODEL = "gpt-fake-1"
 _BACKTICK = re.compile(r"`([^`]+)`")
+# Codex's own words to the model: context, and the compaction hand-off.
+_HANDOFF = "Another language model started to solve this problem"
+_COMPACT = "You are performing a CONTEXT CHECKPOINT COMPACTION"
 _INJECTED = (
     "<environment_context>",
     "<user_instructions>",
     "<permissions",
     "# AGENTS.md",
     "<turn_context>",
+    _HANDOFF,
 )
 
 
@@ -128,6 +133,10 @@ class _Ask:
     def __init__(self, body: dict[str, Any]) -> None:
         items = [i for i in body.get("input") or [] if isinstance(i, dict)]
         self.prompt, self.step, last = _prompt(items)
+        # After a compaction the tool rounds are gone from the input: finish.
+        self.compacted = any(
+            _text(i).startswith(_HANDOFF) for i in items if i.get("role") == "user"
+        )
         self.line = _output_line(last)
         self.name, self.kind = _shell(body.get("tools") or [])
         self.crc = zlib.crc32(self.prompt.encode())
@@ -212,6 +221,10 @@ SCRIPTS: list[tuple[str, Any]] = [
 def script(body: dict[str, Any]) -> list[dict[str, Any]] | int | str:
     """The output items of the answer, an HTTP error status, or "failed"."""
     a = _Ask(body)
+    if a.prompt.startswith(_COMPACT):
+        return [a.say("Summary: the user asked to run a command; it ran.")]
+    if a.compacted and a.step == 0:
+        return [a.say("Done, going on from the summary.")]
     if "api-error" in a.prompt:
         return 400
     if "stream-error" in a.prompt:
@@ -221,7 +234,11 @@ def script(body: dict[str, Any]) -> list[dict[str, Any]] | int | str:
     return steps[min(a.step, len(steps) - 1)]
 
 
-def _events(items: list[dict[str, Any]], response_id: str) -> Iterator[dict[str, Any]]:
+def _events(
+    items: list[dict[str, Any]], response_id: str, sent: int
+) -> Iterator[dict[str, Any]]:
+    """The stream of one answer; ``sent`` input items count 10 tokens each (a
+    compaction makes the next request small again, as it does for real)."""
     response = {
         "id": response_id,
         "object": "response",
@@ -256,11 +273,11 @@ def _events(items: list[dict[str, Any]], response_id: str) -> Iterator[dict[str,
             }
         yield {"type": "response.output_item.done", "output_index": index, "item": item}
     usage = {
-        "input_tokens": 10,
+        "input_tokens": 10 * sent,
         "input_tokens_details": {"cached_tokens": 0},
         "output_tokens": 5,
         "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 15,
+        "total_tokens": 10 * sent + 5,
     }
     yield {
         "type": "response.completed",
@@ -377,7 +394,7 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                 )
             else:
                 assert isinstance(answer, list)
-                events = _events(answer, response_id)
+                events = _events(answer, response_id, len(body.get("input") or []))
             slow = "slow-answer" in _Ask(body).prompt
             try:
                 for event in events:

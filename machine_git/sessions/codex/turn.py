@@ -42,6 +42,8 @@ INJECTED_PREFIXES = (
     "# AGENTS.md instructions for ",
     # 0.17x tells the model, as a user message, that the last turn was interrupted.
     "<turn_aborted>",
+    # and hands a compaction's summary on to the model as a user message.
+    "Another language model started to solve this problem",
 )
 _CALLS = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
@@ -96,11 +98,14 @@ def read_turn(
     )
     builder = Records()
     entry_ids: list[str] = []
+    summaries = _summaries(rows, start)
     for index in range(start, len(rows)):
         row = rows[index]
         stamp = builder.moment(row.timestamp)
         if index == start:
             builder.user(turn.texts[index], stamp)
+        elif index in summaries:
+            continue  # a compaction's summary: Codex's, not an answer
         elif row.kind == "turn_context":
             setting.model = string(row.payload.get("model")) or setting.model
             continue
@@ -149,6 +154,31 @@ def _rows(path: Path, report: ReadReport) -> list[_Row]:
         else:
             rows.append(_Row(number, kind, payload, row.get("timestamp")))
     return rows
+
+
+def _summaries(rows: list[_Row], start: int) -> set[int]:
+    """The assistant messages that are a compaction's summary, by index.
+
+    An automatic compaction in the middle of a turn asks the model for a
+    summary; its answer is written as an assistant message, then the
+    ``compacted`` line whose hand-off message quotes it.
+    """
+    found: set[int] = set()
+    for index in range(start, len(rows)):
+        row = rows[index]
+        handoff = row.payload.get("message") if row.kind == "compacted" else None
+        if not isinstance(handoff, str):
+            continue
+        for back in range(index - 1, start, -1):
+            item = rows[back].payload
+            if rows[back].kind != "response_item" or item.get("type") != "message":
+                continue
+            if item.get("role") == "assistant":
+                said = text_of(item.get("content"))
+                if said.strip() and said.strip() in handoff:
+                    found.add(back)
+            break
+    return found
 
 
 def _user(row: _Row) -> str:

@@ -89,8 +89,10 @@ def _replay(
     where: dict[str, int] = {}
     found = False
     for number, line in files.load_jsonl(path, report):
-        if recognize(line) is None and line.get("type") not in MESSAGE_TYPES:
-            report.unknown_types.append((number, str(line.get("type"))))
+        kind = line.get("type")
+        message = isinstance(kind, str) and kind in MESSAGE_TYPES and "id" in line
+        if recognize(line) is None and not message:
+            report.unknown_types.append((number, str(kind)))
             continue
         found = True
         patch = line.get("$set")
@@ -99,7 +101,7 @@ def _replay(
             if isinstance(patch.get("messages"), list):
                 messages = [m for m in patch["messages"] if isinstance(m, dict)]
                 where = {str(m.get("id")): i for i, m in enumerate(messages)}
-        elif "id" in line and line.get("type") in MESSAGE_TYPES:
+        elif message:
             key = str(line["id"])
             if key in where:
                 messages[where[key]] = line
@@ -128,6 +130,10 @@ def _text(content: Any) -> str:
     )
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _user_text(message: dict[str, Any]) -> str:
     """The message's text if it is the user speaking, else ""."""
     if message.get("type") != "user":
@@ -141,7 +147,7 @@ def _user_text(message: dict[str, Any]) -> str:
 def _model_message(
     builder: Records, message: dict[str, Any], stamp: str, where: str
 ) -> None:
-    for thought in message.get("thoughts") or []:
+    for thought in _list(message.get("thoughts")):
         if isinstance(thought, dict):
             subject = string(thought.get("subject"))
             description = string(thought.get("description")) or ""
@@ -149,7 +155,7 @@ def _model_message(
                 f"{subject}\n{description}" if subject else description, stamp
             )
     builder.say(_text(message.get("content")), stamp)
-    calls = [c for c in message.get("toolCalls") or [] if isinstance(c, dict)]
+    calls = [c for c in _list(message.get("toolCalls")) if isinstance(c, dict)]
     for call in calls:
         builder.call(
             call.get("id"), call.get("name"), call.get("args") or {}, stamp, where
@@ -163,7 +169,7 @@ def _result(call: dict[str, Any]) -> tuple[str, bool]:
     """What a call gave back to the model, and whether it failed."""
     texts: list[str] = []
     failed = call.get("status") not in (None, "success")
-    for part in call.get("result") or []:
+    for part in _list(call.get("result")):
         response = part.get("functionResponse") if isinstance(part, dict) else None
         value = response.get("response") if isinstance(response, dict) else None
         if not isinstance(value, dict):
