@@ -88,6 +88,13 @@ _NEEDS = {"dpo": "a rewrite", "openai-dpo": "a rewrite", "traces": "a trajectory
     is_flag=True,
     help="Keep [image] placeholders, not the turns' images (openai, rows).",
 )
+@click.option(
+    "--images-dir",
+    "images_dir",
+    help="openai format: write each image to DIR/<sha256>.png and name it by "
+    "its path, not a data URI.",
+    metavar="DIR",
+)
 @project_option
 @json_option
 def export(
@@ -99,6 +106,7 @@ def export(
     no_redact: bool,
     no_context: bool,
     no_images: bool,
+    images_dir: str | None,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -129,6 +137,16 @@ def export(
             "--manifest needs a file name ('-o FILE --json' prints the manifest)"
         )
     meta = paths.check_out_path(manifest_to) if manifest_to is not None else None
+    linked = None
+    if images_dir is not None:
+        if fmt != "openai" or no_images:
+            raise click.UsageError("--images-dir needs --format openai (and images)")
+        folder = Path(images_dir)
+        if folder.exists() and not folder.is_dir():
+            raise click.UsageError(f"--images-dir {images_dir!r} is not a folder")
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        base = target.parent if target is not None else Path.cwd()
+        linked = exporting.ImagesDir(str(folder.resolve()), str(base.resolve()))
     store = open_store(project)
     commit = revs.resolve(store, revision)
     chosen = exporting.normalize_kinds(kinds, fmt)
@@ -154,6 +172,7 @@ def export(
                     with_context=not no_context,
                     progress=shown,
                     with_images=not no_images,
+                    images_dir=linked,
                 )
         except BrokenPipeError:
             _reader_went_away()
@@ -187,6 +206,7 @@ def export(
             with_context=not no_context,
             manifest_target=meta,
             with_images=not no_images,
+            images_dir=linked,
         )
     _skipped(manifest.skipped, label, fmt)
     if as_json:

@@ -207,6 +207,7 @@ def lines(
     with_context: bool = True,
     progress: Progress = QUIET,
     with_images: bool = True,
+    images_dir: ImagesDir | None = None,
 ) -> Iterator[bytes]:
     """The JSONL of the export in tree order, a part of ``rows/`` at a time.
 
@@ -231,6 +232,7 @@ def lines(
         contexts,
         with_images,
         pictures,
+        images_dir,
     )
     objects = Objects(store.repo)
     workers = parallel.jobs(objects, pieces)
@@ -254,6 +256,43 @@ class _Part:
     data: bytes
     rows: int
     skipped: int
+
+
+@dataclass(frozen=True)
+class ImagesDir:
+    """``--images-dir``: image files beside the JSONL instead of data URIs.
+
+    Each image is ``<folder>/<sha256>.png`` (or ``.jpg``), written once
+    (0600); a line names it by its path relative to ``base``, the JSONL's
+    folder, which is what ``machine import`` resolves it against. Picklable:
+    a worker process writes the files of its part of the rows.
+    """
+
+    folder: str
+    base: str
+
+    def linked(self, row: Row, read: context.Reader) -> Row:
+        """``row`` with each stored image written out and named by ``url``."""
+
+        def link(image: Any) -> Any:
+            sha = image.get("sha256") if isinstance(image, dict) else None
+            if not isinstance(sha, str):
+                return image
+            data = read(images.path_of(sha))
+            if data is None:
+                return image
+            name = f"{sha}{images.SUFFIXES[image['media_type']]}"
+            target = Path(self.folder) / name
+            if not target.exists():
+                temp = target.with_name(f".{name}.{os.getpid()}.tmp")
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                os.replace(temp, target)
+            url = os.path.relpath(target, self.base).replace(os.sep, "/")
+            return {"media_type": image["media_type"], "url": url}
+
+        return images.map_images(row, link)
 
 
 def _tree_of(commit: Commit, name: str) -> str | None:
@@ -301,6 +340,7 @@ def _render_part(
     contexts: str | None,
     with_images: bool,
     pictures: str | None,
+    images_dir: ImagesDir | None,
     objects: Objects,
     path: str,
     oid: pygit2.Oid,
@@ -319,9 +359,11 @@ def _render_part(
         if with_context:
             row = context.inline(row, read)
         if with_images and fmt in IMAGE_FORMATS and images.has_images(row):
-            row = images.inline(
-                row, context_reader(objects, pictures, images.IMAGE_DIR)
-            )
+            seen = context_reader(objects, pictures, images.IMAGE_DIR)
+            if images_dir is not None:
+                row = images_dir.linked(row, seen)
+            else:
+                row = images.inline(row, seen)
         exported = row_line(row, fmt, redact, with_context, with_images)
         if exported is None:
             skipped += 1
@@ -340,6 +382,7 @@ def write_stream(
     with_context: bool = True,
     progress: Progress = QUIET,
     with_images: bool = True,
+    images_dir: ImagesDir | None = None,
 ) -> Tally:
     """Write the export to ``stream`` (stdout); no manifest file.
 
@@ -349,7 +392,16 @@ def write_stream(
     tally = Tally()
     digest = hashlib.sha256()
     for line in lines(
-        store, commit, fmt, kinds, tally, redact, with_context, progress, with_images
+        store,
+        commit,
+        fmt,
+        kinds,
+        tally,
+        redact,
+        with_context,
+        progress,
+        with_images,
+        images_dir,
     ):
         stream.write(line)
         digest.update(line)
@@ -456,6 +508,7 @@ def write_file(
     with_context: bool = True,
     manifest_target: Path | None = None,
     with_images: bool = True,
+    images_dir: ImagesDir | None = None,
 ) -> Manifest:
     """Write the export to ``target`` and its manifest (both 0600): beside it,
     or at ``manifest_target``.
@@ -485,6 +538,7 @@ def write_file(
                 with_context,
                 progress,
                 with_images,
+                images_dir,
             ):
                 out.write(line)
                 digest.update(line)

@@ -41,6 +41,7 @@ IMAGE_DIR = "images"
 FIELD = "images"
 PLACEHOLDER = "[image]"
 MEDIA_TYPES = ("image/png", "image/jpeg")
+SUFFIXES = {"image/png": ".png", "image/jpeg": ".jpg"}
 SETTING = "image_max_bytes"
 DEFAULT_MAX_BYTES = 5_000_000
 """The default size limit of one image, stripped, in bytes (``image_max_bytes``)."""
@@ -301,6 +302,11 @@ def stored(
         return {**item, FIELD: [store_one(i) for i in item[FIELD]]}
 
     return _map(row, change), files
+
+
+def map_images(row: R, change: Callable[[Any], Any]) -> R:
+    """``row`` with each image passed through ``change``."""
+    return _map(row, lambda item: {**item, FIELD: [change(i) for i in item[FIELD]]})
 
 
 def inline(row: R, read: Reader) -> R:

@@ -442,3 +442,66 @@ def test_the_default_limit_is_the_settings_model_default() -> None:
     from machine_git.core import models
 
     assert models.Settings().image_max_bytes == images.DEFAULT_MAX_BYTES
+
+
+def test_images_dir_writes_files_beside_the_jsonl_and_import_reads_them(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_session(project, "image")
+    tag(run, "--trace")
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    out = tmp_path / "export" / "data.jsonl"
+    out.parent.mkdir()
+    folder = tmp_path / "export" / "images"
+    done = run(
+        "export", "--kind", "traces", "--format", "openai", "-o", str(out),
+        "--images-dir", str(folder),
+    )  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    (line,) = [orjson.loads(x) for x in out.read_bytes().splitlines()]
+    assert line["messages"][0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": f"images/{sha}.png"},
+    }
+    written = folder / f"{sha}.png"
+    assert written.read_bytes() == png
+    assert written.stat().st_mode & 0o777 == 0o600
+    target = other_project(tmp_path, "copy")
+    given = run("import", str(out), "--kind", "traces", "--project", str(target))
+    assert given.exit_code == 0, given.stderr
+    assert files(target, "images/") == [images.path_of(sha)]
+    # the same lines as a data-URI export of the original
+    ours = run("export", "--kind", "traces", "--format", "openai")
+    theirs = run(
+        "export", "--kind", "traces", "--format", "openai", "--project", str(target)
+    )
+    assert ours.stdout == theirs.stdout
+
+
+def test_an_image_path_outside_the_jsonl_folder_is_refused(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.png").write_bytes(fixture_png())
+    line = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "../secret.png"}},
+                ],
+            },
+            {"role": "assistant", "content": "ok"},
+        ]
+    }
+    given = tmp_path / "in" / "data.jsonl"
+    given.parent.mkdir()
+    given.write_bytes(orjson.dumps(line) + b"\n")
+    done = run("import", str(given))
+    assert done.exit_code != 0
+    assert (
+        "$.messages[0].content[1].image_url.url: image '../secret.png': expected a "
+        "data URI or a .png/.jpg path inside the JSONL's folder" in done.stderr
+    )
+    assert not store_of(project).exists() or files(project, "images/") == []
