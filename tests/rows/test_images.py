@@ -505,3 +505,26 @@ def test_an_image_path_outside_the_jsonl_folder_is_refused(
         "data URI or a .png/.jpg path inside the JSONL's folder" in done.stderr
     )
     assert not store_of(project).exists() or files(project, "images/") == []
+
+
+def test_validate_store_finds_an_image_taken_from_under_its_row(
+    project: Path, run: Run
+) -> None:
+    from machine_git.store.store import Change
+    from machine_git.store.store import Redaction
+
+    install_session(project, "image")
+    row_id = tag(run, "--trace")
+    sha = stored_row(project, row_id)["trajectory"][1]["images"][0]["sha256"]
+    assert run("validate", "--store").exit_code == 0
+    store = Store.open(store_of(project))
+    store.write(
+        lambda snap: Change(
+            "lose it", {images.path_of(sha): None}, redaction=Redaction.KEPT
+        )
+    )
+    result = run("validate", "--store")
+    assert result.exit_code == 4
+    assert result.stdout == (
+        f"{rows.row_path(row_id)}:1: $: its image {sha[:12]} is not in the store\n"
+    )
