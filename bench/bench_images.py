@@ -101,16 +101,30 @@ def tag_cost(work: Path, repeat: int) -> None:
         return case
 
     size = len(noise_png(820, 820, 0))
+    scratch = work / "git"
+    subprocess.run(["git", "init", "-q", "--bare", str(scratch)], check=True)
+
+    def git_blob() -> float:
+        # What git itself pays to keep a new 2 MB picture: hash and deflate it.
+        count[0] += 1
+        picture = work / f"p{count[0]}.png"
+        picture.write_bytes(noise_png(820, 820, count[0]))
+        command = ["git", "-C", str(scratch), "hash-object", "-w", str(picture)]
+        return timing.run(command, env=env)
+
     times = timing.rounds(
-        {"no-images": tagger("--no-images"), "images": tagger()}, repeat
+        {"no-images": tagger("--no-images"), "images": tagger(), "git": git_blob},
+        repeat,
     )
     base, with_images = times["no-images"], times["images"]
+    extra = [a - b for a, b in zip(with_images, base, strict=True)]
+    median = timing.median
     print(f"tag of a turn with a {size / 1e6:.1f} MB PNG, {repeat} rounds:")
-    print(f"  machine good --trace --no-images  {timing.ms(timing.median(base))}")
-    print(
-        f"  machine good --trace              {timing.ms(timing.median(with_images))}"
-    )
+    print(f"  machine good --trace --no-images  {timing.ms(median(base))}")
+    print(f"  machine good --trace              {timing.ms(median(with_images))}")
     print(f"  ratio (paired)                    {timing.paired(with_images, base):.2f}")
+    print(f"  the image's extra (paired median) {timing.ms(median(extra))}")
+    print(f"  git hash-object -w of the PNG     {timing.ms(median(times['git']))}")
 
 
 def du(path: Path) -> int:
