@@ -278,18 +278,14 @@ def stored(
     unless ``present`` says the store has it already.
     """
     files: dict[str, bytes | None] = {}
-    most = DEFAULT_MAX_BYTES if limit is None else limit
+    most = DEFAULT_MAX_BYTES if limit is None else limit  # (the store's setting)
 
     def store_one(image: Any) -> Any:
         if not isinstance(image, dict) or "base64" not in image:
             return image
         media_type = str(image.get("media_type"))
         data = strip(decoded(image), media_type)
-        if len(data) > most:
-            raise ImageTooLargeError(
-                f"an image of {len(data):,} bytes is over the limit of {most:,} "
-                f"(setting {SETTING}; or tag with --no-images)"
-            )
+        _check_size(len(data), most)
         sha = hashlib.sha256(data).hexdigest()
         path = path_of(sha)
         if path not in files and not (present is not None and present(path)):
@@ -307,6 +303,30 @@ def stored(
 def map_images(row: R, change: Callable[[Any], Any]) -> R:
     """``row`` with each image passed through ``change``."""
     return _map(row, lambda item: {**item, FIELD: [change(i) for i in item[FIELD]]})
+
+
+def cleaned(row: R, limit: int | None = None) -> R:
+    """``row`` with each inline image stripped of its metadata and checked
+    against ``limit`` (a JSONL file written with ``--out``), still inline."""
+
+    def clean(image: Any) -> Any:
+        if not isinstance(image, dict) or "base64" not in image:
+            return image
+        media_type = str(image.get("media_type"))
+        data = strip(decoded(image), media_type)
+        _check_size(len(data), limit)
+        return {"media_type": media_type, "base64": base64.b64encode(data).decode()}
+
+    return map_images(row, clean)
+
+
+def _check_size(size: int, limit: int | None) -> None:
+    most = DEFAULT_MAX_BYTES if limit is None else limit
+    if size > most:
+        raise ImageTooLargeError(
+            f"an image of {size:,} bytes is over the limit of {most:,} "
+            f"(setting {SETTING}; or tag with --no-images)"
+        )
 
 
 def inline(row: R, read: Reader) -> R:

@@ -216,6 +216,10 @@ def tag(
             say(Redacted(secrets))
     if options.out is not None:
         target = paths.check_out_path(options.out, devices=True)
+        if options.images:
+            from machine_git.rows import images
+
+            row = images.cleaned(row)  # stripped here too: a file is shared
         outfile.append(target, row)
         return Tagged("out", row, notices, out=target)
     store = Store.create(project.store_path, project.root)

@@ -528,3 +528,48 @@ def test_validate_store_finds_an_image_taken_from_under_its_row(
     assert result.stdout == (
         f"{rows.row_path(row_id)}:1: $: its image {sha[:12]} is not in the store\n"
     )
+
+
+def test_out_writes_the_image_inline_and_stripped_and_import_stores_it(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    install_edited(project, with_text_chunks(fixture_png()))
+    out = tmp_path / "rows.jsonl"
+    done = run("good", "--trace", "--out", str(out))
+    assert done.exit_code == 0, done.stderr
+    (row,) = [orjson.loads(x) for x in out.read_bytes().splitlines()]
+    assert row["trajectory"][1]["images"] == [
+        {"media_type": "image/png", "base64": base64.b64encode(fixture_png()).decode()}
+    ]
+    assert b"alice" not in out.read_bytes()
+    given = run("import", str(out))
+    assert given.exit_code == 0, given.stderr
+    sha = hashlib.sha256(fixture_png()).hexdigest()
+    assert stored_row(project, row["id"])["trajectory"][1]["images"] == [
+        {"sha256": sha, "media_type": "image/png", "size": len(fixture_png())}
+    ]
+
+
+def test_a_tool_result_keeps_its_images() -> None:
+    from machine_git.sessions import piai
+    from machine_git.sessions.records import Records
+
+    data = base64.b64encode(fixture_png()).decode()
+    records = Records()
+    records.call("c1", "read", {"path": "shot.png"}, records.fallback, "line 1")
+    message = {
+        "role": "toolResult",
+        "toolCallId": "c1",
+        "toolName": "read",
+        "content": [
+            {"type": "text", "text": "Read image file [image/png]"},
+            {"type": "image", "data": data, "mimeType": "image/png"},
+            {"type": "image", "data": "R0lGODlh", "mimeType": "image/gif"},
+        ],
+        "isError": False,
+    }
+    piai.add_tool_result(records, message, records.fallback, 2)
+    result = records.records[-1]
+    assert result["content"] == "Read image file [image/png]\n[image]\n[image]"
+    # a GIF is not kept: its placeholder stays alone
+    assert result["images"] == [{"media_type": "image/png", "base64": data}]  # type: ignore[typeddict-item]
