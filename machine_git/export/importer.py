@@ -235,7 +235,7 @@ def _row_of_line(
         found.append(("$", "a line must be a JSON object"))
         return None
     if origin.absolute is not None and b'"image_url"' in text:
-        value = _linked_images(value, Path(origin.absolute).parent, found)
+        value.update(_linked_images(value, Path(origin.absolute).parent, found))
         if found:
             return None
     line_format = line_format_of(value, fmt, found)

@@ -570,6 +570,7 @@ def test_a_tool_result_keeps_its_images() -> None:
     }
     piai.add_tool_result(records, message, records.fallback, 2)
     result = records.records[-1]
+    assert result["role"] == "tool"
     assert result["content"] == "Read image file [image/png]\n[image]\n[image]"
     # a GIF is not kept: its placeholder stays alone
-    assert result["images"] == [{"media_type": "image/png", "base64": data}]  # type: ignore[typeddict-item]
+    assert result["images"] == [{"media_type": "image/png", "base64": data}]

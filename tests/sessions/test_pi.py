@@ -162,7 +162,7 @@ def test_images_become_a_placeholder_and_are_carried_inline() -> None:
         if isinstance(b, dict) and b.get("type") == "image"
     ]
     assert turn.user_images == [{"media_type": "image/png", "base64": block["data"]}]
-    assert turn.records[1]["images"] == turn.user_images  # type: ignore[typeddict-item]
+    assert turn.records[1]["images"] == turn.user_images
 
 
 def test_text_and_tool_call_in_one_message_become_two_records() -> None:
