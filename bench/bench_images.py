@@ -127,6 +127,43 @@ def tag_cost(work: Path, repeat: int) -> None:
     print(f"  git hash-object -w of the PNG     {timing.ms(median(times['git']))}")
 
 
+def tag_in_process(work: Path, repeat: int) -> None:
+    """The same tags in one warm process (no interpreter start-up): what the
+    image itself costs, stripped, hashed, deflated and committed."""
+    os.environ.update(environment(work))
+    project = work / "proj"
+    (project / ".git").mkdir(parents=True)
+    os.chdir(project)
+    from click.testing import CliRunner
+
+    from machine_git.cli import cli
+
+    runner = CliRunner()
+    count = [0]
+
+    def tagger(*extra: str) -> timing.Case:
+        def case() -> float:
+            count[0] += 1
+            session = work / f"s{count[0]}.jsonl"
+            png = noise_png(820, 820, 5000 + count[0])
+            session.write_text(session_with(png, f"warm-{count[0]:04d}"))
+            command = ["good", "--trace", "--session", str(session), *extra]
+            return timing.timer(lambda: runner.invoke(cli, command))()
+
+        return case
+
+    times = timing.rounds(
+        {"no-images": tagger("--no-images"), "images": tagger()}, repeat
+    )
+    base, with_images = times["no-images"], times["images"]
+    extra = [a - b for a, b in zip(with_images, base, strict=True)]
+    median = timing.median
+    print("the same, in one warm process:")
+    print(f"  good --trace --no-images          {timing.ms(median(base))}")
+    print(f"  good --trace                      {timing.ms(median(with_images))}")
+    print(f"  the image's extra (paired median) {timing.ms(median(extra))}")
+
+
 def du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -188,6 +225,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="machine-bench-images-"))
     try:
         tag_cost(work / "tag", args.repeat)
+        tag_in_process(work / "warm", args.repeat)
         growth(work / "growth")
     finally:
         shutil.rmtree(work, ignore_errors=True)
