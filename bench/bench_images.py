@@ -153,7 +153,8 @@ def tag_in_process(work: Path, repeat: int) -> None:
             done = runner.invoke(cli, command)
             took = time.perf_counter() - started
             if done.exit_code != 0:
-                raise timing.CommandFailed(f"machine {' '.join(command)}: {done.output}")
+                why = f"machine {' '.join(command)}: {done.output}"
+                raise timing.CommandFailed(why)
             return took
 
         return case
