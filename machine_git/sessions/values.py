@@ -57,8 +57,9 @@ def text_of(content: Any, *, joiner: str = "\n") -> str:
 def images_of(content: Any) -> list[Image]:
     """The images of a list of content blocks, inline (rows/images.py).
 
-    Pi's ``{"type": "image", "data": <base64>, "mimeType": ...}`` blocks, in
-    order; a type machine does not keep (not PNG or JPEG) stays the
+    Pi's ``{"type": "image", "data": <base64>, "mimeType": ...}`` blocks and
+    Claude Code's ``{"type": "image", "source": {"type": "base64", "data",
+    "media_type"}}``, in order; a type machine does not keep (not PNG or JPEG) stays the
     ``[image]`` placeholder alone.
     """
     if not isinstance(content, list):
@@ -68,6 +69,10 @@ def images_of(content: Any) -> list[Image]:
         if not isinstance(block, dict) or block.get("type") != "image":
             continue
         data, media_type = block.get("data"), block.get("mimeType")
+        source = block.get("source")
+        if isinstance(source, dict) and source.get("type") == "base64":
+            # Claude Code (the Anthropic API's shape)
+            data, media_type = source.get("data"), source.get("media_type")
         if isinstance(data, str) and data and media_type in KEPT_IMAGE_TYPES:
             found.append(
                 cast("InlineImage", {"media_type": media_type, "base64": data})

@@ -574,3 +574,27 @@ def test_a_tool_result_keeps_its_images() -> None:
     assert result["content"] == "Read image file [image/png]\n[image]\n[image]"
     # a GIF is not kept: its placeholder stays alone
     assert result["images"] == [{"media_type": "image/png", "base64": data}]
+
+
+def test_claude_code_read_of_a_png_keeps_the_image_on_its_result(
+    project: Path, run: Run
+) -> None:
+    from machine_git.sessions import claude
+
+    path = PI_SESSIONS.parents[1] / "claude" / "real" / "image.jsonl"
+    turn, _ = claude.read_turn(path)
+    (result,) = [r for r in turn.records if r["role"] == "tool"]
+    assert result["role"] == "tool"
+    assert result["content"] == "[image]"
+    assert result["images"] == [
+        {"media_type": "image/png", "base64": base64.b64encode(fixture_png()).decode()}
+    ]
+    done = run("good", "--trace", "--host", "claude", "--session", str(path), "--json")
+    assert done.exit_code == 0, done.stderr
+    row_id = orjson.loads(done.stdout)["id"]
+    sha = hashlib.sha256(fixture_png()).hexdigest()
+    stored = stored_row(project, row_id)
+    (tool,) = [r for r in stored["trajectory"] if r["role"] == "tool"]
+    assert tool["images"] == [
+        {"sha256": sha, "media_type": "image/png", "size": len(fixture_png())}
+    ]
