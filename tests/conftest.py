@@ -26,14 +26,13 @@ PI_SESSIONS = FIXTURES / "pi" / "sessions"
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _secret_engine_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # The secret engine compiles its rules once (seconds) and caches them:
-    # one cache for the whole run, subprocesses included (HOME changes per test).
+def _secret_engine_cache() -> None:
+    # The secret engine compiles its rules (seconds) and caches them: the
+    # user's own cache, found before the tests move HOME, serves every test,
+    # subprocess and run (it holds compiled public rules, nothing of a test).
     from machine_git.secrets import engine
 
-    if not os.environ.get(engine.CACHE_ENV):
-        folder = tmp_path_factory.getbasetemp() / "secret-engine-cache"
-        os.environ[engine.CACHE_ENV] = str(folder)
+    os.environ.setdefault(engine.CACHE_ENV, str(engine.cache_dir()))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -152,6 +152,7 @@ def _register() -> None:
     from machine_git.cli import history
     from machine_git.cli import hooks
     from machine_git.cli import install
+    from machine_git.cli import labels
     from machine_git.cli import observe
     from machine_git.cli import recover
     from machine_git.cli import releases
@@ -196,6 +197,7 @@ def _register() -> None:
         observe.fork,
         observe.correction,
         observe.label,
+        labels.labels,
         student.student,
         student.work,
         student.ask,

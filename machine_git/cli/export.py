@@ -95,6 +95,14 @@ _NEEDS = {"dpo": "a rewrite", "openai-dpo": "a rewrite", "traces": "a trajectory
     "its path, not a data URI.",
     metavar="DIR",
 )
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="FIELD OP VALUE",
+    help="Only rows whose labels meet this (quality>=4, topic=bugfix; repeatable; "
+    "machine labels).",
+)
 @project_option
 @json_option
 def export(
@@ -107,6 +115,7 @@ def export(
     no_context: bool,
     no_images: bool,
     images_dir: str | None,
+    where: tuple[str, ...],
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -120,6 +129,7 @@ def export(
         machine export > train.jsonl
         machine export v1 --kind train --kind traces -o data.jsonl
         machine export --format dpo -o prefs.jsonl
+        machine export --where 'quality>=4' -o rated.jsonl
         machine export --format rows -o backup.jsonl
         machine export -o - --manifest train.manifest.json | gzip > train.jsonl.gz
     """
@@ -147,6 +157,9 @@ def export(
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         base = target.parent if target is not None else Path.cwd()
         linked = exporting.ImagesDir(str(folder.resolve()), str(base.resolve()))
+    from machine_git.tagging.labels import Where
+
+    conditions = tuple(Where.parse(where).words())
     store = open_store(project)
     commit = revs.resolve(store, revision)
     chosen = exporting.normalize_kinds(kinds, fmt)
@@ -173,6 +186,7 @@ def export(
                     progress=shown,
                     with_images=not no_images,
                     images_dir=linked,
+                    where=conditions,
                 )
         except BrokenPipeError:
             _reader_went_away()
@@ -189,6 +203,7 @@ def export(
                 exporting.STDOUT_NAME,
                 not no_redact,
                 not no_context,
+                conditions,
             )
             exporting.write_manifest(manifest, meta)
             _done(manifest, label, "stdout", meta)
@@ -207,6 +222,7 @@ def export(
             manifest_target=meta,
             with_images=not no_images,
             images_dir=linked,
+            where=conditions,
         )
     _skipped(manifest.skipped, label, fmt)
     if as_json:

@@ -183,17 +183,18 @@ def _echo_pull(result: sync.PullResult) -> None:
     for what in _named(result.versions, "version", "versions") + _named(
         result.runs, "run ref", "run refs"
     ):
-        click.echo(f"{what} from {name}")
+        click.echo(table.printable(f"{what} from {name}"))  # names from a remote
 
 
 def _echo_conflicts(result: sync.PullResult) -> None:
     for conflict in result.conflicts:
         what = f"row {conflict.row_id}" if conflict.row_id else "file"
-        click.echo(f"conflict in {what} ({conflict.path}):")
+        # Both sides are stored text: shown escaped, never as control.
+        click.echo(table.printable(f"conflict in {what} ({conflict.path}):"))
         for diff in conflict.fields:
-            click.echo(f"  {diff.path}")
-            click.echo(f"    ours:   {diff.ours}")
-            click.echo(f"    theirs: {diff.theirs}")
+            click.echo(table.printable(f"  {diff.path}"))
+            click.echo(table.printable(f"    ours:   {diff.ours}"))
+            click.echo(table.printable(f"    theirs: {diff.theirs}"))
     count = len(result.conflicts)
     noun = "row was" if count == 1 else "rows were"
     click.echo(

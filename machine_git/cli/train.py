@@ -68,7 +68,8 @@ def _stack() -> None:
 def train() -> None:
     """Fine-tune on Tinker from a pinned version of the dataset.
 
-    Needs the training extra: pip install 'machine-git[train]'.
+    Needs the training extra: pip install torch==2.13.0 '.[train]' in a
+    machine checkout (or the wheel with [train]).
 
     \b
     Example usage:
@@ -248,6 +249,17 @@ def _hyper_options(
     return decorate
 
 
+def _where(f: Callable[..., None]) -> Callable[..., None]:
+    return click.option(
+        "--where",
+        "where",
+        multiple=True,
+        metavar="FIELD OP VALUE",
+        help="Only rows whose labels meet this (quality>=4, topic=bugfix; "
+        "repeatable; machine labels). The run records it.",
+    )(f)
+
+
 @train.command()
 @click.option("--rev", help="Revision to train on (default: the newest).")
 @click.option("--kind", type=click.Choice(KINDS), default="train", show_default=True)
@@ -255,6 +267,7 @@ def _hyper_options(
 @click.option("--force", is_flag=True, help="Prepare the same run again.")
 @_hyper_options(_DEFAULTS.learning_rate, _DEFAULTS.batch_size)
 @_no_context
+@_where
 @project_option
 @json_option
 def sft(
@@ -264,6 +277,7 @@ def sft(
     force: bool,
     hyper: Hyper,
     no_context: bool,
+    where: tuple[str, ...],
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -276,6 +290,7 @@ def sft(
     Example usage:
         machine train sft --kind traces
         machine train sft --rev v1 --epochs 3
+        machine train sft --where 'quality>=4'
     """
     _prepare(
         project,
@@ -286,7 +301,14 @@ def sft(
         force=force,
         hyper=hyper,
         context=not no_context,
+        where=_conditions(where),
     )
+
+
+def _conditions(where: tuple[str, ...]) -> tuple[str, ...]:
+    from machine_git.tagging.labels import Where
+
+    return tuple(Where.parse(where).words())
 
 
 @train.command()
@@ -302,6 +324,7 @@ def sft(
     help="How strongly the policy stays near the base model (DPO's KL weight).",
 )
 @_no_context
+@_where
 @project_option
 @json_option
 def dpo(
@@ -311,6 +334,7 @@ def dpo(
     hyper: Hyper,
     beta: float,
     no_context: bool,
+    where: tuple[str, ...],
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -338,6 +362,7 @@ def dpo(
         method="dpo",
         dpo_beta=beta,
         context=not no_context,
+        where=_conditions(where),
     )
 
 

@@ -17,6 +17,8 @@ every agent turn asks (is auto-capture on?) reads its one value without it
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Literal
 from typing import TypeVar
 
@@ -24,9 +26,93 @@ from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import Field
 from pydantic import ValidationError
+from pydantic import model_validator
 
 from machine_git.core.errors import MachineError
 from machine_git.core.errors import RecordError
+
+# Keys the review page binds for itself; a label schema's keys must differ.
+RESERVED_KEYS = frozenset("gbrnpstuUxAGBN?/[]")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+class LabelField(BaseModel):
+    """One field of the project's label schema (``settings.json`` ``labels``).
+
+    ``rating``: a whole number from 1 to ``max``; ``category``: one of
+    ``choices``; ``note``: free text; ``spans``: stretches of the answer,
+    each with one of ``choices`` as its label (any label if none are given).
+    ``keys`` are what the review page binds: one per value of a rating (the
+    first rating gets the digits by default) or a category, one for a note
+    or spans field (it opens the note, or labels the text selected).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    type: Literal["rating", "category", "note", "spans"]
+    description: str = ""
+    max: int = 5
+    choices: list[str] = []
+    keys: list[str] = []
+
+    @model_validator(mode="after")
+    def _check(self) -> LabelField:
+        if not _NAME.match(self.name):
+            raise ValueError(
+                f"name {self.name!r}: lowercase letters, digits and _, "
+                "starting with a letter (at most 32)"
+            )
+        if self.type == "rating" and not 2 <= self.max <= 10:
+            raise ValueError(f"{self.name}: a rating's max is 2 to 10, not {self.max}")
+        if self.type == "category" and not self.choices:
+            raise ValueError(f"{self.name}: a category needs its choices")
+        if len(set(self.choices)) != len(self.choices) or any(
+            not 0 < len(c) <= 64 for c in self.choices
+        ):
+            raise ValueError(f"{self.name}: choices must be distinct, 1-64 characters")
+        wanted = {
+            "rating": self.max,
+            "category": len(self.choices),
+            "note": 1,
+            "spans": 1,
+        }[self.type]
+        if self.keys and len(self.keys) != wanted:
+            raise ValueError(
+                f"{self.name}: {wanted} key(s) expected, not {len(self.keys)}"
+            )
+        for key in self.keys:
+            if len(key) != 1 or key in RESERVED_KEYS or key.isspace():
+                raise ValueError(
+                    f"{self.name}: key {key!r} must be one character the page "
+                    f"does not use itself ({''.join(sorted(RESERVED_KEYS))})"
+                )
+        return self
+
+
+def label_keys(fields: Sequence[LabelField]) -> dict[str, tuple[str, int | str]]:
+    """Each key of a schema: the field it sets and the value (a rating's
+    number, a category's choice; "" for a note or spans field)."""
+    out: dict[str, tuple[str, int | str]] = {}
+    first_rating = next((f.name for f in fields if f.type == "rating"), None)
+    for f in fields:
+        keys = list(f.keys)
+        if not keys and f.name == first_rating and f.max <= 9:
+            keys = [str(n) for n in range(1, f.max + 1)]
+        values: list[int | str]
+        if f.type == "rating":
+            values = list(range(1, f.max + 1))
+        elif f.type == "category":
+            values = list(f.choices)
+        else:
+            values = [""]
+        for key, value in zip(keys, values, strict=False):
+            if key in out:
+                raise ValueError(
+                    f"key {key!r} is bound twice ({out[key][0]}, {f.name})"
+                )
+            out[key] = (f.name, value)
+    return out
 
 
 class Settings(BaseModel):
@@ -50,6 +136,16 @@ class Settings(BaseModel):
     """The Pi session the student was chosen in."""
     image_max_bytes: int = Field(default=5_000_000, gt=0)
     """The largest image a row may keep, in bytes after its metadata is stripped."""
+    labels: list[LabelField] = []
+    """The label schema beyond good, bad and rewrite (which every row has)."""
+
+    @model_validator(mode="after")
+    def _check_labels(self) -> Settings:
+        names = [f.name for f in self.labels]
+        if len(set(names)) != len(names):
+            raise ValueError("labels: each field needs a name of its own")
+        label_keys(self.labels)  # raises if a key is bound twice
+        return self
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -102,6 +102,57 @@ to_dpo = formats.dpo.write
 to_openai_dpo = formats.openai_dpo.write
 
 
+# -- pairs of rows rated differently -------------------------------------------------
+
+PAIR_FORMATS = formats.PAIRS
+
+
+def rated(row: Row, field: str | None) -> int | None:
+    """The row's value of the rating ``field``, if it has one."""
+    labels = row.get("labels") if field else None
+    value = labels.get(field) if isinstance(labels, dict) and field else None
+    return value if isinstance(value, int) else None
+
+
+def sibling_pairs(
+    fmt: str, found: Iterable[tuple[str, Row]], field: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Preference pairs of rows that answer the same prompt (the conversation
+    before the final answer, with the same tools) and are rated differently
+    by ``field``: the higher-rated answer is preferred. Each line with the id
+    of the row preferred; in a fixed order (prompt, then ids).
+    """
+    null = fmt == "openai-dpo"
+    groups: dict[bytes, list[tuple[int, str, str, Row, Pair]]] = {}
+    for row_id, row in found:
+        score = rated(row, field)
+        messages = conversation(row, null_content=null)
+        final = messages[-1] if messages else {}
+        answer = final.get("content")
+        if (
+            score is None
+            or len(messages) < 2
+            or final.get("role") != "assistant"
+            or final.get("tool_calls")
+            or not isinstance(answer, str)
+            or not answer
+        ):
+            continue
+        key = jsonio.canonical({"prompt": messages[:-1], "tools": tool_specs(row)})
+        groups.setdefault(key, []).append(
+            (score, row_id, answer, row, Pair(messages[:-1], answer, ""))
+        )
+    for key in sorted(groups):
+        members = sorted(groups[key], key=lambda m: (-m[0], m[1]))
+        for i, (score, row_id, answer, row, base) in enumerate(members):
+            for other_score, _, other, _, _ in members[i + 1 :]:
+                if other_score >= score or other == answer:
+                    continue
+                chosen = Pair(base.prompt, answer, other)
+                writer = formats.openai_dpo if null else formats.dpo
+                yield row_id, writer.line(chosen, row)
+
+
 def _prepare(row: Row, redact: bool = True) -> Row:
     """Every exported row passes through here before it is rendered.
 
@@ -119,6 +170,12 @@ def _prepare(row: Row, redact: bool = True) -> Row:
 # Formats that carry images: OpenAI's as image_url parts, rows as they are
 # (inline). Every other format gets the ``[image]`` placeholders, as before.
 IMAGE_FORMATS = frozenset({"openai", "rows"})
+
+
+def prepared(row: Row, with_context: bool = True, redact: bool = True) -> Row:
+    """``row`` as :func:`render` reads it: its context kept or left out, and
+    (``redact``) cleared of secrets."""
+    return _prepare(row if with_context else context.without(row), redact)
 
 
 def render(
@@ -158,7 +215,7 @@ def _format(fmt: str) -> formats.Format:
 
 
 def line(rendered: dict[str, Any]) -> bytes:
-    """One exported line: sorted keys, except inside ``tools``.
+    """One exported line: sorted keys, except inside ``tools`` (at any depth).
 
     The tools are written exactly in the order and key order the agent sent
     them (:func:`machine_git.rows.context.load` gives them so): a chat template
@@ -166,10 +223,22 @@ def line(rendered: dict[str, Any]) -> bytes:
     model never saw. Everything else is sorted, so the same revision still
     gives the same bytes.
     """
-    tools = rendered.get("tools")
-    if tools is None:
-        return jsonio.line(rendered)
-    return jsonio.line({**rendered, "tools": jsonio.fragment(tools)})
+    return jsonio.line(_tools_as_sent(rendered))
+
+
+def _tools_as_sent(value: dict[str, Any]) -> dict[str, Any]:
+    # Tools sit at the top of a chat line, in ``input`` of an openai-dpo pair
+    # and in the inline ``context`` of a rows or traces line: wherever they
+    # are, they keep their order (an import stores that context by the same
+    # hash again).
+    return {
+        key: jsonio.fragment(item)
+        if key == "tools" and isinstance(item, list)
+        else _tools_as_sent(item)
+        if isinstance(item, dict)
+        else item
+        for key, item in value.items()
+    }
 
 
 def row_line(
@@ -206,6 +275,7 @@ def lines(
     redact: bool = True,
     with_context: bool = True,
     progress: Progress = QUIET,
+    where: tuple[str, ...] = (),
     with_images: bool = True,
     images_dir: ImagesDir | None = None,
 ) -> Iterator[bytes]:
@@ -214,7 +284,10 @@ def lines(
     Each piece is the lines of one ``rows/ab`` subtree (never the whole export
     in memory). A large store is rendered by several processes
     (machine_git/store/parallel.py); the bytes are the same either way.
-    ``progress`` counts the rows of ``kinds`` as they are done.
+    ``progress`` counts the rows of ``kinds`` as they are done. ``where``
+    keeps only rows whose labels meet it (``quality>=4``). A pair format adds,
+    after the rows' own pairs, the pairs of rows rated differently
+    (:func:`sibling_pairs`, by the label schema's first rating).
     """
     _format(fmt)
     top = store.rows_tree(commit)
@@ -223,6 +296,7 @@ def lines(
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     contexts = _context_tree(store, commit) if with_context else None
     pictures = _tree_of(commit, images.IMAGE_DIR) if with_images else None
+    field = _rating_at(store, commit) if fmt in PAIR_FORMATS else None
     work = functools.partial(
         _render_part,
         fmt,
@@ -230,6 +304,8 @@ def lines(
         redact,
         with_context,
         contexts,
+        where,
+        field,
         with_images,
         pictures,
         images_dir,
@@ -238,13 +314,26 @@ def lines(
     workers = parallel.jobs(objects, pieces)
     known = stats.kept(store, commit)
     progress.begin("exporting rows", None if known is None else _total(known, kinds))
+    candidates: list[tuple[str, Row]] = []
     for part in parallel.run(objects, pieces, work, workers):
         tally.rows += part.rows
         tally.skipped += part.skipped
+        candidates.extend(part.rated)
         progress.advance(part.rows + part.skipped)
         if part.data:
             yield part.data
+    if field is not None:
+        pairs = [line(pair) for _, pair in sibling_pairs(fmt, candidates, field)]
+        tally.rows += len(pairs)
+        if pairs:
+            yield b"".join(pairs)
     progress.end()
+
+
+def _rating_at(store: Store, commit: Commit) -> str | None:
+    from machine_git.tagging import labels as labeling
+
+    return labeling.rating_field(labeling.schema_of(store.snapshot(commit)))
 
 
 def _total(counts: dict[str, int], kinds: tuple[str, ...]) -> int:
@@ -256,6 +345,7 @@ class _Part:
     data: bytes
     rows: int
     skipped: int
+    rated: list[tuple[str, Row]]  # rows a pair of siblings may come from
 
 
 @dataclass(frozen=True)
@@ -338,6 +428,8 @@ def _render_part(
     redact: bool,
     with_context: bool,
     contexts: str | None,
+    where: tuple[str, ...],
+    field: str | None,
     with_images: bool,
     pictures: str | None,
     images_dir: ImagesDir | None,
@@ -347,17 +439,23 @@ def _render_part(
     is_tree: bool,
 ) -> _Part:
     # Runs in a worker process for a large store: module level, picklable.
+    from machine_git.tagging.labels import Where
+
     out: list[bytes] = []
     skipped = 0
+    found: list[tuple[str, Row]] = []
+    keep = Where.parse(where)
     read = context_reader(objects, contexts)
-    for where, data in blobs_under(objects, path, oid, is_tree):
-        if rows.id_of_path(where) is None:
+    for place, data in blobs_under(objects, path, oid, is_tree):
+        if rows.id_of_path(place) is None:
             continue
-        row = cast("Row", parse_row(data, where))
-        if row.get("kind") not in kinds:
+        row = cast("Row", parse_row(data, place))
+        if row.get("kind") not in kinds or not keep.holds(row):
             continue
         if with_context:
             row = context.inline(row, read)
+        if rated(row, field) is not None:
+            found.append((row["id"], prepared(row, with_context, redact)))
         if with_images and fmt in IMAGE_FORMATS and images.has_images(row):
             seen = context_reader(objects, pictures, images.IMAGE_DIR)
             if images_dir is not None:
@@ -369,7 +467,7 @@ def _render_part(
             skipped += 1
             continue
         out.append(exported)
-    return _Part(b"".join(out), len(out), skipped)
+    return _Part(b"".join(out), len(out), skipped, found)
 
 
 def write_stream(
@@ -381,6 +479,7 @@ def write_stream(
     redact: bool = True,
     with_context: bool = True,
     progress: Progress = QUIET,
+    where: tuple[str, ...] = (),
     with_images: bool = True,
     images_dir: ImagesDir | None = None,
 ) -> Tally:
@@ -400,6 +499,7 @@ def write_stream(
         redact,
         with_context,
         progress,
+        where,
         with_images,
         images_dir,
     ):
@@ -425,10 +525,12 @@ class Manifest:
     redacted: bool = True
     context: bool = True
     machine_version: str = __version__
+    where: tuple[str, ...] = ()  # the labels the rows had to meet
 
     def as_dict(self) -> dict[str, Any]:
         """The manifest as JSON-ready data."""
-        return {
+        extra: dict[str, Any] = {"where": list(self.where)} if self.where else {}
+        return extra | {
             "file": self.file,
             "revision": self.revision,
             "commit": self.commit,
@@ -455,9 +557,11 @@ def manifest_of(
     file: str,
     redact: bool = True,
     with_context: bool = True,
+    where: tuple[str, ...] = (),
 ) -> Manifest:
     """The manifest of an export that wrote ``tally`` to ``file``."""
     return Manifest(
+        where=where,
         file=file,
         revision=revision or "HEAD",
         commit=str(commit.id),
@@ -507,6 +611,7 @@ def write_file(
     redact: bool = True,
     with_context: bool = True,
     manifest_target: Path | None = None,
+    where: tuple[str, ...] = (),
     with_images: bool = True,
     images_dir: ImagesDir | None = None,
 ) -> Manifest:
@@ -537,6 +642,7 @@ def write_file(
                 redact,
                 with_context,
                 progress,
+                where,
                 with_images,
                 images_dir,
             ):
@@ -545,7 +651,15 @@ def write_file(
             _sync(out)
         tally.sha256 = digest.hexdigest()
         manifest = manifest_of(
-            tally, commit, revision, fmt, kinds, target.name, redact, with_context
+            tally,
+            commit,
+            revision,
+            fmt,
+            kinds,
+            target.name,
+            redact,
+            with_context,
+            where,
         )
         meta_tmp = _temp_file(meta_target, temps)
         with open(meta_tmp, "wb") as meta:

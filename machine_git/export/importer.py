@@ -46,6 +46,7 @@ from machine_git.rows.formats.lines import Parsed
 from machine_git.rows.schemas import KINDS
 from machine_git.secrets import redaction
 from machine_git.store import settings
+from machine_git.store import stats
 from machine_git.store.store import Change
 from machine_git.store.store import Redaction
 from machine_git.store.store import Snapshot
@@ -444,9 +445,11 @@ def commit(store: Store, loaded: Loaded) -> Imported:
     A row whose id is stored with other content is a conflict: nothing is
     written and the ids are named.
     """
-    outcome: dict[str, Any] = {"added": {}, "present": 0}
+    outcome: dict[str, Any] = {"added": {}, "present": 0, "first": False}
 
     def plan(snap: Snapshot) -> Change | None:
+        # Into a store without rows, the import knows every count after it.
+        outcome["first"] = snap.tree is None or rows.ROWS_DIR not in snap.tree
         files: dict[str, bytes | None] = {}
         added: dict[str, int] = {}
         present = 0
@@ -494,6 +497,8 @@ def commit(store: Store, loaded: Loaded) -> Imported:
         )
 
     oid = store.write(plan)
+    if oid is not None and outcome["first"]:
+        stats.seed(store, str(oid), outcome["added"])
     return Imported(
         file=loaded.file,
         added=outcome["added"],

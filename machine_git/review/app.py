@@ -93,6 +93,7 @@ def create_app(
         Route("/queue/label", action(queue.label), methods=["POST"]),
         Route("/queue/rewrite", action(queue.rewrite), methods=["POST"]),
         Route("/queue/bulk", action(queue.bulk), methods=["POST"]),
+        Route("/queue/labels", action(queue.set_labels), methods=["POST"]),
         Route("/undo", action(queue.undo), methods=["POST"]),
         Route("/redo", action(queue.redo), methods=["POST"]),
         Route("/browse", page(browse.page)),

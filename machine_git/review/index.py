@@ -15,6 +15,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 from typing import Any
@@ -113,6 +115,9 @@ class Index:
     # history on first use: the order of ``machine observed``.
     recency: dict[str, int] | None = None
     largest: int = 0  # bytes of the largest row blob read (an upper bound)
+    # Held while the recency is read (a walk of history): not the cache's
+    # lock, so other pages are not held up meanwhile.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
     def ordered(self) -> list[Summary]:
@@ -132,17 +137,45 @@ class Index:
             self.rows.values(), key=lambda s: ranks.get(s["id"], 0), reverse=True
         )
 
+    def of_kind(self, kind: str, recorded: bool = False) -> list[Summary]:
+        """The rows of ``kind`` ("": every row) in one of the two orders,
+        kept once computed: the Queue's and Browse's lists without a filter."""
+        key = (kind, recorded)
+        found = self._buckets.get(key)
+        if found is None:
+            every = self.recorded if recorded else self.ordered
+            found = [s for s in every if s["kind"] == kind] if kind else every
+            self._buckets[key] = found
+        return found
+
+    @cached_property
+    def _buckets(self) -> dict[tuple[str, bool], list[Summary]]:
+        return {}
+
     def tools(self) -> list[str]:
-        return sorted({t for s in self.rows.values() for t in s["tools"]})
+        return self._choices["tools"]
 
     def hosts(self) -> list[str]:
-        return sorted({s["host"] for s in self.rows.values() if s["host"]})
+        return self._choices["host"]
 
     def models(self) -> list[str]:
-        return sorted({s["model"] for s in self.rows.values() if s["model"]})
+        return self._choices["model"]
 
     def tags(self) -> list[str]:
-        return sorted({s["tag"] for s in self.rows.values() if s["tag"]})
+        return self._choices["tag"]
+
+    @cached_property
+    def _choices(self) -> dict[str, list[str]]:
+        """What the filters offer, each computed once per index."""
+        found: dict[str, set[str]] = {"host": set(), "model": set(), "tag": set()}
+        tools: set[str] = set()
+        for s in self.rows.values():
+            for name, seen in found.items():
+                value = s[name]  # type: ignore[literal-required]
+                if value:
+                    seen.add(value)
+            tools.update(s["tools"])
+        return {**{k: sorted(v) for k, v in found.items()}, "tools": sorted(tools)}
 
 
 class Cache:
@@ -181,7 +214,7 @@ class Cache:
     def recorded(self, store: Store, commit: Commit) -> list[Summary]:
         """The rows at ``commit``, newest change first (as ``machine observed``)."""
         index = self.at(store, commit)
-        with self._lock:
+        with index.lock:
             if index.recency is None:
                 index.recency = _recency(store, commit, index)
             return index.recorded
@@ -283,8 +316,16 @@ class Filters:
             if value and not _DATE.match(value):
                 raise UsageError(f"bad {name} date {value!r}: expected YYYY-MM-DD")
 
+    @cached_property
+    def _words(self) -> list[str]:
+        return self.query.casefold().split()
+
+    def kind_only(self) -> bool:
+        """Whether nothing but the kind is asked for (a list kept per index)."""
+        return self == Filters(kind=self.kind)
+
     def matches(self, s: Summary) -> bool:
-        words = self.query.casefold().split()
+        words = self._words
         return (
             (not self.kind or s["kind"] == self.kind)
             and (not self.host or s["host"] == self.host)
@@ -303,6 +344,16 @@ class Filters:
         )
 
 
-def select(index: Index, filters: Filters) -> list[Summary]:
-    """The rows of ``index`` that pass ``filters``, newest first."""
-    return [s for s in index.ordered if filters.matches(s)]
+def select(index: Index, filters: Filters, recorded: bool = False) -> list[Summary]:
+    """The rows of ``index`` that pass ``filters``, newest first (by when made;
+    ``recorded``: by their newest change). Only those of the kind asked for
+    are read."""
+    candidates = index.of_kind(filters.kind, recorded)
+    if filters.found is not None:
+        # The search answered first: keep its rows, then the other filters.
+        hits = filters.found
+        candidates = [s for s in candidates if s["id"] in hits]
+        filters = replace(filters, query="", found=None)
+    if filters.kind_only():
+        return candidates
+    return [s for s in candidates if filters.matches(s)]

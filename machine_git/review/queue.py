@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from machine_git.agents import observe
+from machine_git.core import models
 from machine_git.core.errors import ConflictError
 from machine_git.core.errors import MachineError
 from machine_git.core.errors import UsageError
@@ -35,6 +36,7 @@ from machine_git.review.drafts import posted_text
 from machine_git.review.guard import Guarded
 from machine_git.review.index import Filters
 from machine_git.review.index import Summary
+from machine_git.review.index import select
 from machine_git.review.web import Banner
 from machine_git.review.web import Site
 from machine_git.review.web import back_to
@@ -44,6 +46,7 @@ from machine_git.review.web import redirect
 from machine_git.rows.schemas import KINDS
 from machine_git.store.store import Store
 from machine_git.tagging import edits
+from machine_git.tagging import labels as labeling
 
 VERDICTS = ("good", "bad")
 PAGE = 50  # rows listed beside the card
@@ -110,15 +113,12 @@ def selection(
     head = at if at is not None else store.head
     if head is None:
         return []
-    if chosen.sort.startswith("recorded"):
-        ordered = site.cache.recorded(store, head)
-    else:
-        ordered = site.cache.at(store, head).ordered
-    filters = site.searched(store, head, chosen.filters())
-    found = [s for s in ordered if filters.matches(s)]
-    if chosen.sort.endswith("-asc"):
-        found.reverse()
-    return found
+    recorded = chosen.sort.startswith("recorded")
+    if recorded:
+        site.cache.recorded(store, head)  # the order of machine observed, known
+    index = site.cache.at(store, head)
+    found = select(index, site.searched(store, head, chosen.filters()), recorded)
+    return found[::-1] if chosen.sort.endswith("-asc") else found
 
 
 def context(
@@ -179,6 +179,10 @@ def context(
         "row": row,
         "items": view.items(row) if row is not None else [],
         "answer": view.answer(row) if row is not None else "",
+        "schema": (schema := site.schema(store)),
+        "keys_of": {v: k for k, v in models.label_keys(schema).items()},
+        "row_labels": (row.get("labels") or {}) if row is not None else {},
+        "marks": view.marked(row) if row is not None else None,
         "draft": draft,
         "prev_id": ids[position - 1] if position > 0 and not outside else "",
         "next_id": ids[position + 1] if position + 1 < len(ids) and not outside else "",
@@ -300,6 +304,39 @@ def _draft(store: Store, fields: Mapping[str, str]) -> str:
         return fields.get("middle", "")
 
 
+async def set_labels(site: Site, request: Request) -> Response:
+    """Set (or clear) one field of the project's label schema on the row shown.
+
+    One commit (``labels.apply``), guarded by the row's blob; the page stays
+    on the row, so several fields are set one key at a time.
+    """
+    fields = await form(request)
+    row_id, name = fields.get("id", ""), fields.get("field", "")
+
+    def act(store: Store) -> object:
+        guarded = Guarded(store, row_id=row_id, blob=fields.get("blob", ""))
+        if fields.get("clear"):
+            return labeling.apply(guarded, row_id, {}, [name])
+        if "start" in fields:
+            value: object = {
+                "start": _number(fields.get("start", "")),
+                "end": _number(fields.get("end", "")),
+                "label": fields.get("label") or None,
+            }
+        else:
+            value = fields.get("value", "")
+        return labeling.apply(guarded, row_id, {name: value})
+
+    return await _act(site, request, act, row_id, {**fields, "next": row_id})
+
+
+def _number(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 async def bulk(site: Site, request: Request) -> Response:
     """Label the rows picked, or every row the view matches, in one commit.
 
@@ -347,9 +384,9 @@ def _commit_seen(store: Store, head: str) -> Commit:
         found = store.repo.get(head) if head else None
     except ValueError:
         found = None
-    if not isinstance(found, Commit):
+    if found is None or found.type_str != "commit":
         raise UsageError("the page did not say which commit it showed; reload it")
-    return found
+    return found.peel(Commit)
 
 
 async def undo(site: Site, request: Request) -> Response:

@@ -39,7 +39,7 @@ from machine_git.store.treediff import changed_blobs
 
 FILE = "search.sqlite3"
 FIELDS = ("user", "answer", "thinking", "tool", "args", "result", "note")
-_VERSION = "1"  # of the index's layout: another one is rebuilt
+_VERSION = "2"  # of the index's layout: another one is rebuilt
 _TERM = re.compile(r'(?:(\w+):)?(?:"([^"]*)"?|(\S+))')
 _WORD = re.compile(r"\w+")
 _OPEN, _CLOSE = "\x02", "\x03"  # around matched words in a snippet
@@ -149,30 +149,33 @@ class Index:
         with self._lock:
             db = self._open()
             found = db.execute(
-                "SELECT docs.id FROM text JOIN docs ON docs.rowid = text.rowid "
-                "WHERE text MATCH ?",
-                (expression,),
+                "SELECT rowid FROM text WHERE text MATCH ?", (expression,)
             ).fetchall()
-        return {r[0] for r in found}
+        return {_row_id(r[0]) for r in found}
 
     def snippets(
         self, query: str, ids: Iterable[str]
     ) -> dict[str, list[tuple[bool, str]]]:
-        """A snippet of the match in each of the rows ``ids`` (a page of them)."""
+        """A snippet of the match in each of the rows ``ids`` (a page of them).
+
+        One lookup by rowid each: the match is read for those rows only, not
+        for every row it holds (a common word is in most of them).
+        """
         expression = match_expression(query)
-        wanted = list(ids)
-        if not expression or not wanted:
+        if not expression:
             return {}
-        marks = ",".join("?" * len(wanted))
+        out: dict[str, list[tuple[bool, str]]] = {}
         with self._lock:
             db = self._open()
-            found = db.execute(
-                "SELECT docs.id, snippet(text, -1, ?, ?, '…', 12) FROM text "
-                "JOIN docs ON docs.rowid = text.rowid "
-                f"WHERE text MATCH ? AND docs.id IN ({marks})",
-                (_OPEN, _CLOSE, expression, *wanted),
-            ).fetchall()
-        return {r[0]: _runs(r[1]) for r in found}
+            for row_id in ids:
+                found = db.execute(
+                    "SELECT snippet(text, -1, ?, ?, '…', 12) FROM text "
+                    "WHERE text MATCH ? AND rowid = ?",
+                    (_OPEN, _CLOSE, expression, _rowid(row_id)),
+                ).fetchone()
+                if found is not None:
+                    out[row_id] = _runs(found[0])
+        return out
 
     def _open(self) -> sqlite3.Connection:
         if self._db is not None:
@@ -200,11 +203,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
     found = db.execute(
-        "SELECT count(*) FROM sqlite_master WHERE name IN ('docs', 'text', 'meta')"
+        "SELECT count(*) FROM sqlite_master WHERE name IN ('text', 'meta')"
     ).fetchone()[0]
     if found == 0:
         _create(db)
-    elif found != 3:
+    elif found != 2:
         raise sqlite3.DatabaseError("a partial index")
     return db
 
@@ -214,7 +217,6 @@ def _create(db: sqlite3.Connection) -> None:
         f"""
         DROP TABLE IF EXISTS text; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS meta;
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE docs (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL);
         CREATE VIRTUAL TABLE text USING fts5({", ".join(FIELDS)},
             tokenize = 'unicode61 remove_diacritics 2');
         INSERT INTO meta VALUES ('version', '{_VERSION}');
@@ -225,7 +227,6 @@ def _create(db: sqlite3.Connection) -> None:
 def _clear(db: sqlite3.Connection) -> None:
     db.execute("BEGIN")
     db.execute("DELETE FROM text")
-    db.execute("DELETE FROM docs")
     db.execute("DELETE FROM meta WHERE key = 'commit'")
     db.execute("COMMIT")
 
@@ -280,11 +281,17 @@ def _rows_of(
             yield row_id, None if new is None else objects.blob(new)
 
 
+def _rowid(row_id: str) -> int:
+    """A row's id (12 hex digits: 48 bits) is its document's rowid."""
+    return int(row_id, 16)
+
+
+def _row_id(rowid: int) -> str:
+    return f"{rowid:012x}"
+
+
 def _forget(db: sqlite3.Connection, row_id: str) -> None:
-    found = db.execute("SELECT rowid FROM docs WHERE id = ?", (row_id,)).fetchone()
-    if found is not None:
-        db.execute("DELETE FROM text WHERE rowid = ?", (found[0],))
-        db.execute("DELETE FROM docs WHERE rowid = ?", (found[0],))
+    db.execute("DELETE FROM text WHERE rowid = ?", (_rowid(row_id),))
 
 
 def _add(db: sqlite3.Connection, row_id: str, data: bytes) -> None:
@@ -295,8 +302,7 @@ def _add(db: sqlite3.Connection, row_id: str, data: bytes) -> None:
     if not isinstance(row, dict):
         return
     fields = documents(row)
-    rowid = db.execute("INSERT INTO docs (id) VALUES (?)", (row_id,)).lastrowid
-    db.execute(_INSERT, (rowid, *(fields[f] for f in FIELDS)))
+    db.execute(_INSERT, (_rowid(row_id), *(fields[f] for f in FIELDS)))
 
 
 def _runs(snippet: str) -> list[tuple[bool, str]]:

@@ -20,6 +20,7 @@ from machine_git.core import jsonio
 from machine_git.review.index import is_error
 from machine_git.rows import context
 from machine_git.rows import rows
+from machine_git.tagging import labels as labeling
 
 if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row
@@ -209,6 +210,40 @@ def clip(text: str, limit: int = MAX_TEXT) -> str:
         return text
     rest = len(text) - limit
     return f"{text[:limit]}\n… {rest:,} more characters (machine show has them all)"
+
+
+class Mark(TypedDict):
+    label: str | None  # None: text no span covers; "" a span without a label
+    text: str
+
+
+def marked(row: Mapping[str, Any]) -> list[Mark] | None:
+    """The final answer as runs of text, the spans labeled on it marked; None
+    if no span is (the answer is then shown as it is)."""
+    labels = row.get("labels")
+    spans = [
+        s
+        for value in (labels.values() if isinstance(labels, dict) else [])
+        if isinstance(value, list)
+        for s in value
+        if isinstance(s, dict)
+    ]
+    if not spans:
+        return None
+    text = clip(labeling.answer_text(row))
+    out: list[Mark] = []
+    at = 0
+    for span in sorted(spans, key=lambda s: (s["start"], s["end"])):
+        start, end = max(span["start"], at), min(span["end"], len(text))
+        if start >= end:
+            continue  # inside one shown already, or past the part shown
+        if start > at:
+            out.append(Mark(label=None, text=text[at:start]))
+        out.append(Mark(label=str(span.get("label") or ""), text=text[start:end]))
+        at = end
+    if at < len(text):
+        out.append(Mark(label=None, text=text[at:]))
+    return out
 
 
 def answer(row: Mapping[str, Any]) -> str:

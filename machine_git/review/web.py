@@ -18,6 +18,8 @@ from starlette.responses import HTMLResponse
 from starlette.responses import RedirectResponse
 
 from machine_git.core import errors
+from machine_git.core import models
+from machine_git.core.models import LabelField
 from machine_git.history import history
 from machine_git.review import search
 from machine_git.review.index import Cache
@@ -26,6 +28,7 @@ from machine_git.review.security import form_fields
 from machine_git.store import stats
 from machine_git.store.store import Store
 from machine_git.tagging import edits
+from machine_git.tagging import labels as labeling
 
 # A MachineError's exit code says what kind of failure it was; a page says the
 # same with its HTTP status.
@@ -138,6 +141,10 @@ class Site:
         self.search.update(store, head)
         return replace(filters, found=frozenset(self.search.ids(filters.query)))
 
+    def schema(self, store: Store) -> list[LabelField]:
+        """The project's label schema (settings.json ``labels``) at the head."""
+        return labeling.schema(store)
+
     def body_limit(self) -> int:
         """The largest form post: room for the largest row the store holds,
         percent-encoded (at most three bytes for one), whole in a rewrite."""
@@ -176,7 +183,12 @@ class Site:
         # step before them (machine undo's own choice).
         step = edits.next_undo(store, head) if head is not None else None
         undone = edits.next_redo(store, head) if head is not None else None
+        fields = self.schema(store)
         return {
+            "label_shortcuts": [
+                (key, f"{name} = {value}" if value != "" else f"{name}")
+                for key, (name, value) in models.label_keys(fields).items()
+            ],
             "project": self.project,
             "head_id": str(head.id) if head is not None else "",
             "newest": history.entry(step) if step is not None else None,

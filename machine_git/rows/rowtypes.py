@@ -30,6 +30,19 @@ Kind = Literal["train", "traces", "rejected", "observed"]
 Tag = Literal["good", "bad", "observed"]
 Host = Literal["pi", "letta", "claude", "codex", "gemini", "import"]
 Redactions = dict[str, int]
+
+
+class Span(TypedDict):
+    """A stretch of the answer a label points at (character offsets)."""
+
+    start: int
+    end: int
+    text: str  # the characters it covers, as they were labeled
+    label: NotRequired[str]
+
+
+Labels = dict[str, int | str | list[Span]]
+"""The values of the project's label schema (settings.json ``labels``)."""
 """How many secrets of each kind were replaced (``{"github-token": 2}``)."""
 
 
@@ -203,6 +216,7 @@ class TrainRow(TypedDict):
     source: Source
     messages: list[Message]
     original_answer: NotRequired[str]
+    labels: NotRequired[Labels]
     redactions: NotRequired[Redactions]
     context: NotRequired[str | Context | None]
 
@@ -219,6 +233,7 @@ class TracesRow(TypedDict):
     source: Source
     trajectory: list[Record]
     original_answer: NotRequired[str]
+    labels: NotRequired[Labels]
     redactions: NotRequired[Redactions]
     context: NotRequired[str | Context | None]
 
@@ -237,6 +252,7 @@ class RejectedRow(TypedDict):
     trajectory: NotRequired[list[Record]]
     failure: NotRequired[Failure]
     original_answer: NotRequired[str]
+    labels: NotRequired[Labels]
     redactions: NotRequired[Redactions]
     context: NotRequired[str | Context | None]
 
@@ -253,6 +269,7 @@ class ObservedRow(TypedDict):
     source: Source
     trajectory: list[Record]
     original_answer: NotRequired[str]
+    labels: NotRequired[Labels]
     redactions: NotRequired[Redactions]
     context: NotRequired[str | Context | None]
 

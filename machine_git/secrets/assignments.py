@@ -257,15 +257,25 @@ def _suffixed(text: str, i: int, ke: int, out: list[Cand]) -> None:
 
 
 _FOLLOW = _AFTER_NAME | {"_", ".", "-", "$"}
+# the keywords the engine finds in its own pass (engine.GATES, kw-<keyword>)
+GATED = frozenset({"secret", "token", "credential", "bearer", "honeycomb-team", "pw"})
 # the letters that may follow a keyword in a longer keyword (password, pwd,
 # credentials, Authorization): any other letter ends the hit at once
 _GROWS = {"pass": "wp", "pw": "d", "credential": "s", "auth": "o"}
 
 
-def scan_keywords(text: str, lower: str, out: list[Cand]) -> None:
-    """Add the values of every secret-ish name in ``text`` (``lower`` lowered)."""
+def scan_keywords(
+    text: str, lower: str, out: list[Cand], gates: frozenset[str] | None = None
+) -> None:
+    """Add the values of every secret-ish name in ``text`` (``lower`` lowered).
+
+    ``gates``: what the engine found in ``text``; a keyword it looks for
+    (``kw-<keyword>``) and did not find is not searched for again.
+    """
     n = len(text)
     for kw in names.KEYWORDS:
+        if gates is not None and kw in GATED and f"kw-{kw}" not in gates:
+            continue
         covered = 0  # end of the last value found: keywords inside it are data
         grows = _GROWS.get(kw, "")
         i = lower.find(kw)

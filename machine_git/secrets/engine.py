@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_git.core.errors import SecretScanError
+from machine_git.secrets.assignments import GATED as GATED_KEYWORDS
 from machine_git.secrets.found import ENGINE
 from machine_git.secrets.found import Cand
 from machine_git.secrets.heuristics import is_placeholder
@@ -60,6 +61,9 @@ GATES: tuple[tuple[str, str], ...] = (
     ("sas", r"sig="),
     ("redis", r"requirepass|masterauth"),
     ("define", r"define\("),
+    # the rarer keywords of names that say secret (names.KEYWORDS): a text
+    # without them is not searched for them
+    *((f"kw-{kw}", f"(?i){re.escape(kw)}") for kw in sorted(GATED_KEYWORDS)),
 )
 GATE_PREFIX = "machine.gate."
 # a text's engine findings, and the gates in it (None: not scanned, too short)

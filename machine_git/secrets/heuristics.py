@@ -73,7 +73,6 @@ class LazyPattern:
         return self.get().sub(repl, text)
 
 
-HEXISH_RE = LazyPattern(r"[0-9a-fA-F-]+")
 _WORD_PIECE_RE = LazyPattern(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
 PLACEHOLDER_RE = LazyPattern(r"\[REDACTED:[a-z0-9-]{1,40}\]")
 _SAME_CHAR_RE = LazyPattern(r"(.)\1*", re.DOTALL)
@@ -184,63 +183,6 @@ _SHAPED_RE = LazyPattern(
 )
 
 
-_DOTTED_NUMBER_RE = LazyPattern(r"[0-9]\.[0-9]")
-_EMAIL_RE = LazyPattern(r"[^@]+@[\w-]+(?:\.[\w-]+)+")
-_ID_PREFIX_RE = LazyPattern(r"([a-z]{2,12})[_-](?=[A-Za-z0-9]{12})")
-SECRETY_PREFIXES = frozenset(
-    {
-        "sk", "rk", "key", "keys", "secret", "token", "tok", "pat", "api",
-        "apikey", "auth", "pw", "pass", "pwd", "live", "priv", "private",
-        "access", "bearer", "sess", "session", "cred", "creds",
-    }
-)  # fmt: skip
-DIGEST_PREFIXES = (
-    "sha1-", "sha256-", "sha384-", "sha512-", "md5-", "sha1:", "sha256:",
-    "sha384:", "sha512:", "md5:", "h1:", "blake2b:", "blake3:",
-)  # fmt: skip
-
-
-# base64 magic of png, jpeg, gif, webp/riff, pdf, svg, xml, zip, gzip, woff,
-# zero runs, wasm, bmp, tiff, ico: image and file data, not keys
-BLOB_PREFIXES = (
-    "iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "JVBERi0", "PHN2Zy", "PD94bWw",
-    "UEsDB", "H4sI", "d09GR", "d09GMg", "AAAA", "AGFzbQ", "Qk0", "SUkq", "TU0A",
-    "AAABAA",
-)  # fmt: skip
-
-
-def typed_id(value: str) -> bool:
-    """An API object id (``toolu_...``, ``msg_...``, ``chatcmpl-...``, ``cus_...``)."""
-    m = _ID_PREFIX_RE.match(value)
-    return m is not None and m.group(1) not in SECRETY_PREFIXES
-
-
-def credential_like(value: str) -> bool:
-    """A value that reads as a credential whatever its name: random and varied.
-
-    Used for ``NAME=value`` lines whose name says nothing: the value must be
-    12+ characters of at least three character classes with high entropy,
-    and none of the shapes that fill ``.env`` files (versions, dates,
-    locales, hex digests, paths).
-    """
-    n = len(value)
-    if n < 12 or n > 256 or " " in value or "/" in value or "://" in value:
-        return False
-    if value.lower() == value or value.upper() == value or typed_id(value):
-        return False  # keys and passwords mix cases; names and files rarely do
-    if not HAS_DIGIT_RE.search(value) or _DOTTED_NUMBER_RE.search(value):
-        return False  # versions inside: attrs-24.2.0-py3-none-any.whl
-    if char_classes(value) < 3 or _SHAPED_RE.fullmatch(value):
-        return False
-    if ":" in value or value.startswith(DIGEST_PREFIXES + BLOB_PREFIXES):
-        return False  # model ids (ft:gpt-4o:acme::x), digests, images
-    if "@" in value and _EMAIL_RE.fullmatch(value):
-        return False
-    if is_placeholder(value) or wordy_fraction(value) > 0.45:
-        return False
-    return entropy(value) >= min(3.0 + 0.025 * n, 4.0)
-
-
 def password_like(value: str) -> bool:
     """A short value that reads as a password: 8+ characters, 3+ classes."""
     if len(value) < 8 or is_placeholder(value):
@@ -248,47 +190,3 @@ def password_like(value: str) -> bool:
     if char_classes(value) < 3 or _SHAPED_RE.fullmatch(value):
         return False
     return entropy(value) >= 2.5
-
-
-# -- base64 ---------------------------------------------------------------------------
-
-_B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-_B64_INDEX = {c: i for i, c in enumerate(_B64_ALPHABET)} | {"-": 62, "_": 63}
-
-
-def b64_prefix_decode(s: str, max_chars: int) -> str:
-    """Decode the first ``max_chars`` base64 characters (as latin-1 text)."""
-    chunk = s[: min(len(s), max_chars) // 4 * 4]
-    out: list[str] = []
-    for i in range(0, len(chunk), 4):
-        v = 0
-        for c in chunk[i : i + 4]:
-            idx = _B64_INDEX.get(c)
-            if idx is None:
-                return "".join(out)
-            v = (v << 6) | idx
-        out.append(chr((v >> 16) & 0xFF) + chr((v >> 8) & 0xFF) + chr(v & 0xFF))
-    return "".join(out)
-
-
-_PROSE_CHARS = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz .,;:'\"!?-\n"
-)
-
-
-def is_base64_prose(tok: str) -> bool:
-    """Does ``tok`` decode from base64 to natural-language text?
-
-    ``echo VGhlIHF1aWNr... | base64 -d`` is a sentence, not a key: the decoded
-    head is at least 90% letters, spaces and punctuation, with a space every
-    dozen characters or so. Random bytes almost never pass (about one in
-    ten million for 48 bytes).
-    """
-    if len(tok) < 16:
-        return False
-    head = b64_prefix_decode(tok, 96)
-    if len(head) < 12:
-        return False
-    prose = sum(c in _PROSE_CHARS for c in head)
-    spaces = head.count(" ") + head.count("\n")
-    return prose >= 0.9 * len(head) and spaces * 14 >= len(head)

@@ -1,17 +1,16 @@
-"""The provider rules: token shapes with a documented prefix or a fixed place.
+"""machine's own provider rules: token shapes with a documented prefix.
+
+The engine (``engine.py``, Kingfisher's built-in rules) is the provider
+layer; these rules stay for the providers it does not find as machine meets
+them (Tinker's ``tml-``, Tavily's ``tvly-dev-``, Fly, Harness, Braintree,
+GitHub tokens behind an escaped newline ...), measured on both test corpora
+(bench/RESULTS.md, "Secret scanner: the engine and machine's own layer").
+Where both find a token, the engine's rule names it.
 
 The table is data; ``tokens.py`` dispatches each run of token characters
 to the rules that start with its first two characters. Tokens that are not
 one run (dotted ones, ``<id>|<secret>``, shapes found by a literal such as
 ``Q~`` or a webhook host) are in ``shapes.py``.
-The rules are written for this scanner from the providers' documented
-formats, measured against gitleaks' default configuration and
-detect-secrets' plugins; ``tests/secretgen.py`` maps every gitleaks rule id
-to the kind that covers it, or says why it is left out.
-
-A provider token is redacted whole and named after its provider
-(``github-token``); anything else is one of the shape kinds at the end of
-this module.
 """
 
 from __future__ import annotations

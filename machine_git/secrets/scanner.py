@@ -74,7 +74,7 @@ def _collect(
     if len(lower) != len(text):  # a few non-ASCII letters grow when lowered
         lower = text.translate(_ASCII_LOWER)
     tokens.scan_tokens(text, out)
-    assignments.scan_keywords(text, lower, out)
+    assignments.scan_keywords(text, lower, out, gates)
     commands.scan_commands(text, out, gates)
     url = "://" in text
     places.scan_places(text, url, out, gates)

@@ -1,13 +1,14 @@
-"""Runs of token characters: where provider tokens and random keys are met.
+"""Runs of token characters: where machine's own provider rules look.
 
-Every provider token, JWT part and random key is a run of
-``[A-Za-z0-9+/_-]`` of 20 characters or more. Runs are found with
-``bytes.find`` on a mask of the text (one byte per character, so offsets
-hold), and each is dispatched on its first two characters to the provider
-rules that start that way (``rules.PROVIDERS``); a run behind a dot, a ``:``
-or a ``|`` goes to ``shapes``; anything else is judged by ``randomness``. A
-run of lower case with no provider at its head is turned away at once: it is
-a name, a path or hex, and most runs in code are.
+Every provider token and JWT part is a run of ``[A-Za-z0-9+/_-]`` of 20
+characters or more. Runs are found with ``bytes.find`` on a mask of the
+text (one byte per character, so offsets hold), and each is dispatched on
+its first two characters to the provider rules that start that way
+(``rules.PROVIDERS``: the shapes the engine does not find); a run behind a
+dot, a ``:`` or a ``|`` goes to ``shapes``. Nothing else: since issue 28 a
+run is never taken for a key because it looks random (digests, ids and
+public keys do too), so a run of lower case with no provider at its head is
+turned away at once.
 """
 
 from __future__ import annotations

@@ -193,8 +193,10 @@ def _file_problems(
     old: pygit2.Oid | None,
     scan: bool,
 ) -> list[Finding]:
-    if kind == "release":
-        return []  # every release file is verified by the release audit
+    if kind in ("release", "signers"):
+        # Verified by the release audit: each release file against its step,
+        # allowed_signers (public keys, not JSON) by who signed its change.
+        return []
     if kind in _ROWLIKE:
         problems = check_blob(path, data) or _reference(path, data, commit)
         if problems or not scan:
@@ -202,6 +204,8 @@ def _file_problems(
         if kind == "context":
             return _record_secrets(path, {"context": jsonio.loads(data)})
         return check_secrets(path, data, _blob(repo, old))
+    if kind == "signers":  # text lines, verified by the releases' trust check
+        return check_file_secrets(path, data, _blob(repo, old)) if scan else []
     # Machine's other records: JSON objects (a JSON object a line for .jsonl).
     try:
         values = (

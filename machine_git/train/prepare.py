@@ -42,6 +42,7 @@ class Options:
     method: str = "sft"
     dpo_beta: float = config.DPO_BETA
     context: bool = True
+    where: tuple[str, ...] = ()  # labels the rows must meet (tagging.labels.Where)
 
 
 def run(store: Store, options: Options) -> dict[str, Any]:
@@ -64,6 +65,7 @@ def run(store: Store, options: Options) -> dict[str, Any]:
         method=options.method,
         dpo_beta=options.dpo_beta,
         context=options.context,
+        where=options.where,
     )
 
 

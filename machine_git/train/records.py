@@ -120,6 +120,7 @@ class DatasetRecord(_Record):
     held_out_eval: str | None = None
     held_out_rows: Count = 0
     context: bool = True
+    where: list[NonEmpty] = []  # the labels its rows had to meet (--where)
 
 
 class StepRecord(_Record):
@@ -228,3 +229,4 @@ class Manifest(_Record):
     machine_version: str | None = None
     held_out: HeldOut | None = None
     row_ids: list[NonEmpty] | None = None  # line n is row row_ids[n - 1]
+    where: list[NonEmpty] = []  # the labels its rows had to meet (--where)

@@ -35,6 +35,8 @@ from pygit2.enums import FileMode
 from machine_git import __version__
 from machine_git import bundled
 from machine_git.core import jsonio
+from machine_git.core.errors import AmbiguousRunError
+from machine_git.core.errors import RunNotFoundError
 from machine_git.core.errors import TrainingError
 from machine_git.export import export
 from machine_git.history import history
@@ -175,17 +177,17 @@ def find(
             return exact
     runs = all_runs(store, on_bad)
     if not runs:
-        raise TrainingError(
+        raise RunNotFoundError(
             "no training runs yet (prepare one with 'machine train sft')"
         )
     if text is None:
         return runs[-1]
     matches = [r for r in runs if str(r["id"]).startswith(text)]
     if not matches:
-        raise TrainingError(f"no run {text!r} (see 'machine runs')")
+        raise RunNotFoundError(f"no run {text!r} (see 'machine runs')")
     if len(matches) > 1:
         shown = ", ".join(str(r["id"]) for r in matches[:5])
-        raise TrainingError(f"run {text!r} is ambiguous ({shown})")
+        raise AmbiguousRunError(f"run {text!r} is ambiguous ({shown})")
     return matches[0]
 
 
@@ -247,6 +249,7 @@ def write_export(
     target: Path,
     fmt: str = "tinker",
     with_context: bool = True,
+    where: tuple[str, ...] = (),
 ) -> Exported:
     """The run's data: ``machine export --format tinker`` (``dpo`` for pairs)
     minus the eval set; ``with_context=False`` is ``--no-context``.
@@ -257,12 +260,9 @@ def write_export(
     digest = hashlib.sha256()
     count = 0
     ids: list[str] = []
-    chosen = selection.select(store, commit, kind)
+    chosen = selection.select(store, commit, kind, where)
     with open(target, "wb") as out:
-        for row_id, row in chosen.items:
-            line = export.row_line(row, fmt, with_context=with_context)
-            if line is None:
-                continue
+        for row_id, line in _lines(store, commit, chosen, fmt, with_context):
             out.write(line)
             digest.update(line)
             ids.append(row_id)
@@ -280,10 +280,41 @@ def write_export(
         sha256=digest.hexdigest(),
         context=with_context,
     ).as_dict()
+    if where:
+        manifest["where"] = list(where)
     manifest["held_out"] = {"eval": chosen.eval_id, "rows": chosen.held_out}
     manifest["row_ids"] = ids  # line n of the export is row row_ids[n - 1]
     export.manifest_path(target).write_bytes(jsonio.canonical(manifest))
     return Exported(count, chosen.held_out, digest.hexdigest())
+
+
+def _lines(
+    store: Store,
+    commit: Commit,
+    chosen: selection.Selection,
+    fmt: str,
+    with_context: bool,
+) -> Iterator[tuple[str, bytes]]:
+    """Each row's line, then (pairs) the pairs of rows rated differently, each
+    with the row it comes from (the preferred one, for a pair of two)."""
+    for row_id, row in chosen.items:
+        found = export.row_line(row, fmt, with_context=with_context)
+        if found is not None:
+            yield row_id, found
+    if fmt not in export.PAIR_FORMATS:
+        return
+    from machine_git.tagging import labels as labeling
+
+    field = labeling.rating_field(labeling.schema_of(store.snapshot(commit)))
+    if field is None:
+        return
+    rated = [
+        (row_id, export.prepared(row, with_context))
+        for row_id, row in chosen.items
+        if export.rated(row, field) is not None
+    ]
+    for row_id, pair in export.sibling_pairs(fmt, rated, field):
+        yield row_id, export.line(pair)
 
 
 def row_ids(data_file: Path) -> list[str] | None:
@@ -320,6 +351,7 @@ def prepare(
     method: str = "sft",
     dpo_beta: float = config.DPO_BETA,
     context: bool = True,
+    where: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Export the pinned revision into a new run folder, write the files, commit.
 
@@ -327,7 +359,9 @@ def prepare(
     and raises if it gives no whole batch, before anything is committed; it
     counts what one batch holds ``batch_size`` of (sequences; pairs for DPO).
     A DPO run (``method="dpo"``) exports the pairs of ``kind`` rows rewritten
-    with ``--as`` (``machine export --format dpo``).
+    with ``--as`` (``machine export --format dpo``) and of rows rated
+    differently. ``where`` keeps only rows whose labels meet it; the record
+    keeps it, so lineage selects the same rows.
     """
     commit = pins.data_commit(commit)
     keep_out = evals.held_out(store)
@@ -336,6 +370,8 @@ def prepare(
         extra.update(method=method, dpo_beta=dpo_beta)
     if not context:
         extra["context"] = False
+    if where:
+        extra["where"] = list(where)
     run_id = make_id(kind, str(commit.id), base_model, hyper, keep_out.eval_id, extra)
     existing = read(store, run_id)
     if existing is not None and not force:
@@ -343,14 +379,16 @@ def prepare(
             f"run {run_id} already exists for this data and config (status "
             f"{existing.get('status')}); --force prepares it again"
         )
-    where = folder(store, run_id)
-    with _private(), lock(where):
-        _clear(where)
+    run_folder = folder(store, run_id)
+    with _private(), lock(run_folder):
+        _clear(run_folder)
         fmt = "dpo" if method == "dpo" else "tinker"
-        target = where / config.DATA_FILE
-        exported = write_export(store, commit, revision, kind, target, fmt, context)
+        target = run_folder / config.DATA_FILE
+        exported = write_export(
+            store, commit, revision, kind, target, fmt, context, where
+        )
         if exported.rows == 0:
-            shutil.rmtree(where, ignore_errors=True)
+            shutil.rmtree(run_folder, ignore_errors=True)
             held = (
                 f" ({exported.held_out} held out for eval)" if exported.held_out else ""
             )
@@ -372,14 +410,14 @@ def prepare(
             dpo_beta=dpo_beta,
             context=context,
         )
-        (where / config.CONFIG_FILE).write_text(config.render(cfg))
-        script = where / config.SCRIPT_FILE
+        (run_folder / config.CONFIG_FILE).write_text(config.render(cfg))
+        script = run_folder / config.SCRIPT_FILE
         script.write_text(render_script(cfg))
         script.chmod(0o700)
         try:
-            sequences = count_sequences(cfg, where)
+            sequences = count_sequences(cfg, run_folder)
         except TrainingError:
-            shutil.rmtree(where, ignore_errors=True)
+            shutil.rmtree(run_folder, ignore_errors=True)
             raise
     record: dict[str, Any] = {
         "id": run_id,
@@ -397,6 +435,7 @@ def prepare(
             "held_out_eval": keep_out.eval_id,
             "held_out_rows": exported.held_out,
             "context": context,
+            **({"where": list(where)} if where else {}),
         },
         "base_model": base_model,
         "renderer": renderer,
@@ -584,7 +623,7 @@ def update(
     def plan(snap: Snapshot) -> Change:
         data = snap.read(record_path(run_id))
         if data is None:
-            raise TrainingError(f"no run {run_id!r} in the store")
+            raise RunNotFoundError(f"no run {run_id!r} in the store")
         record = _parse(data, record_path(run_id))
         change(record)
         record["updated_at"] = rows.now()

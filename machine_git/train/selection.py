@@ -48,6 +48,7 @@ def training_rows(
     *,
     keep_held_out: bool = False,
     held_out: HeldOut | None = None,
+    where: tuple[str, ...] = (),
 ) -> Iterator[Selected]:
     """Rows of ``kind`` at ``commit`` in id order, each marked held out or not.
 
@@ -56,10 +57,13 @@ def training_rows(
     another rule (lineage: the eval set an older run held out, which a later
     draw may have replaced). ``keep_held_out`` yields those too (marked);
     otherwise they are skipped. Each row carries its context (system prompt
-    and tools) inline, read at ``commit``.
+    and tools) inline, read at ``commit``. ``where`` keeps only the rows
+    whose labels meet it (``quality>=4``: tagging.labels.Where).
     """
+    from machine_git.tagging.labels import Where
     from machine_git.train import evals
 
+    keep = Where.parse(where)
     keep_out = evals.held_out(store) if held_out is None else held_out
     read = store.snapshot(commit).read
     for path, data in store.iter_row_blobs(commit):
@@ -67,7 +71,7 @@ def training_rows(
         if row_id is None:
             continue
         row = cast("Row", parse_row(data, path))  # a stored row: schema-checked
-        if row.get("kind") != kind:
+        if row.get("kind") != kind or not keep.holds(row):
             continue
         row = context.inline(row, read)
         held = keep_out.excludes(row)
@@ -76,13 +80,15 @@ def training_rows(
         yield Selected(row_id, row, held)
 
 
-def select(store: Store, commit: Commit, kind: str) -> Selection:
+def select(
+    store: Store, commit: Commit, kind: str, where: tuple[str, ...] = ()
+) -> Selection:
     """The rows a run of ``kind`` trains on at ``commit``, and what was held out."""
     from machine_git.train import evals
 
     items: list[tuple[str, Row]] = []
     held = 0
-    for chosen in training_rows(store, commit, kind, keep_held_out=True):
+    for chosen in training_rows(store, commit, kind, keep_held_out=True, where=where):
         if chosen.held_out:
             held += 1
         else:

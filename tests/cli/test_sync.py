@@ -17,6 +17,7 @@ from pygit2.enums import FileMode
 from machine_git.core import jsonio
 from machine_git.core import paths
 from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import NOT_FOUND
 from machine_git.core.errors import REMOTE
 from machine_git.core.errors import USAGE
 from machine_git.rows import rows
@@ -137,7 +138,7 @@ def test_an_unknown_or_unreachable_remote_is_one_line(
 
 def test_push_without_a_store_is_one_line(project: Path, run: Run) -> None:
     result = run("push")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         f"Error: no store at {paths.store_path(project)} yet "
         "(tag a turn with 'machine good')\n"
@@ -379,10 +380,14 @@ def test_three_machines_share_rows_versions_runs_and_history(
         "pushed 4 commits, version va and run ref sft-a2a2a2a2-000001 to origin"
     )
 
-    # b tagged an hour ago, offline; then names a version, pulls and pushes.
+    # b tagged offline (a second after its store began: a commit dated before
+    # its parent would be taken as no older than it); then names a version,
+    # pulls and pushes, later than that.
     b = machine("b")
-    old = int(time.time()) - 3600
+    assert b.head is not None
+    old = b.head.commit_time + 1
     offline = tag_row(b, "b1b1b1b1b1b1", when=old)
+    time.sleep(max(0.0, old + 2.2 - time.time()))
     assert run("version", "vb").exit_code == 0
     pulled = run("pull")
     assert pulled.stdout.splitlines() == [
@@ -454,8 +459,8 @@ def test_three_machines_share_rows_versions_runs_and_history(
         assert found == everything, name
         assert git(store.path, "show", "HEAD:runs/sft-a2a2a2a2-000001.json")
         assert [v["name"] for v in orjson.loads(run("versions", "--json").stdout)] == [
-            "vb",
             "va",
+            "vb",
             "va2",
             "vc",
         ]

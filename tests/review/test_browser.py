@@ -28,6 +28,7 @@ from machine_git.review.server import listen
 from machine_git.rows import rows
 from machine_git.store.store import Redaction
 from machine_git.store.store import Store
+from machine_git.tagging import labels as labeling
 from machine_git.tagging import turns
 from tests.conftest import git
 from tests.review.conftest import TOKEN
@@ -606,6 +607,67 @@ def test_a_row_page_loads_its_history_after_it_is_shown(
         b.text for b in browser.find_elements("css selector", "#row-history li b")
     ]
     assert actions == ["observe"]
+    assert errors_in_console(browser) == []
+
+
+def test_a_custom_schema_rating_category_and_span_from_the_keyboard(
+    browser: Any, served: Served, store: Store
+) -> None:
+    from tests.review.test_labels import SCHEMA
+
+    labeling.set_schema(store, SCHEMA)
+    login(browser, served)
+    row_id = card_id(browser)
+
+    def labels_now() -> Any:
+        row: Any = store.read_row(row_id)
+        return row.get("labels") if row is not None else None
+
+    press(browser, "4")  # quality = 4
+    until(
+        lambda: labels_now() == {"quality": 4},
+        "the rating",
+    )
+    until(
+        lambda: text_of(browser, "#label-fields button.chosen").split() == ["4", "4"],
+        f"the rating shown, not {text_of(browser, '#label-fields button.chosen')!r}",
+    )
+    press(browser, "w")  # topic = docs
+    until(
+        lambda: labels_now() == {"quality": 4, "topic": "docs"},
+        "the category",
+    )
+    assert card_id(browser) == row_id  # still on the row: g or b judges it
+    # A span: select words of the answer, press h.
+    until(lambda: browser.find_elements("id", "answer-text"), "the answer")
+    browser.execute_script(
+        "const pre = document.getElementById('answer-text');"
+        "const text = pre.firstChild; const at = text.data.indexOf('/nonexistent-dir');"
+        "const range = document.createRange(); range.setStart(text, at);"
+        "range.setEnd(text, at + 16); const s = window.getSelection();"
+        "s.removeAllRanges(); s.addRange(range);"
+    )
+    press(browser, "h")
+    until(
+        lambda: browser.find_elements("css selector", "#answer-text mark.span"),
+        "the marked span",
+    )
+    assert text_of(browser, "#answer-text mark.span") == "/nonexistent-dir"
+    labels = labels_now()
+    assert isinstance(labels, dict)
+    assert [s["text"] for s in labels["wrong"]] == ["/nonexistent-dir"]
+    assert labels["wrong"][0]["label"] == "made-up"
+    log = git(store.path, "log", "-3", "--format=%s").splitlines()
+    assert log == [
+        f"labels {row_id}: wrong=1 span",
+        f"labels {row_id}: topic=docs",
+        f"labels {row_id}: quality=4",
+    ]
+    press(browser, "g")  # and the verdict, as always
+    until(lambda: card_id(browser) != row_id, "the next row")
+    judged = store.read_row(row_id)
+    assert judged is not None and judged["kind"] == "traces"
+    assert labels_now()["quality"] == 4
     assert errors_in_console(browser) == []
 
 

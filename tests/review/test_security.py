@@ -214,6 +214,7 @@ ACTIONS = {
     "/queue/label": "/queue/label",
     "/queue/rewrite": "/queue/rewrite",
     "/queue/bulk": "/queue/bulk",
+    "/queue/labels": "/queue/labels",
     "/undo": "/undo",
     "/redo": "/redo",
     "/rows/{row}/{action}": "/rows/{row}/rewrite",

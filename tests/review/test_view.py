@@ -83,4 +83,5 @@ def test_a_result_counts_its_lines_as_a_reader_does() -> None:
     ]
     row = traces_row()
     row["trajectory"][4]["content"] = "a.py\n"
-    assert view.items(row)[3]["calls"][0]["result"]["lines"] == 1
+    result = view.items(row)[3]["calls"][0]["result"]
+    assert result is not None and result["lines"] == 1

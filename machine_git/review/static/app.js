@@ -220,6 +220,67 @@
     return true;
   }
 
+  // -- the project's own label fields (settings.json labels) -------------------
+
+  function selectedSpan(answer) {
+    const selection = window.getSelection();
+    if (!selection || selection.rangeCount === 0 || selection.isCollapsed) return null;
+    const range = selection.getRangeAt(0);
+    if (!answer.contains(range.startContainer) || !answer.contains(range.endContainer)) {
+      return null;
+    }
+    const before = document.createRange();
+    before.setStart(answer, 0);
+    before.setEnd(range.startContainer, range.startOffset);
+    const start = codePoints(before.toString());
+    return { start, end: start + codePoints(range.toString()) };
+  }
+
+  function markSpan(form) {
+    const answer = document.getElementById("answer-text");
+    const span = answer ? selectedSpan(answer) : null;
+    if (!span) {
+      document.getElementById("label-status").textContent =
+        "Select some text of the final answer first, then press the key again.";
+      return true;
+    }
+    form.querySelector("input[name=start]").value = String(span.start);
+    form.querySelector("input[name=end]").value = String(span.end);
+    return sendForm(form);
+  }
+
+  function sendForm(form) {
+    if (busy) return false;
+    busy = true;
+    form.requestSubmit();
+    return true;
+  }
+
+  function fieldKey(key) {
+    for (const form of document.querySelectorAll("#label-fields form[data-key]")) {
+      if (form.dataset.key !== key) continue;
+      if (form.dataset.focus) {
+        const field = document.getElementById(form.dataset.focus);
+        field.focus();
+        field.select();
+        return true;
+      }
+      if (form.dataset.span) return markSpan(form);
+      return sendForm(form);
+    }
+    return false;
+  }
+
+  for (const form of document.querySelectorAll("#label-fields form[data-span]")) {
+    form.addEventListener("submit", (event) => {
+      if (!form.querySelector("input[name=start]").value) {
+        event.preventDefault();
+        busy = false;
+        markSpan(form);
+      }
+    });
+  }
+
   const KEYS = {
     g: () => label("good"),
     b: () => label("bad"),
@@ -261,7 +322,7 @@
     }
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
     const action = KEYS[event.key];
-    if (action && action()) event.preventDefault();
+    if (action ? action() : fieldKey(event.key)) event.preventDefault();
   });
 
   for (const [id, action] of [
@@ -282,8 +343,8 @@
   }
   for (const form of document.querySelectorAll("form[method=post]")) {
     if (form.id === "rewrite") continue;
-    form.addEventListener("submit", () => {
-      busy = true;
+    form.addEventListener("submit", (event) => {
+      if (!event.defaultPrevented) busy = true;
     });
   }
 

@@ -30,8 +30,13 @@ def write(row: Row) -> dict[str, Any] | None:
     """A pair as tinker-cookbook's comparison loader reads it (label A: the
     rewrite), with the turn's tools beside it; None without a rewrite."""
     found = chat.pair(row, null_content=False)
-    if found is None:
-        return None
+    return None if found is None else line(found, row)
+
+
+def line(found: chat.Pair, row: Row) -> dict[str, Any]:
+    """The line of one pair (``found``: prompt, preferred and other answer),
+    with the tools of ``row``'s turn: a rewrite's pair, or two rows rated
+    differently (machine_git/export/export.py)."""
     out: dict[str, Any] = {
         "comparison": {
             "prompt_conversation": chat.string_content(found.prompt),

@@ -24,8 +24,11 @@ OWN = ("input", "preferred_output", "non_preferred_output")
 def write(row: Row) -> dict[str, Any] | None:
     """An OpenAI preference pair, or None if the row has no rewrite."""
     found = chat.pair(row, null_content=True)
-    if found is None:
-        return None
+    return None if found is None else line(found, row)
+
+
+def line(found: chat.Pair, row: Row) -> dict[str, Any]:
+    """The line of one pair, with the tools of ``row``'s turn (as dpo.line)."""
     prompt: dict[str, Any] = {
         "messages": [chat.openai_message(m) for m in found.prompt]
     }
