@@ -598,3 +598,19 @@ def test_claude_code_read_of_a_png_keeps_the_image_on_its_result(
     assert tool["images"] == [
         {"sha256": sha, "media_type": "image/png", "size": len(fixture_png())}
     ]
+
+
+def test_the_pre_receive_check_refuses_an_image_not_named_by_its_hash() -> None:
+    from machine_git.sync import hooks
+
+    png = fixture_png()
+    right = images.path_of(hashlib.sha256(png).hexdigest())
+    assert hooks.check_blob(right, png) == []
+    wrong = images.path_of("0" * 64)
+    (finding,) = hooks.check_blob(wrong, png)
+    assert str(finding) == (
+        f"{wrong}:1: $: its content hashes to "
+        f"{hashlib.sha256(png).hexdigest()[:12]}, not its name"
+    )
+    (named,) = hooks.check_blob("images/zz/not-a-sha", png)
+    assert named.problem == "not an image path (images/ab/<64 hex>)"
