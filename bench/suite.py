@@ -325,7 +325,7 @@ def _prepare(n: int, opts: Options, corpus: Corpus) -> Built:
     return _load(marker)
 
 
-_BUILD_VERSION = 3  # bump when the rows or the stores are built differently
+_BUILD_VERSION = 4  # bump when the rows or the stores are built differently
 
 
 def _version_of(marker: Path) -> int:
@@ -1098,8 +1098,9 @@ def _sizes(builds: dict[int, Built], report: Report) -> None:
         "least one 4 KB block), measured on the store built by real tags and on "
         "the tags this run added to the others. Packed: after `machine gc` on "
         "the store as built, and again at the end of the run. machine packs by "
-        f"itself too: after a commit, `git gc --auto` once about {gc.AUTO_DEFAULT} "
-        "loose objects pile up (git's gc.auto), so a store never stays loose.",
+        "itself too: once about 6700 loose objects pile up (git's gc.auto), a "
+        "commit starts a packer in the background (`git repack --geometric=2`, "
+        "holding no lock a tag needs), so a store never stays loose.",
         [
             "N",
             "loose, per row",

@@ -238,7 +238,7 @@ def test_eight_processes_tagging_fifty_rows_each_lose_nothing(
     sessions = session_copies(tmp_path, 400)
     location = paths.store_path(project)
     Store.create(location, project)
-    # Pack often, so that git gc runs while the others wait on the lock.
+    # Pack often, so that background packers run while the others tag.
     git(location, "config", "gc.auto", "256")
     workers = [
         subprocess.Popen(

@@ -40,6 +40,7 @@ from machine_git.agents import pimodel
 from machine_git.core import paths
 from machine_git.core.errors import NotFoundError
 from machine_git.core.errors import StudentError
+from machine_git.core.errors import StudentServiceError
 from machine_git.core.errors import UsageError
 from machine_git.core.paths import Project
 from machine_git.store import settings
@@ -416,7 +417,7 @@ def require_key() -> str:
     """The Tinker API key, or one line saying it is missing."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key:
-        raise StudentError(
+        raise StudentServiceError(
             f"{API_KEY_ENV} is not set; create a key in the Tinker console and "
             f"export {API_KEY_ENV}"
         )
@@ -446,7 +447,7 @@ def ask(
     try:
         content = data["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise StudentError(
+        raise StudentServiceError(
             f"Tinker sent an answer machine cannot read: {_clip(data)}"
         ) from None
     return content if isinstance(content, str) else ""
@@ -458,7 +459,7 @@ def list_models(*, timeout: float = 10.0) -> list[str]:
     data = _call(key, "models", None, timeout)
     listed = data.get("data") if isinstance(data, dict) else None
     if not isinstance(listed, list):
-        raise StudentError(
+        raise StudentServiceError(
             f"Tinker sent a model list machine cannot read: {_clip(data)}"
         )
     ids = {
@@ -486,16 +487,17 @@ def _call(key: str, path: str, body: dict[str, Any] | None, timeout: float) -> A
         with urllib.request.urlopen(request, timeout=timeout) as response:
             payload = response.read()
     except urllib.error.HTTPError as e:
-        raise StudentError(
+        raise StudentServiceError(
             f"Tinker refused the request ({e.code}): {_error_text(e)}"
         ) from None
     except (urllib.error.URLError, TimeoutError, OSError) as e:
         reason = getattr(e, "reason", None) or e
-        raise StudentError(f"Tinker is unreachable at {base}: {reason}") from None
+        why = f"Tinker is unreachable at {base}: {reason}"
+        raise StudentServiceError(why) from None
     try:
         return json.loads(payload)
     except ValueError:
-        raise StudentError(
+        raise StudentServiceError(
             f"Tinker sent an answer machine cannot read: {payload[:200]!r}"
         ) from None
 

@@ -1,4 +1,4 @@
-"""``machine gc``: pack the store's loose objects (git gc, under the lock)."""
+"""``machine gc``: pack what is new in the store (git repack --geometric)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,29 @@ from machine_git.cli.common import project_option
 
 @click.command("gc")
 @project_option
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Every object into one pack (git gc); tags wait until it is done.",
+)
 @json_option
-def gc_command(project: Path | None, as_json: bool) -> None:
-    """Pack the store: loose objects into one pack (runs git gc).
+def gc_command(project: Path | None, full: bool, as_json: bool) -> None:
+    """Pack the store: loose objects, and the small packs, into a pack.
+
+    Incremental (git repack --geometric=2): the cost follows what is new,
+    and tags go on while it runs. --full runs git gc instead.
 
     First removes what killed writers left: temp objects and packs, and
     stale lock files (those an hour old; libgit2's own after a minute).
 
-    machine also packs by itself after a commit once loose objects pile up
-    (git's gc.auto, 6700 by default; set it in the store's git config).
+    machine also packs by itself, in the background, after a commit once
+    loose objects pile up (git's gc.auto, 6700 by default; set it in the
+    store's git config).
 
     \b
     Example usage:
         machine gc
+        machine gc --full
     """
     from machine_git.core.errors import StoreError
     from machine_git.recovery import diagnosis
@@ -36,7 +46,7 @@ def gc_command(project: Path | None, as_json: bool) -> None:
     store = open_store(project)
     with progress.bars(as_json) as shown:
         try:
-            done = gc.pack(store, shown)
+            done = gc.pack(store, shown, full=full)
         except StoreError as e:
             raise diagnosis.damage_or(store.path, e, "pack it") from None
     before, after = done.before, done.after
@@ -49,11 +59,14 @@ def gc_command(project: Path | None, as_json: bool) -> None:
                 "after": after.as_dict(),
                 "removed": done.removed,
                 "contexts_dropped": done.pruned,
+                "images_dropped": done.images,
             }
         )
         return
     if done.pruned:
         click.echo(f"dropped {_count(done.pruned, 'context')} no row names any more")
+    if done.images:
+        click.echo(f"dropped {_count(done.images, 'image')} no row names any more")
     if done.removed:
         click.echo(
             f"removed {_count(len(done.removed), 'leftover')} of killed writers "

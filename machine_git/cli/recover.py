@@ -11,6 +11,7 @@ from machine_git.cli.common import json_option
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.core import paths
+from machine_git.core.errors import NoStoreError
 from machine_git.recovery import recover as recovering
 from machine_git.sync import restore as restoring
 
@@ -47,6 +48,8 @@ def recover_command(
     if remote is not None:
         done = restoring.restore(location, remote, confirm)
     else:
+        if not location.exists():  # a store in part is damage, for recover
+            raise NoStoreError(f"no store at {location} (nothing to recover)")
         done = recovering.recover(location, confirm)
     if as_json:
         emit_json(done.to_json())

@@ -24,7 +24,8 @@ def review(port: int, no_browser: bool, project: Path | None) -> None:
     """Review the store in the browser: label, browse, diff, runs, releases.
 
     Serves on 127.0.0.1 only, until Ctrl-C; the printed URL carries a random
-    access token. Needs the web extra: pip install 'machine-git[ui]'.
+    access token. Needs the web extra: pip install '.[ui]' in a machine
+    checkout (or the wheel with [ui]).
 
     \b
     Example usage:

@@ -162,38 +162,41 @@ def pull(name: str, prefer: str | None, project: Path | None, as_json: bool) -> 
 
 
 def _echo_pull(result: sync.PullResult) -> None:
+    """One line, as push says it: what came, and what was decided."""
     name = result.remote
     commit = (result.commit or "")[:12]
-    counts = sync.counts_text(result)
     if result.status == "conflict":
         _echo_conflicts(result)
-    elif result.status == "empty":
-        click.echo(f"{name} has no commits yet; nothing to pull")
+        return
+    parts = [sync.counts_text(result)]
+    parts += _named(result.versions, "version", "versions")
+    parts += _named(result.runs, "run ref", "run refs")
+    came = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+    if result.status == "empty":
+        line = f"{name} has no commits yet; nothing to pull"
     elif result.status == "up-to-date":
-        click.echo(f"already up to date with {name}")
+        line = f"already up to date with {name}"
+        if len(parts) > 1:  # no new commits, but new versions or run refs
+            line = f"{', '.join(parts[1:])} from {name}; rows already up to date"
     elif result.status == "fast-forward":
-        click.echo(f"fast-forward to {commit}: {counts} from {name}")
+        line = f"fast-forward to {commit}: {came} from {name}"
     else:
-        click.echo(f"merged {name} ({commit}): {counts} from {name}")
+        line = f"merged {name} ({commit}): {came} from {name}"
     if result.resolved:
         kept = "row" if len(result.resolved) == 1 else "rows"
-        click.echo(
-            f"kept {result.prefer} for {len(result.resolved)} conflicting {kept}"
-        )
-    for what in _named(result.versions, "version", "versions") + _named(
-        result.runs, "run ref", "run refs"
-    ):
-        click.echo(f"{what} from {name}")
+        line += f"; kept {result.prefer} for {len(result.resolved)} conflicting {kept}"
+    click.echo(table.printable(line))  # version and run names come from a remote
 
 
 def _echo_conflicts(result: sync.PullResult) -> None:
     for conflict in result.conflicts:
         what = f"row {conflict.row_id}" if conflict.row_id else "file"
-        click.echo(f"conflict in {what} ({conflict.path}):")
+        # Both sides are stored text: shown escaped, never as control.
+        click.echo(table.printable(f"conflict in {what} ({conflict.path}):"))
         for diff in conflict.fields:
-            click.echo(f"  {diff.path}")
-            click.echo(f"    ours:   {diff.ours}")
-            click.echo(f"    theirs: {diff.theirs}")
+            click.echo(table.printable(f"  {diff.path}"))
+            click.echo(table.printable(f"    ours:   {diff.ours}"))
+            click.echo(table.printable(f"    theirs: {diff.theirs}"))
     count = len(result.conflicts)
     noun = "row was" if count == 1 else "rows were"
     click.echo(

@@ -68,7 +68,8 @@ def _stack() -> None:
 def train() -> None:
     """Fine-tune on Tinker from a pinned version of the dataset.
 
-    Needs the training extra: pip install 'machine-git[train]'.
+    Needs the training extra: pip install torch==2.13.0 '.[train]' in a
+    machine checkout (or the wheel with [train]).
 
     \b
     Example usage:

@@ -43,6 +43,12 @@ class StoreError(MachineError):
 RECOVER_HINT = "'machine recover' shows the way back"
 
 
+class NoStoreError(StoreError):
+    """The project has no store yet (nothing was ever tagged or imported)."""
+
+    exit_code: ClassVar[int] = NOT_FOUND
+
+
 class DamagedStoreError(StoreError):
     """The store's objects, refs or head commit are damaged (not merely empty)."""
 
@@ -229,7 +235,14 @@ class InstallError(MachineError):
 
 
 class StudentError(MachineError):
-    """The student model is not set, has no API key, or could not be reached."""
+    """The student model is not set, or names no model that can be sampled."""
+
+
+class StudentServiceError(StudentError):
+    """The student cannot be asked: no Tinker key, Tinker unreachable, a
+    refused request or an answer that does not read."""
+
+    exit_code: ClassVar[int] = SERVICE
 
 
 # -- training on Tinker ------------------------------------------------------------
@@ -241,6 +254,18 @@ class TrainingError(MachineError):
 
 class TrainingStackMissingError(TrainingError):
     """The optional training stack (tinker, tinker-cookbook, torch) is missing."""
+
+
+class RunNotFoundError(TrainingError):
+    """No training run has this id or id prefix (or none made a checkpoint)."""
+
+    exit_code: ClassVar[int] = NOT_FOUND
+
+
+class AmbiguousRunError(TrainingError):
+    """A run id prefix matches more than one run."""
+
+    exit_code: ClassVar[int] = USAGE
 
 
 class TinkerServiceError(TrainingError):

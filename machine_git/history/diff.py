@@ -24,6 +24,7 @@ from machine_git.core.errors import TrainingError
 from machine_git.history import history
 from machine_git.history import revs
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.store.objects import Objects
 from machine_git.store.store import Store
@@ -156,6 +157,7 @@ def diff_commits(
     changes: list[RowChange] = []
     others: list[FileChange] = []
     contexts: list[FileChange] = []
+    named: set[str] = set()
     repo = store.repo
     objects = Objects(repo)  # a damaged loose object: an error, not a hang
     old_tree = objects.tree(old.tree_id) if old is not None else None
@@ -164,25 +166,36 @@ def diff_commits(
         row_id = rows.id_of_path(path)
         if row_id is None:
             item = FileChange(path, _status(a, b))
-            (contexts if context.is_context_path(path) else others).append(item)
+            shared = context.is_context_path(path) or images.is_image_path(path)
+            (contexts if shared else others).append(item)
             continue
         before = _shown(_load(objects, a), repo, old_tree)
         after = _shown(_load(objects, b), repo, new_tree)
         change = row_change(row_id, before, after)
+        # A context shows in the rows that name it, of any kind (a row left
+        # out by --kind still owns it); alone (pruned) it is a file.
+        named.update(_contexts_named(change))
         if wanted is None or change.kinds() & wanted:
             changes.append(change)
     changes.sort(key=lambda c: c.id)
-    # A context shows in the rows that name it; alone (pruned) it is a file.
-    named = {
+    others.extend(f for f in contexts if f.path not in named)
+    return Diff(old, new, changes, sorted(others, key=lambda f: f.path))
+
+
+def _contexts_named(change: RowChange) -> set[str]:
+    """The ``context/`` and ``images/`` paths the two sides of a row change name."""
+    return {
         context.path_of(str(r[context.FIELD]["id"]))
-        for c in changes
-        for r in (c.old, c.new)
+        for r in (change.old, change.new)
         if r is not None
         and isinstance(r.get(context.FIELD), dict)
         and "id" in r[context.FIELD]
+    } | {  # so does an image
+        images.path_of(sha)
+        for r in (change.old, change.new)
+        if r is not None
+        for sha in images.named(r)
     }
-    others.extend(f for f in contexts if f.path not in named)
-    return Diff(old, new, changes, sorted(others, key=lambda f: f.path))
 
 
 def diff_sides(

@@ -79,38 +79,40 @@ def is_date(text: str) -> bool:
 
 
 def at_date(store: Store, text: str) -> Commit:
-    """The branch as it stood at ``@{when}``: committer dates, first parents.
+    """The newest commit made at or before ``@{when}``, whichever parent brought it.
 
-    The branch moved along its first parents, one commit at a time, so a
-    commit cannot have been there before its parent: a commit is taken at the
-    latest of its own committer date and its ancestors'. A commit dated before
-    its parent (a backdated hand-made commit, or a clock that went back) so
-    never makes newer rows look old, and is reported (:data:`report`).
+    By committer date, and a commit is never older than its parents: a
+    commit cannot have been made before the ones it names. So a commit dated
+    before a parent (a hand-made backdated commit, or a clock that went back)
+    is taken at its newest parent's date, never makes newer rows look old,
+    and is reported (:data:`report`). Every commit is read once, parents first.
     """
     if not text.endswith("}"):
         raise UsageError(f"bad date {text}: no closing brace; {_FORMS}")
     moment = parse_date(text[2:-1], text).timestamp()
     head = store.repo.references[BRANCH].peel(Commit)
-    walker = store.repo.walk(head.id, pygit2.enums.SortMode.NONE)
-    walker.simplify_first_parent()
-    chain = list(walker)
-    found: Commit | None = None
-    latest = float("-inf")
-    for older, commit in zip([None, *chain[::-1]], chain[::-1], strict=False):
-        if older is not None and commit.commit_time < older.commit_time:
+    order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+    taken: dict[pygit2.Oid, int] = {}  # commit -> the date it is taken at
+    found: tuple[int, Commit] | None = None
+    first: int | None = None
+    for commit in store.repo.walk(head.id, order):
+        dates = [taken[p] for p in commit.parent_ids if p in taken]
+        newest = max(dates, default=commit.commit_time)
+        if commit.commit_time < newest:
             report(
                 f"commit {str(commit.id)[:12]} is dated {_utc(commit.commit_time)}, "
-                f"before its parent ({_utc(older.commit_time)}); it is taken as "
-                "no older than its parent"
+                f"before its parent ({_utc(newest)}); it is taken as no older "
+                "than its parent"
             )
-        latest = max(latest, commit.commit_time)
-        if latest <= moment:
-            found = commit
+        when = taken[commit.id] = max(commit.commit_time, newest)
+        first = when if first is None else first
+        if when <= moment and (found is None or when >= found[0]):
+            found = (when, commit)  # a later one of the same second: the child
     if found is not None:
-        return found
+        return found[1]
     raise BadRevisionError(
         f"no commit at or before {text} ({_utc(moment)}): the "
-        f"store's first commit is from {_utc(chain[-1].commit_time)}"
+        f"store's first commit is from {_utc(first or head.commit_time)}"
     )
 
 

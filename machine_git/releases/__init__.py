@@ -294,9 +294,9 @@ def new(
         )
     run = runs.find(store, run_id)
     found.require_run_clean(release_id, str(run["id"]))
-    from machine_git.releases import lineage
+    from machine_git.releases import claims
 
-    lineage.require_true_claims(store, run)
+    claims.require_true_claims(store, run)
     inputs = steps.PreregInputs(
         release_id=release_id,
         run=str(run["id"]),

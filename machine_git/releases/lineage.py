@@ -22,14 +22,17 @@ from pygit2 import Commit
 from machine_git import releases
 from machine_git.core import jsonio
 from machine_git.core.errors import ReleaseError
+from machine_git.core.errors import RunNotFoundError
 from machine_git.history import history
+from machine_git.releases.claims import held_out_by
+from machine_git.releases.claims import require_true_claims
 from machine_git.rows import rows
 from machine_git.store import stats
 from machine_git.store.store import Store
 from machine_git.store.store import parse_row
 
 if TYPE_CHECKING:
-    from machine_git.train.evals import HeldOut
+    pass
 
 UNKNOWN = "trained rows unknown (run predates per-step records)"
 
@@ -105,9 +108,12 @@ def trace(store: Store, what: str, with_rows: bool = False) -> dict[str, Any]:
 
 
 def trained(run: dict[str, Any]) -> dict[str, Any] | None:
-    """Rows and tokens the loop consumed, from the run's record; None if unknown."""
-    record = run.get("trained")
-    if not isinstance(record, dict) or not isinstance(record.get("rows"), list):
+    """Rows and tokens the loop consumed, from the run's record; None if unknown.
+
+    A run only prepared has trained nothing yet: no rows, which is known.
+    """
+    record = _trained_record(run)
+    if record is None:
         return None
     epochs = [e for e in record.get("epochs") or [] if isinstance(e, dict)]
     return {
@@ -126,7 +132,7 @@ def _run_of_checkpoint(all_runs: list[dict[str, Any]], path: str) -> dict[str, A
         smoke = (record.get("smoke") or {}).get("checkpoint")
         if path == smoke or any(path in pair for pair in made):
             return record
-    raise ReleaseError(f"no run made checkpoint {path}")
+    raise RunNotFoundError(f"no run made checkpoint {path}")
 
 
 def _last_sampler(run: dict[str, Any]) -> str | None:
@@ -195,15 +201,21 @@ def _eval_now(store: Store, eval_id: str) -> dict[str, Any]:
     return {"id": eval_id, "commit": str(commit.id), "results": results}
 
 
+def _trained_record(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's per-step record of what it trained, or None if it has none."""
+    record = run.get("trained")
+    if isinstance(record, dict) and isinstance(record.get("rows"), list):
+        return record
+    if run.get("status") == "prepared" and not run.get("steps"):
+        return {"rows": [], "epochs": []}  # not started: nothing trained yet
+    return None
+
+
 def _roles(store: Store, run: dict[str, Any]) -> list[dict[str, str]]:
     """Each row of the run's kind: trained, not trained, eval, or unknown."""
     given, held = training_rows(store, run)
-    record = run.get("trained")
-    done = (
-        frozenset(record["rows"])
-        if isinstance(record, dict) and isinstance(record.get("rows"), list)
-        else None
-    )
+    record = _trained_record(run)
+    done = frozenset(record["rows"]) if record is not None else None
     out = [{"id": row_id, "role": "eval"} for row_id in held]
     for row_id in given:
         role = "unknown" if done is None else "trained" if row_id in done else None
@@ -229,7 +241,7 @@ def training_rows(store: Store, run: dict[str, Any]) -> tuple[list[str], list[st
         commit,
         str(dataset.get("kind")),
         keep_held_out=True,
-        held_out=_held_out_by(store, dataset.get("held_out_eval")),
+        held_out=held_out_by(store, dataset.get("held_out_eval")),
         where=tuple(str(w) for w in dataset.get("where") or ()),
     ):
         (held if chosen.held_out else given).append(chosen.row_id)
@@ -262,88 +274,3 @@ def learned_rows(store: Store, run: dict[str, Any]) -> list[str]:
         done = set(record["rows"])
         return [row_id for row_id in given if row_id in done]
     return given
-
-
-def _held_out_by(store: Store, eval_id: Any) -> HeldOut:
-    """The rule eval set ``eval_id`` applied, as drawn (None: it kept nothing out)."""
-    from machine_git.train import evals
-
-    if not eval_id:
-        return evals.rule_of(None)
-    path = evals.path_of(str(eval_id))
-    data = store.snapshot(evals.commit_of(store, str(eval_id))).read(path)
-    return evals.rule_of(parse_row(data, path) if data else {"id": str(eval_id)})
-
-
-# -- a run's claims, recomputed from its data ---------------------------------------
-
-
-def claim_problems(store: Store, run: dict[str, Any]) -> list[str]:
-    """What a run record claims that its data does not bear out; empty if none.
-
-    The export is rebuilt from the pinned dataset commit with the eval set
-    the run held out (training's own selection and rendering), so its row
-    count and sha256 must be the record's; the trained rows must be rows of
-    that export, never held-out eval rows. A signature says who wrote a
-    record; this says it is true of the data.
-    """
-    import hashlib
-
-    from machine_git.export import export
-    from machine_git.train import selection
-
-    dataset = run.get("dataset") or {}
-    try:
-        commit = store.repo.revparse_single(str(dataset.get("commit"))).peel(Commit)
-    except (KeyError, ValueError, pygit2.GitError):
-        return [f"dataset commit {str(dataset.get('commit'))[:12]} is not in the store"]
-    fmt = "dpo" if run.get("method") == "dpo" else "tinker"
-    context = dataset.get("context") is not False
-    digest = hashlib.sha256()
-    exported: set[str] = set()
-    held: set[str] = set()
-    for chosen in selection.training_rows(
-        store,
-        commit,
-        str(dataset.get("kind")),
-        keep_held_out=True,
-        held_out=_held_out_by(store, dataset.get("held_out_eval")),
-    ):
-        if chosen.held_out:
-            held.add(chosen.row_id)
-            continue
-        rendered = export.render(chosen.row, fmt, with_context=context)
-        if rendered is not None:
-            digest.update(jsonio.line(rendered))
-            exported.add(chosen.row_id)
-    at = str(commit.id)[:12]
-    out: list[str] = []
-    if dataset.get("rows") != len(exported):
-        out.append(f"{dataset.get('rows')} rows exported ({len(exported)} at {at})")
-    if dataset.get("sha256") != digest.hexdigest():
-        claimed = str(dataset.get("sha256"))[:12]
-        out.append(
-            f"export sha256 {claimed}… (the rows at {at} export as "
-            f"{digest.hexdigest()[:12]}…)"
-        )
-    record = run.get("trained")
-    done = record.get("rows") if isinstance(record, dict) else None
-    for row_id in done if isinstance(done, list) else []:
-        if row_id in held:
-            out.append(f"held-out eval row {row_id} as trained")
-        elif row_id not in exported:
-            out.append(f"row {row_id} as trained, which its export does not hold")
-    return out
-
-
-def require_true_claims(store: Store, run: dict[str, Any]) -> None:
-    """Refuse a run record whose claims its data does not bear out (tampering)."""
-    from machine_git.core.errors import TamperedReleaseError
-
-    found = claim_problems(store, run)
-    if found:
-        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise TamperedReleaseError(
-            f"run {run['id']}'s record claims {found[0]}{more}: "
-            "its claims are checked against its data"
-        )

@@ -25,6 +25,7 @@ from machine_git.core import inputs
 from machine_git.core import jsonio
 from machine_git.core.errors import NotFoundError
 from machine_git.core.errors import ReleaseError
+from machine_git.core.errors import RunNotFoundError
 from machine_git.releases import gates
 from machine_git.releases.records import Activation
 from machine_git.releases.records import Baseline
@@ -248,7 +249,7 @@ def preregister(snap: Snapshot, inputs: PreregInputs, holdouts: bytes | None) ->
     store = _store(snap)
     run = runs.read(store, inputs.run, snap.commit)
     if run is None:
-        raise ReleaseError(f"no run {inputs.run!r} in the store")
+        raise RunNotFoundError(f"no run {inputs.run!r} in the store")
     problems = bounds_problems(run, inputs.bounds)
     if problems:
         raise ReleaseError(

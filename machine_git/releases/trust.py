@@ -13,7 +13,6 @@ on its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +21,10 @@ from pygit2 import Commit
 from pygit2 import Oid
 from pygit2 import Tree
 
-from machine_git.core import jsonio
 from machine_git.core.errors import UsageError
 from machine_git.store import signing
 from machine_git.store.signing import PROTECTED
 from machine_git.store.signing import SIGNERS
-from machine_git.store.signing import STUDENT_KEYS
 from machine_git.store.signing import Signer
 from machine_git.store.store import Change
 from machine_git.store.store import Snapshot
@@ -207,14 +204,7 @@ def _verb(old: object, new: object) -> str:
 
 def _student(repo: pygit2.Repository, commit: Commit) -> Student:
     """The student keys ``settings.json`` holds at ``commit`` (unset ones left out)."""
-    data = _blob(repo, _entry(commit.tree, SETTINGS))
-    try:
-        value = jsonio.loads(data) if data else {}
-    except ValueError:
-        return {"unreadable": True}
-    if not isinstance(value, Mapping):
-        return {"unreadable": True}
-    return {k: value[k] for k in STUDENT_KEYS if value.get(k) is not None}
+    return signing.student_of(_blob(repo, _entry(commit.tree, SETTINGS)))
 
 
 def _files(repo: pygit2.Repository, commit: Commit, name: str) -> dict[str, Oid]:

@@ -6,7 +6,7 @@ Versions pages show training curves, gates and the dataset's composition. Every
 action is the library call the CLI makes (``observe.label``, ``edits.rewrite``,
 ``edits.undo``), so it is one commit like any other.
 
-It is an optional extra (``pip install 'machine-git[ui]'``): nothing outside
+It is an optional extra (``ui``, machine_git/core/extras.py): nothing outside
 this package imports it, and this module imports none of the web stack, so
 :func:`require` can say in one line what is missing.
 
@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib.util
 
 from machine_git.core.errors import ReviewStackMissingError
+from machine_git.core.extras import install_hint
 
-INSTALL = "pip install 'machine-git[ui]'"
+INSTALL = install_hint("ui")
 MODULES = ("starlette", "jinja2", "uvicorn")
 
 

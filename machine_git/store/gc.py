@@ -1,19 +1,23 @@
-"""Packing the store: loose objects into packs, by hand or after a commit.
+"""Packing the store: loose objects into packs, by hand or in the background.
 
 libgit2 never packs (perf.md §2). Every tag leaves six loose objects, at least
 one 4 KB block each on disk whatever their size, and an export of a loose
-store reads each tree from its own file. Packing is git's job: ``machine gc``
-runs ``git gc``, and after each commit :func:`auto` estimates the loose
-objects the way ``git gc --auto`` does (by counting one of the 256
-``objects/xx`` folders) and runs ``git gc --auto`` only when there are too
-many, about once every thousand tags with git's default ``gc.auto`` of 6700.
+store reads each tree from its own file. Packing is git's job, and it runs
+off the tag path: after a commit, autopack.py tests what ``git gc --auto``
+would and, about once every thousand tags, starts this module as a
+detached process (``python -m machine_git.store.gc --background``).
 
-Both hold the store's writer lock, so no machine process commits while git
-repacks, and both give every file git wrote mode 0600 (folders 0700): git
-writes packs read-only (0400), and the store's promise is 0600.
+Packing is incremental: ``git repack --geometric=2`` packs the loose objects
+and joins only the packs that are small next to the rest, so its cost
+follows what is new, not the whole history (a full ``git gc`` of a million
+rows takes minutes). It holds the gc lock, never the writer lock: repack
+adds a pack before removing what it replaces and leaves refs alone, so
+commits can go on while it runs, and no tag waits for it. ``machine gc
+--full`` is ``git gc`` (every object into one pack, refs packed, old
+unreachable objects pruned) and holds the writer lock too.
 
-This module must not import :mod:`machine_git.store.store` at run time: the store
-calls :func:`auto` after a commit.
+Every file git wrote gets mode 0600 (folders 0700): git writes packs
+read-only (0400), and the store's promise is 0600.
 """
 
 from __future__ import annotations
@@ -30,18 +34,21 @@ from typing import Any
 
 import pygit2
 
+from machine_git.core import env
+from machine_git.core.errors import ConcurrentUpdateError
 from machine_git.core.errors import DiskFullError
 from machine_git.core.errors import ReadOnlyStoreError
 from machine_git.core.errors import StoreError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
+from machine_git.store import autopack
+from machine_git.store.disk import private_umask
+from machine_git.store.layout import WORK
+from machine_git.store.locking import LOCK_TIMEOUT_ENV
+from machine_git.store.locking import flock_within
 
 if TYPE_CHECKING:
     from machine_git.store.store import Store
-
-AUTO_DEFAULT = 6700  # git's own default for gc.auto
-PACK_LIMIT_DEFAULT = 50  # and for gc.autoPackLimit
-_SAMPLE = "17"  # the folder git counts: 1/256 of the loose objects, on average
 
 # Settings for every git run here. Reflogs are the store's audit trail of who
 # moved the branch and when: git gc would expire entries after 90 days.
@@ -92,115 +99,132 @@ class Packed:
         seconds: float,
         removed: list[str],
         pruned: int = 0,
+        images: int = 0,
     ) -> None:
         self.before = before
         self.after = after
         self.seconds = seconds
         self.removed = removed
         self.pruned = pruned  # contexts no row names any more, dropped first
+        self.images = images  # images no row names any more, dropped with them
 
 
-def loose_estimate(path: Path) -> int:
-    """Loose objects in the store at ``path``, estimated from one folder."""
-    try:
-        with os.scandir(path / "objects" / _SAMPLE) as entries:
-            return 256 * sum(1 for e in entries if len(e.name) == 38)
-    except OSError:
-        return 0
+loose_estimate = autopack.loose_estimate
+pack_count = autopack.pack_count
 
 
 def auto_limit(store: Store) -> int:
     """The store's ``gc.auto`` (0 or less: never pack automatically)."""
-    return _setting(store, "gc.auto", AUTO_DEFAULT)
-
-
-def _setting(store: Store, key: str, default: int) -> int:
-    try:
-        value = store.repo.config[key]
-    except (KeyError, pygit2.GitError):  # unset, or a config git cannot read
-        return default
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default
-
-
-def pack_count(path: Path) -> int:
-    """Packs in the store at ``path`` (each has an index; .keep ones too)."""
-    try:
-        with os.scandir(path / "objects" / "pack") as entries:
-            return sum(1 for e in entries if e.name.endswith(".idx"))
-    except OSError:
-        return 0
+    return autopack.setting(store.repo, "gc.auto", autopack.AUTO_DEFAULT)
 
 
 def needs_packing(store: Store) -> bool:
-    """True when ``git gc --auto`` would pack: git's own test, in Python.
-
-    Too many loose objects, or too many packs: every bulk write (an import,
-    a big pull) adds a pack (bulk.py), and git gc --auto joins them once
-    there are more than ``gc.autoPackLimit`` (50).
-    """
-    # Counting comes first: it is a few microseconds, reading the config is not.
-    count = loose_estimate(store.path) // 256
-    packs = pack_count(store.path)
-    if count == 0 and packs < 2:
-        return False
-    limit = auto_limit(store)
-    if limit <= 0:
-        return False  # git gc --auto does nothing at all then
-    pack_limit = _setting(store, "gc.autoPackLimit", PACK_LIMIT_DEFAULT)
-    if 0 < pack_limit < packs:
-        return True
-    return count > (limit + 255) // 256
+    """True when ``git gc --auto`` would pack (autopack.needs_packing)."""
+    return autopack.needs_packing(store.path, store.repo)
 
 
-def auto(store: Store) -> bool:
-    """Pack if there are too many loose objects; called with the lock held.
-
-    Best effort: the commit before it has succeeded and is reported as done,
-    so a failure here (no git, a full disk) is left for the next commit or
-    ``machine gc`` to retry. True if git ran.
-    """
-    if not needs_packing(store):
-        return False
-    try:
-        _git(store.path, "gc", "--auto", "--quiet")
-    except StoreError:
-        return False
-    finally:
-        make_private(store.path)
-    return True
+# Incremental: pack the loose objects, and join a pack into the next only
+# while it holds at least half as many objects (git's geometric progression),
+# so a store holds a few packs of growing size and a pack holds what is new.
+_REPACK = ("repack", "-d", "-l", "--geometric=2")
 
 
-def pack(store: Store, progress: Progress = QUIET) -> Packed:
-    """``machine gc``: pack every object into one pack, under the writer lock,
-    then drop the contexts no row names any more (one commit).
+def pack(store: Store, progress: Progress = QUIET, full: bool = False) -> Packed:
+    """``machine gc``: pack what is new, then drop the contexts no row names
+    any more (one commit).
 
-    Leftovers of killed writers go first (:func:`remove_leftovers`): a stale
-    ``packed-refs.lock`` would stop git gc itself. Pruning reads every row, so
-    it comes after the packing a damaged store may need. ``progress`` shows
-    git's own (counting, compressing, writing objects).
+    Leftovers of killed writers go first, under the writer lock
+    (:func:`remove_leftovers`): a stale ``packed-refs.lock`` would stop git
+    itself. The packing holds the gc lock only (waiting for a background
+    packer to finish), unless ``full``: ``git gc``, which packs refs, under
+    the writer lock. Pruning reads every row, so it comes after the packing a
+    damaged store may need. ``progress`` shows git's own (counting,
+    compressing, writing objects).
     """
     with store.locked():
         removed = remove_leftovers(store.path)
-        try:
-            before = usage(store.path)
-            started = time.monotonic()
-            if progress is QUIET:
-                _git(store.path, "gc", "--quiet")
-            else:
-                _git_shown(store.path, progress, "gc")
-            seconds = time.monotonic() - started
-            after = usage(store.path)
-        except StoreError:
-            # Whether git failed on damage is recovery's question: the
-            # command asks it (recovery.diagnosis.damage_or).
-            raise
-        finally:
-            make_private(store.path)
+    with packer_lock(store.path):
+        if full:
+            with store.locked():
+                before, after, seconds = _run(store.path, progress, "gc")
+        else:
+            before, after, seconds = _run(store.path, progress, *_REPACK)
     pruned = prune_contexts(store)  # a commit: it takes the writer lock itself
-    return Packed(before, after, seconds, removed, pruned)
+    dropped_images = prune_images(store)
+    return Packed(before, after, seconds, removed, pruned, dropped_images)
+
+
+def _run(path: Path, progress: Progress, *args: str) -> tuple[Usage, Usage, float]:
+    # Whether git failed on damage is recovery's question: the command asks
+    # it (recovery.diagnosis.damage_or).
+    try:
+        before = usage(path)
+        started = time.monotonic()
+        if progress is QUIET:
+            _git(path, *args, "--quiet" if args[0] == "gc" else "-q")
+        else:
+            _git_shown(path, progress, *args)
+        seconds = time.monotonic() - started
+        return before, usage(path), seconds
+    finally:
+        make_private(path)
+
+
+@contextlib.contextmanager
+def packer_lock(path: Path) -> Iterator[None]:
+    """Hold the gc lock, waiting for a background packer (not the tags)."""
+    lock_path = path / WORK / autopack.GC_LOCK
+    try:
+        with private_umask():
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise _error(path, e.errno, e.strerror or str(e)) from None
+    try:
+        timeout = env.seconds(LOCK_TIMEOUT_ENV, 600.0)
+        if not flock_within(fd, timeout):
+            raise ConcurrentUpdateError(
+                f"another machine process has been packing the store for "
+                f"{timeout:.0f}s ({lock_path})"
+            )
+        yield
+    finally:
+        os.close(fd)
+
+
+def background(path: Path, lock_fd: int | None) -> int:
+    """The detached packer a commit starts (autopack.py): pack if still needed.
+
+    ``lock_fd`` is the gc lock the commit took and handed over; run by hand,
+    the lock is taken here, and if another packer holds it there is nothing
+    to do. Takes no writer lock. Exit 0 if nothing failed.
+    """
+    with contextlib.suppress(OSError):
+        os.nice(10)  # a packer yields the CPU to whoever is working
+    if lock_fd is None:
+        with autopack.gc_lock(path) as fd:
+            return 0 if fd is None else background(path, fd)
+    try:
+        repo = pygit2.Repository(str(path))
+        if not autopack.needs_packing(path, repo):
+            return 0
+        _git(path, *_REPACK, "-q")
+    except (StoreError, pygit2.GitError, OSError):
+        return 1  # the next commit, or machine gc, tries again
+    finally:
+        make_private(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m machine_git.store.gc --background [--lock-fd N] STORE``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m machine_git.store.gc")
+    parser.add_argument("--background", action="store_true", required=True)
+    parser.add_argument("--lock-fd", type=int, default=None)
+    parser.add_argument("store", type=Path)
+    args = parser.parse_args(argv)
+    return background(args.store, args.lock_fd)
 
 
 def prune_contexts(store: Store) -> int:
@@ -233,6 +257,41 @@ def prune_contexts(store: Store) -> int:
             summary=f"gc: drop {len(dropped)} contexts no row names",
             files={context.path_of(sha): None for sha in dropped},
             trailers={"Action": "gc-contexts"},
+            redaction=Redaction.KEPT,
+        )
+
+    store.write(plan)
+    return len(dropped)
+
+
+def prune_images(store: Store) -> int:
+    """Remove (as one commit) the images no row at the newest commit names.
+
+    Like contexts: an image is stored once for every row that shows it, so
+    it goes here, when the last row naming it is gone.
+    """
+    from machine_git.core import jsonio
+    from machine_git.rows import images
+    from machine_git.store.change import Change
+    from machine_git.store.change import Redaction
+
+    dropped: list[str] = []
+
+    def plan(snap: Any) -> Any:
+        stored = images.stored_ids(snap.tree)
+        if not stored:
+            return None
+        named: set[str] = set()
+        for _, data in store.iter_row_blobs(snap.commit):
+            if b'"images"' in data:
+                named |= images.named(jsonio.loads(data))
+        dropped[:] = sorted(stored - named)
+        if not dropped:
+            return None
+        return Change(
+            summary=f"gc: drop {len(dropped)} images no row names",
+            files={images.path_of(sha): None for sha in dropped},
+            trailers={"Action": "gc-images"},
             redaction=Redaction.KEPT,
         )
 
@@ -421,3 +480,7 @@ def _error(path: Path, code: int | None, text: str) -> StoreError:
     ):
         return ReadOnlyStoreError(f"{path}: the store is read-only ({text})")
     return StoreError(f"{path}: git could not pack the store: {text}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -221,7 +221,23 @@ class _Loose(pygit2.OdbBackend):
         path = self._path(str(oid))
         if os.path.lexists(path):  # damaged (exists_cb said no): keep it aside
             set_aside(path, self.aside, str(oid))
-        self.writer.write(kind, data)
+        for attempt in range(_WRITE_TRIES):
+            try:
+                self.writer.write(kind, data)
+                return
+            except OSError as e:
+                # A packer (gc.py, in the background) runs git prune-packed,
+                # which removes each objects/xx folder it empties: between
+                # libgit2 making the folder and renaming its file into it,
+                # the folder can go. git's own writers make it again and
+                # retry; so do we (libgit2 makes it again on each write).
+                if "No such file or directory" not in str(e):
+                    raise
+                if attempt == _WRITE_TRIES - 1:
+                    raise
+
+
+_WRITE_TRIES = 5
 
 
 def set_aside(path: str, folder: str, name: str) -> str:

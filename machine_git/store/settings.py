@@ -38,6 +38,19 @@ def auto(store: Store) -> bool:
     return flag if isinstance(flag, bool) else read(store).auto
 
 
+def image_limit(snap: Snapshot) -> int:
+    """The ``image_max_bytes`` setting alone, cheaply (a tag with images asks)."""
+    from machine_git.rows import images
+
+    value = _parsed(snap)
+    limit = value.get(images.SETTING) if isinstance(value, dict) else None
+    if limit is None:
+        return images.DEFAULT_MAX_BYTES  # (the model's default; no pydantic)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
+    return _model(stored(snap)).image_max_bytes  # a bad value: the model says so
+
+
 def stored(snap: Snapshot) -> dict[str, Any]:
     """The settings as written in ``snap`` (only the keys ever set), checked."""
     value = _parsed(snap)

@@ -111,7 +111,11 @@ def parse_key(text: str) -> str:
                 blob = base64.b64decode(words[n + 1], validate=True)
             except (binascii.Error, ValueError):
                 break
-            if _string(blob, 0)[0] == word.encode():
+            try:
+                named = _string(blob, 0)[0]
+            except ValueError:
+                break
+            if named == word.encode():
                 return f"{word} {words[n + 1]}"
             break
     raise UsageError(
@@ -260,6 +264,43 @@ def signer_key(armored: bytes) -> tuple[bytes, str] | None:
     return blob, namespace.decode("utf-8", "replace")
 
 
+def _ed25519(payload: bytes, armored: bytes, blob: bytes) -> bool | None:
+    """An ed25519 SSH signature checked in-process (what ``ssh-keygen -Y
+    verify`` checks, a thousand times faster); None for other key types.
+
+    The signed bytes are SSHSIG's: the magic, then the namespace, reserved
+    field, hash name and the message's hash, each a length-prefixed string.
+    """
+    found = _ARMOR.search(armored)
+    if found is None or _string(blob, 0)[0] != b"ssh-ed25519":
+        return None
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        raw = base64.b64decode(b"".join(found.group(1).split()), validate=True)
+        at = 10  # "SSHSIG", then a uint32 version
+        _, at = _string(raw, at)  # the public key (matched by the caller)
+        namespace, at = _string(raw, at)
+        reserved, at = _string(raw, at)
+        algorithm, at = _string(raw, at)
+        wrapped, at = _string(raw, at)
+        kind, inner = _string(wrapped, 0)
+        signature, _ = _string(wrapped, inner)
+        key, _ = _string(blob, _string(blob, 0)[1])
+        if kind != b"ssh-ed25519" or algorithm not in (b"sha256", b"sha512"):
+            return False
+        digest = hashlib.new(algorithm.decode(), payload).digest()
+        signed = b"SSHSIG" + b"".join(
+            len(part).to_bytes(4, "big") + part
+            for part in (namespace, reserved, algorithm, digest)
+        )
+        Ed25519PublicKey.from_public_bytes(key).verify(signature, signed)
+    except (binascii.Error, ValueError, IndexError, InvalidSignature):
+        return False
+    return True
+
+
 def _string(data: bytes, at: int) -> tuple[bytes, int]:
     size = int.from_bytes(data[at : at + 4], "big")
     end = at + 4 + size
@@ -281,6 +322,11 @@ def verify(
     signer = next((s for s in signers if s.blob == blob), None)
     if signer is None:
         return None, f"signed by {fingerprint(blob)}, which is not an allowed signer"
+    quick = _ed25519(payload, armored, blob)
+    if quick is not None:
+        if not quick:
+            return None, f"whose signature by {signer.name} does not verify"
+        return signer, ""
     with tempfile.TemporaryDirectory(prefix="machine-verify-") as tmp:
         allowed, sig = Path(tmp, "allowed"), Path(tmp, "sig")
         allowed.write_bytes(render_signers([signer]))
@@ -298,6 +344,33 @@ def verify(
 
 
 # -- writing: may this user sign? -----------------------------------------------------
+
+
+def wanted(snap: Snapshot, change: Change) -> bool:
+    """Must ``change`` be signed? Yes if it writes a protected file, except a
+    ``settings.json`` that leaves the student as it was (``auto on`` needs no
+    signer)."""
+    for path in change.files:
+        if not protected(path):
+            continue
+        if path != "settings.json":
+            return True
+        if student_of(change.files[path]) != student_of(snap.read(path)):
+            return True
+    return False
+
+
+def student_of(data: bytes | None) -> dict[str, object]:
+    """The student keys a ``settings.json`` sets (an unreadable one: marked)."""
+    from machine_git.core import jsonio
+
+    try:
+        value = jsonio.loads(data) if data else {}
+    except ValueError:
+        return {"unreadable": True}
+    if not isinstance(value, dict):
+        return {"unreadable": True}
+    return {k: value[k] for k in STUDENT_KEYS if value.get(k) is not None}
 
 
 def admit(snap: Snapshot, change: Change, author: pygit2.Signature) -> Signer:

@@ -88,6 +88,16 @@ def kept(store: Store, at: Commit) -> dict[str, int] | None:
     return None
 
 
+def seed(store: Store, commit: str, known: dict[str, int]) -> None:
+    """Start the cache at ``commit`` with counts its writer knows (an import
+    into a store without rows), so progress bars have a total at once."""
+    if (store.path / WORK / CACHE_FILE).is_file():
+        return  # kept already: follow() brought it up to date
+    result = dict.fromkeys(KINDS, 0)
+    result.update({k: n for k, n in known.items() if k in KINDS})
+    _write_cache(store, commit, result)
+
+
 def follow(store: Store) -> None:
     """Bring an existing cache up to the newest commit; called after each commit.
 

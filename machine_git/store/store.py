@@ -27,12 +27,12 @@ from pygit2 import Tree
 
 from machine_git.core import jsonio
 from machine_git.core.errors import ConcurrentUpdateError
-from machine_git.core.errors import StoreError
+from machine_git.core.errors import NoStoreError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import rows
+from machine_git.store import autopack
 from machine_git.store import change as change_mod
-from machine_git.store import gc
 from machine_git.store.change import Change
 from machine_git.store.change import Redaction
 from machine_git.store.change import fit
@@ -143,7 +143,9 @@ class Store:
         """Open an existing store; one line if there is none, or it is damaged."""
         if not (path / "HEAD").exists():
             refuse_headless(path)
-            raise StoreError(f"no store at {path} yet (tag a turn with 'machine good')")
+            raise NoStoreError(
+                f"no store at {path} yet (tag a turn with 'machine good')"
+            )
         repo = open_store_repository(path)
         store = cls(path, repo)
         if unborn_branch(repo):
@@ -294,14 +296,15 @@ class Store:
 
         The counts cache (stats.py) follows the new head by one small diff,
         so no command can forget it (Pi's footer reads it). Auto-pack
-        (gc.py): libgit2 never packs; a count of one objects/xx folder
-        decides, and about one tag in a thousand runs `git gc --auto`.
-        Both are best effort: the commit is done and reported as done.
+        (autopack.py): libgit2 never packs; a count of one objects/xx folder
+        decides, and about one tag in a thousand starts a packer in the
+        background, which holds no lock a tag needs. Both are best effort:
+        the commit is done and reported as done.
         """
         from machine_git.store import stats  # imports this module: load it late
 
         stats.follow(self)
-        gc.auto(self)
+        autopack.after_commit(self.path, self.repo)
 
     def _write_locked(self, plan: Plan, merged: Oid | None = None) -> Oid | None:
         for _ in range(5):
@@ -316,7 +319,9 @@ class Store:
             if signed:
                 from machine_git.store import signing  # only for signed records
 
-                signing.admit(snap, change, _author())
+                signed = signing.wanted(snap, change)
+                if signed:
+                    signing.admit(snap, change, _author())
             try:
                 with private_umask():
                     oid = self._commit(snap, change, merged, signed)
@@ -336,7 +341,7 @@ class Store:
         merged: Oid | None = None,
         signed: bool = False,
     ) -> Oid | None:
-        if len(change.files) > _BULK:
+        if len(change.files) > _BULK and not signed:  # a signed commit: never bulk
             return self._commit_bulk(snap, change, merged)
         repo = self.repo
         created: list[Oid] = []

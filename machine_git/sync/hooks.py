@@ -47,6 +47,7 @@ from machine_git.core.progress import Progress
 from machine_git.recovery import validate
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.store.objects import guard
@@ -76,6 +77,8 @@ def check_blob(path: str, data: bytes) -> list[Finding]:
     """
     if context.is_context_path(path):
         return [Finding(path, 1, "$", p) for p in context.file_problems(path, data)]
+    if images.is_image_path(path):
+        return [Finding(path, 1, "$", p) for p in images.file_problems(path, data)]
     if not path.startswith(f"{rows.ROWS_DIR}/"):
         return []
     row_id = rows.id_of_path(path)
@@ -190,8 +193,10 @@ def _file_problems(
     old: pygit2.Oid | None,
     scan: bool,
 ) -> list[Finding]:
-    if kind == "release":
-        return []  # every release file is verified by the release audit
+    if kind in ("release", "signers"):
+        # Verified by the release audit: each release file against its step,
+        # allowed_signers (public keys, not JSON) by who signed its change.
+        return []
     if kind in _ROWLIKE:
         problems = check_blob(path, data) or _reference(path, data, commit)
         if problems or not scan:
@@ -199,6 +204,8 @@ def _file_problems(
         if kind == "context":
             return _record_secrets(path, {"context": jsonio.loads(data)})
         return check_secrets(path, data, _blob(repo, old))
+    if kind == "signers":  # text lines, verified by the releases' trust check
+        return check_file_secrets(path, data, _blob(repo, old)) if scan else []
     # Machine's other records: JSON objects (a JSON object a line for .jsonl).
     try:
         values = (

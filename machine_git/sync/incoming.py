@@ -51,6 +51,9 @@ _EVAL = r"evals/eval-[0-9a-f]{8}"
 FILES: dict[str, re.Pattern[str]] = {
     "marker": re.compile(r"machine\.json"),
     "settings": re.compile(r"settings\.json"),
+    # Who may sign release records (store/signing.py); the audit checks who
+    # changed it.
+    "signers": re.compile(r"allowed_signers"),
     "row": re.compile(rf"rows/({_HEX2})/({_HEX2})/\1\2[0-9a-f]{{8}}\.json"),
     "context": re.compile(rf"context/({_HEX2})/\1[0-9a-f]{{62}}\.json"),
     "run record": re.compile(r"runs/[a-z]+-[0-9a-f]{8}-[0-9a-f]{6}\.json"),
@@ -151,8 +154,7 @@ def changed_files(
     before = _entries(old)
     seen: set[str] = set()
     for entry in new:
-        raw = entry.raw_name
-        name = raw.decode("utf-8", "backslashreplace")
+        name = _name(entry)
         path = f"{prefix}{name}"
         if name in seen:
             problems.append(_finding(path, "listed twice in one tree"))
@@ -188,9 +190,12 @@ def changed_files(
 def _entries(tree: Tree | None) -> dict[str, tuple[Oid, int]]:
     if tree is None:
         return {}
-    return {
-        e.raw_name.decode("utf-8", "backslashreplace"): (e.id, e.filemode) for e in tree
-    }
+    return {_name(e): (e.id, e.filemode) for e in tree}
+
+
+def _name(entry: pygit2.Object) -> str:
+    # As stored: a name that is not UTF-8 is shown escaped, and refused.
+    return (entry.raw_name or b"").decode("utf-8", "backslashreplace")
 
 
 def _finding(path: str, problem: str) -> Finding:

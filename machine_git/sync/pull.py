@@ -193,6 +193,7 @@ def _check_incoming(
             details=hooks.report(bad),
         )
     lines = hooks.releases_refused(repo, [], oids, audit)
+    lines = lines or hooks.signed_refused(repo, oids, audit)
     if lines:
         summary = lines[-1].removeprefix("machine: push rejected: ")
         summary = summary.removeprefix("machine: ").replace("were pushed", "came")

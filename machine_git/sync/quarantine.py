@@ -78,7 +78,9 @@ def fetch(store: Store, name: str, url: str) -> Iterator[Fetched | None]:
 def _copy_ssh_command(store: Store, made: pygit2.Repository) -> None:
     # A core.sshCommand of the store's (a key, a jump host) applies here too.
     with contextlib.suppress(KeyError, pygit2.GitError):
-        made.config["core.sshCommand"] = store.repo.config["core.sshCommand"]
+        command = store.repo.config["core.sshCommand"]
+        if command:
+            made.config["core.sshCommand"] = str(command)
 
 
 _IN = "refs/in/"  # the remote's refs, in quarantine, under refs/in/<their name>
@@ -139,6 +141,11 @@ def _object_error(stderr: str) -> str | None:
             return line[len("error: ") :].strip()
     if "shallow" in stderr:
         return "it is a shallow copy (its history is cut short); pull from a full copy"
+    if "promisor remote" in stderr:  # a partial clone (--filter) lacking objects
+        return (
+            "it is a partial copy (some of its objects are only on its own "
+            "remote); pull from a full copy"
+        )
     return None
 
 

@@ -26,7 +26,10 @@ class Family(NamedTuple):
 
 QWEN3 = Family("Qwen3", "Qwen3Tokenizer", "qwen3", "qwen3")
 QWEN3_5 = Family("Qwen3.5", "Qwen35Tokenizer", "qwen3_5", "qwen3_5")
-ACCEPTED = (QWEN3, QWEN3_5)
+KIMI_K2_THINKING = Family(
+    "Kimi K2 Thinking", "KimiK2ThinkingTokenizer", "kimi_k2", "kimi_k2_thinking"
+)
+ACCEPTED = (QWEN3, QWEN3_5, KIMI_K2_THINKING)
 
 _NO_TEMPLATE = (
     "its published chat template is not among machine's fixtures, so its "
@@ -37,10 +40,6 @@ _ONLY_ON_THE_HUB = (
     "only in the model's Hugging Face repository, which machine cannot reach, and "
     "no verbatim copy was found; without it as a fixture its rendering cannot be "
     "checked token for token"
-)
-_NOT_YET = (
-    "a verbatim copy of its chat template exists (llama.cpp's models/templates/{}), "
-    "but machine's rendering has not been checked against it token for token yet"
 )
 
 # Why the others are refused, in one line each: (part of the name, why);
@@ -59,25 +58,21 @@ _REFUSED = (
     ("Qwen/Qwen3.8-", f"{_NO_TEMPLATE} (it differs from Qwen3.5's)"),
     (
         "openai/gpt-oss-",
-        "gpt-oss (Harmony): " + _NOT_YET.format("openai-gpt-oss-120b.jinja"),
+        "gpt-oss (Harmony): its chat template (tests/fixtures/templates/gpt_oss/) "
+        "writes only the first tool call of a message and names every following "
+        "tool result after that call, so an agent turn with parallel tool calls "
+        "has no rendering the served model saw (machine would train calls the "
+        "template drops)",
     ),
     (
         "deepseek-ai/DeepSeek-V3.1",
-        "DeepSeek V3.1: "
-        + _NOT_YET.format("deepseek-ai-DeepSeek-V3.1.jinja")
-        + "; that template declares no tools, and tml-renderers names the special "
-        "tokens in ASCII (<|begin_of_sentence|>) where the template writes them "
-        "full-width",
+        "DeepSeek V3.1: its chat template (tests/fixtures/templates/"
+        "deepseek_v3_1/) ignores the tools of a request (it renders the same text "
+        "with them and without), so what the served model was told about an "
+        "agent's tools is not the template's to check; machine's renderer "
+        "declares them in the system prompt by the model card's convention",
     ),
     ("deepseek-ai/DeepSeek-", f"DeepSeek: {_ONLY_ON_THE_HUB}"),
-    (
-        "moonshotai/Kimi-K2-Thinking",
-        "Kimi K2 Thinking: "
-        + _NOT_YET.format("moonshotai-Kimi-K2-Thinking.jinja")
-        + "; the model serializes its tool declaration with its own code "
-        "(sorted keys, per tinker-cookbook), which is not available, so the "
-        "declaration the model saw cannot be established from the template",
-    ),
     ("moonshotai/Kimi-", f"Kimi: {_ONLY_ON_THE_HUB}"),
     (
         "zai-org/GLM-",
@@ -96,7 +91,7 @@ _REFUSED = (
 )
 
 _ACCEPTED = (
-    " (machine renders Qwen3 and Qwen3.5 chat models, checked against their "
+    " (machine renders Qwen3, Qwen3.5 and Kimi K2 Thinking, checked against their "
     f"published chat templates; default {DEFAULT_BASE_MODEL})"
 )
 
@@ -111,6 +106,8 @@ def refusal(base_model: str) -> str | None:
 
 def family(base_model: str) -> Family:
     """The accepted family of ``base_model``, or a one-line refusal."""
+    if base_model == "moonshotai/Kimi-K2-Thinking":
+        return KIMI_K2_THINKING  # before the refusal of the other Kimi models
     why = refusal(base_model)
     if why is not None:
         raise TrainingError(f"{base_model} is not accepted: {why}{_ACCEPTED}")

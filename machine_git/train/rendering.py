@@ -32,16 +32,19 @@ from tinker_cookbook.renderers.base import RenderContext
 from tinker_cookbook.renderers.base import RenderedMessage
 from tinker_cookbook.renderers.base import ToolSpec
 from tinker_cookbook.renderers.base import _tool_call_payload
+from tinker_cookbook.renderers.kimi_k2 import KimiK2Renderer
 from tinker_cookbook.renderers.qwen3 import Qwen3Renderer
 from tinker_cookbook.renderers.qwen3_5 import Qwen3_5Renderer
 
 from machine_git.core.errors import TrainingError
+from machine_git.train.families import KIMI_K2_THINKING
 from machine_git.train.families import QWEN3
 from machine_git.train.families import QWEN3_5
 from machine_git.train.families import Family
 from machine_git.train.families import family
 
-__all__ = ["QWEN3", "QWEN3_5", "Family", "family"]  # the families, from families.py
+# the families, from families.py
+__all__ = ["KIMI_K2_THINKING", "QWEN3", "QWEN3_5", "Family", "family"]
 
 _EOS = "<|im_end|>"
 
@@ -78,7 +81,7 @@ class TmlTokenizer:
     def __init__(self, tml: Any, name_or_path: str, eos: str = _EOS) -> None:
         self.tml_tokenizer = tml
         self.name_or_path = name_or_path
-        added = list(tml.all_special_tokens)
+        added = special_names(tml)
         self._all = _splitter(added)
         self._plain = _splitter([s for s in added if s in NOT_SPECIAL])
         self._special_ids = frozenset(
@@ -112,6 +115,40 @@ class TmlTokenizer:
     def is_special_token(self, token_id: int) -> bool:
         """Special as Hugging Face says: ``<|im_end|>`` is, ``<tool_call>`` is not."""
         return int(token_id) in self._special_ids
+
+
+def special_names(tml: Any) -> list[str]:
+    """The added tokens of a tml tokenizer, by the names its vocabulary encodes.
+
+    tml-renderers lists DeepSeek's tokens in ASCII (``<|User|>``) but encodes
+    and decodes them by their full-width names (U+FF5C for each ``|``, ``▁``
+    for ``_``), which the templates write; Kimi's lists a few names that are no
+    token at all (``<|[EOT]|>``), so text never holds them.
+    """
+    names = []
+    for listed in tml.all_special_tokens:
+        for name in (listed, _full_width(listed)):
+            if _encodes(tml, name):
+                names.append(name)
+                break
+    return names
+
+
+_BAR = "\uff5c"  # FULLWIDTH VERTICAL LINE, in DeepSeek's token names
+
+
+def _full_width(name: str) -> str:
+    if not (name.startswith("<|") and name.endswith("|>")):
+        return name
+    return f"<{_BAR}" + name[2:-2].replace("_", "▁") + f"{_BAR}>"
+
+
+def _encodes(tml: Any, name: str) -> bool:
+    try:
+        tml.encode_special(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _splitter(tokens: list[str]) -> re.Pattern[str] | None:
@@ -249,6 +286,48 @@ class Qwen35Renderer(Qwen3_5Renderer):
         return [renderers.Message(role="system", content=content)]
 
 
+class KimiK2ThinkingRenderer(KimiK2Renderer):
+    """The cookbook's Kimi K2 renderer with the template's JSON.
+
+    Kimi K2 Thinking's chat template writes the tool declaration as
+    ``tools | tojson`` (the request's OpenAI tools, in their order, ``", "``
+    and ``": "`` separators, UTF-8) and each call's arguments, which servers
+    hand it parsed, through ``tojson`` too. The cookbook (0.5.8) writes the
+    declaration with sorted keys and compact separators (what the model
+    repository's own Python ``apply_chat_template`` does) and the arguments
+    as the agent's string. machine follows the template, like every family it
+    accepts.
+    """
+
+    def render_message(self, message: Any, ctx: RenderContext) -> RenderedMessage:
+        calls = message.get("tool_calls") if message["role"] == "assistant" else None
+        if calls:
+            message = {**message, "tool_calls": [_tojson_arguments(c) for c in calls]}
+        return super().render_message(message, ctx)
+
+    def create_conversation_prefix_with_tools(
+        self, tools: list[ToolSpec], system_prompt: str = ""
+    ) -> list[renderers.Message]:
+        prefix = super().create_conversation_prefix_with_tools(tools, system_prompt)
+        if not tools:
+            return prefix
+        if prefix[0]["role"] != "tool_declare":  # the cookbook changed: say so
+            raise TrainingError("the Kimi K2 tool declaration is not the expected one")
+        wrapped = [{"type": "function", "function": dict(tool)} for tool in tools]
+        declared = renderers.Message(role="tool_declare", content=_tojson(wrapped))
+        return [declared, *prefix[1:]]
+
+
+def _tojson_arguments(call: Any) -> Any:
+    """``call`` with its arguments as ``tojson`` writes them once parsed."""
+    try:
+        parsed = json.loads(call.function.arguments)
+    except ValueError:
+        return call  # not JSON: the template writes the string as it is
+    function = call.function.model_copy(update={"arguments": _tojson(parsed)})
+    return call.model_copy(update={"function": function})
+
+
 def _tojson(value: object) -> str:
     # Jinja's tojson in transformers' chat templates: json.dumps, non-ASCII kept.
     return json.dumps(value, ensure_ascii=False)
@@ -315,6 +394,9 @@ def rendering(base_model: str, name: str | None = None) -> Rendering:
         return Rendering(base_model, chosen, GroupedQwen3Renderer(cast(Any, tok)), tok)
     if chosen == QWEN3_5.renderer:
         return Rendering(base_model, chosen, Qwen35Renderer(cast(Any, tok)), tok)
+    if chosen == KIMI_K2_THINKING.renderer:
+        kimi = KimiK2ThinkingRenderer(cast(Any, tok))
+        return Rendering(base_model, chosen, kimi, tok)
     try:
         renderer = renderers.get_renderer(chosen, cast(Any, tok), model_name=base_model)
     except (ConfigurationError, KeyError, ValueError) as e:

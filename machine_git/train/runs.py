@@ -35,6 +35,8 @@ from pygit2.enums import FileMode
 from machine_git import __version__
 from machine_git import bundled
 from machine_git.core import jsonio
+from machine_git.core.errors import AmbiguousRunError
+from machine_git.core.errors import RunNotFoundError
 from machine_git.core.errors import TrainingError
 from machine_git.export import export
 from machine_git.history import history
@@ -175,17 +177,17 @@ def find(
             return exact
     runs = all_runs(store, on_bad)
     if not runs:
-        raise TrainingError(
+        raise RunNotFoundError(
             "no training runs yet (prepare one with 'machine train sft')"
         )
     if text is None:
         return runs[-1]
     matches = [r for r in runs if str(r["id"]).startswith(text)]
     if not matches:
-        raise TrainingError(f"no run {text!r} (see 'machine runs')")
+        raise RunNotFoundError(f"no run {text!r} (see 'machine runs')")
     if len(matches) > 1:
         shown = ", ".join(str(r["id"]) for r in matches[:5])
-        raise TrainingError(f"run {text!r} is ambiguous ({shown})")
+        raise AmbiguousRunError(f"run {text!r} is ambiguous ({shown})")
     return matches[0]
 
 
@@ -621,7 +623,7 @@ def update(
     def plan(snap: Snapshot) -> Change:
         data = snap.read(record_path(run_id))
         if data is None:
-            raise TrainingError(f"no run {run_id!r} in the store")
+            raise RunNotFoundError(f"no run {run_id!r} in the store")
         record = _parse(data, record_path(run_id))
         change(record)
         record["updated_at"] = rows.now()

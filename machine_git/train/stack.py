@@ -1,6 +1,6 @@
 """The optional training stack: is it installed, and which versions.
 
-``pip install 'machine-git[train]'`` adds tinker, tinker-cookbook and
+The ``train`` extra (machine_git/core/extras.py) adds tinker, tinker-cookbook and
 tml-renderers (and through them torch). Nothing here imports them at module
 level, so every other command starts without them.
 """
@@ -11,8 +11,9 @@ import importlib
 import importlib.metadata
 
 from machine_git.core.errors import TrainingStackMissingError
+from machine_git.core.extras import install_hint
 
-INSTALL = "pip install 'machine-git[train]'"
+INSTALL = install_hint("train")
 MODULES = ("torch", "tinker", "tinker_cookbook", "tml_renderers")
 DISTRIBUTIONS = ("tinker", "tinker-cookbook", "tml-renderers", "torch")
 

@@ -368,7 +368,7 @@ def test_a_bad_revision_is_one_line(project: Path, run: Run) -> None:
 
 def test_export_without_a_store_is_one_line(project: Path, run: Run) -> None:
     result = run("export")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         f"Error: no store at {store_of(project)} yet (tag a turn with 'machine good')\n"
     )

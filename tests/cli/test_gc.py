@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 
 from machine_git.core import paths
+from machine_git.core.errors import NOT_FOUND
 from tests.conftest import Run
 from tests.conftest import git
 from tests.conftest import install_session
@@ -74,7 +75,7 @@ def test_gc_says_what_killed_writers_left(project: Path, run: Run) -> None:
 
 def test_gc_without_a_store(project: Path, run: Run) -> None:
     result = run("gc")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         f"Error: no store at {paths.store_path(project)} yet "
         "(tag a turn with 'machine good')\n"

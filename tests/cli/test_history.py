@@ -273,6 +273,26 @@ def test_diff_names_files_outside_rows_by_what_happened(
     ]
 
 
+def test_a_context_belongs_to_its_row_whatever_kind_the_diff_shows(
+    project: Path, run: Run, tmp_path: Path
+) -> None:
+    from machine_git.core import jsonio
+    from tests import helpers
+
+    rejected = helpers.traces_row(
+        "d1b2c3d4e5f6", kind="rejected", tag="bad", context=helpers.CONTEXT
+    )
+    seed = tmp_path / "rejected.jsonl"
+    seed.write_bytes(jsonio.line(rejected))
+    assert run("import", str(seed)).exit_code == 0
+    # the commit adds the row and its context file; neither is a traces change
+    for args in (("--kind", "traces"), ("--kind", "traces", "--stat")):
+        shown = run("diff", *args).stdout
+        assert "other files" not in shown, args
+        assert "context/" not in shown, args
+    assert "other files" not in run("diff").stdout
+
+
 # -- dates ---------------------------------------------------------------------------
 
 HOUR = 3600

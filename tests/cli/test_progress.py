@@ -19,6 +19,7 @@ import pytest
 from machine_git.cli import progress
 from machine_git.core import paths
 from machine_git.core.progress import QUIET
+from machine_git.store.store import Store
 from tests import helpers
 from tests.conftest import Run
 
@@ -114,18 +115,24 @@ def test_an_import_refused_leaves_its_error_on_a_line_of_its_own(
 def test_export_counts_rows_against_the_total_when_it_is_kept(
     project: Path, tmp_path: Path, run: Run
 ) -> None:
-    run("import", str(rows_file(tmp_path)))
-    first = machine("export", "-o", str(tmp_path / "a.jsonl"))
+    tagged = tmp_path / "tagged"
+    (tagged / ".git").mkdir(parents=True)
+    helpers.commit_row(Store.create(paths.store_path(tagged)), helpers.train_row())
+    first = machine("export", "-o", str(tmp_path / "a.jsonl"), "--project", str(tagged))
     assert first.status == 0
     assert "exporting rows  [" in first.stderr  # no count kept yet: no total
-    assert f"/{ROWS}" not in first.stderr
-    run("data")  # keeps the counts
+    assert "0/1" not in first.stderr
+    # An import into a store without rows knows every count after it.
+    run("import", str(rows_file(tmp_path)))
     done = machine("export", "-o", str(tmp_path / "b.jsonl"))
     assert "exporting rows  [" in done.stderr and f"0/{ROWS}" in done.stderr
     assert done.stderr.endswith(
         f"to {tmp_path / 'b.jsonl'} (sha256 " + (done.stderr.split("(sha256 ")[-1])
     )
-    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    run("data")  # counts kept from then on, whatever commit comes
+    again = machine("export", "-o", str(tmp_path / "c.jsonl"))
+    assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert f"0/{ROWS}" in again.stderr
 
 
 def test_export_shows_nothing_with_json_or_when_rows_go_to_the_terminal(
@@ -145,8 +152,7 @@ def test_export_shows_nothing_with_json_or_when_rows_go_to_the_terminal(
 def test_validate_store_shows_rows_checked(
     project: Path, tmp_path: Path, run: Run
 ) -> None:
-    run("import", str(rows_file(tmp_path)))
-    run("data")
+    run("import", str(rows_file(tmp_path)))  # a large import: the total is known
     done = machine("validate", "--store")
     assert done.status == 0
     assert "checking rows  [" in done.stderr and f"0/{ROWS + 0}" in done.stderr

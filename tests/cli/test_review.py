@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from machine_git.core.errors import NOT_FOUND
 from machine_git.review.security import cookie_name
 from tests.conftest import Run
 from tests.review.conftest import small_store
@@ -87,7 +88,8 @@ def test_without_the_web_extra_it_says_how_to_install_it(
     assert result.exit_code == 1
     assert result.stderr == (
         "Error: machine review needs its web stack (starlette is missing): "
-        "pip install 'machine-git[ui]'\n"
+        "pip install '.[ui]' in a machine checkout, or pip install "
+        "'machine_git-0.1.0-py3-none-any.whl[ui]' from a wheel\n"
     )
 
 
@@ -106,5 +108,5 @@ def test_a_port_in_use_is_one_line(project: Path, run: Run) -> None:
 
 def test_no_store_yet_is_one_line(project: Path, run: Run) -> None:
     result = run("review", "--no-browser")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr.startswith("Error: no store at ")

@@ -12,6 +12,7 @@ from machine_git.core import jsonio
 from machine_git.core import paths
 from machine_git.core.errors import INVALID
 from machine_git.core.errors import NOT_FOUND
+from machine_git.core.errors import SERVICE
 from machine_git.core.errors import USAGE
 from machine_git.sessions import pi
 from machine_git.store.store import Change
@@ -191,7 +192,7 @@ def test_ask_without_a_key_says_so(
 ) -> None:
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
     result = run("ask", "hello")
-    assert (result.exit_code, result.stdout) == (1, "")
+    assert (result.exit_code, result.stdout) == (SERVICE, "")
     assert result.stderr == (
         "Error: TINKER_API_KEY is not set; create a key in the Tinker console "
         "and export TINKER_API_KEY\n"
@@ -219,7 +220,7 @@ def test_ask_samples_the_student(
     url = oai_stub.closed_port_url()
     monkeypatch.setenv("MACHINE_TINKER_OAI_URL", url)
     down = run("ask", "hi", "--timeout", "2")
-    assert down.exit_code == 1
+    assert down.exit_code == SERVICE
     assert down.stderr.startswith(f"Error: Tinker is unreachable at {url}: ")
     assert down.stderr.count("\n") == 1
 
@@ -252,7 +253,7 @@ def test_models_without_a_key_or_a_service(
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
     missing = run("models")
     assert (missing.exit_code, missing.stdout, missing.stderr) == (
-        1,
+        SERVICE,
         "",
         "Error: TINKER_API_KEY is not set; create a key in the Tinker console "
         "and export TINKER_API_KEY\n",
@@ -261,7 +262,7 @@ def test_models_without_a_key_or_a_service(
     url = oai_stub.closed_port_url()
     monkeypatch.setenv("MACHINE_TINKER_OAI_URL", url)
     down = run("models", "--timeout", "2")
-    assert down.exit_code == 1
+    assert down.exit_code == SERVICE
     assert down.stderr.startswith(f"Error: Tinker is unreachable at {url}: ")
     assert down.stderr.count("\n") == 1
 

@@ -17,6 +17,7 @@ from pygit2.enums import FileMode
 from machine_git.core import jsonio
 from machine_git.core import paths
 from machine_git.core.errors import CONFLICT
+from machine_git.core.errors import NOT_FOUND
 from machine_git.core.errors import REMOTE
 from machine_git.core.errors import USAGE
 from machine_git.rows import rows
@@ -137,7 +138,7 @@ def test_an_unknown_or_unreachable_remote_is_one_line(
 
 def test_push_without_a_store_is_one_line(project: Path, run: Run) -> None:
     result = run("push")
-    assert result.exit_code == 1
+    assert result.exit_code == NOT_FOUND
     assert result.stderr == (
         f"Error: no store at {paths.store_path(project)} yet "
         "(tag a turn with 'machine good')\n"
@@ -242,7 +243,7 @@ def test_a_conflict_shows_both_versions_and_prefer_resolves_it(
     resolved = run("pull", "--prefer", "theirs")
     assert resolved.exit_code == 0
     assert resolved.stdout == (
-        f"merged origin ({short(store_a)}): +0 rows, ~1 changed from origin\n"
+        f"merged origin ({short(store_a)}): +0 rows, ~1 changed from origin; "
         "kept theirs for 1 conflicting row\n"
     )
     assert row_in(store_a, row_id) == theirs
@@ -379,16 +380,19 @@ def test_three_machines_share_rows_versions_runs_and_history(
         "pushed 4 commits, version va and run ref sft-a2a2a2a2-000001 to origin"
     )
 
-    # b tagged an hour ago, offline; then names a version, pulls and pushes.
+    # b tagged offline (a second after its store began: a commit dated before
+    # its parent would be taken as no older than it); then names a version,
+    # pulls and pushes, later than that.
     b = machine("b")
-    old = int(time.time()) - 3600
+    assert b.head is not None
+    old = b.head.commit_time + 1
     offline = tag_row(b, "b1b1b1b1b1b1", when=old)
+    time.sleep(max(0.0, old + 2.2 - time.time()))
     assert run("version", "vb").exit_code == 0
     pulled = run("pull")
     assert pulled.stdout.splitlines() == [
-        f"merged origin ({short(b.path)}): +2 rows from origin",
-        "version va from origin",
-        "run ref sft-a2a2a2a2-000001 from origin",
+        f"merged origin ({short(b.path)}): +2 rows, version va and run ref "
+        "sft-a2a2a2a2-000001 from origin"
     ]
     assert run("push").exit_code == 0
 
@@ -396,15 +400,17 @@ def test_three_machines_share_rows_versions_runs_and_history(
     machine("a")
     tag_row(a, "a3a3a3a3a3a3")
     assert run("version", "va2").exit_code == 0
-    assert run("pull").stdout.splitlines()[1:] == ["version vb from origin"]
+    lines = run("pull").stdout.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(" and version vb from origin")
     assert run("push").exit_code == 0
 
     # c has nothing of its own: it takes the history, then adds to it.
     c = machine("c")
     taken = run("pull")
-    assert taken.stdout.splitlines()[0] == (
-        f"fast-forward to {short(c.path)}: +4 rows from origin"
-    )
+    assert taken.stdout.splitlines() == [
+        f"fast-forward to {short(c.path)}: +4 rows, versions va, va2, vb and run ref "
+        "sft-a2a2a2a2-000001 from origin"
+    ]
     # c's own first commit is gone: the roots are a's and b's.
     assert sorted(git(c.path, "rev-list", "--max-parents=0", "HEAD").split()) == sorted(
         git(a.path, "rev-list", "--max-parents=0", "HEAD").split()
@@ -454,8 +460,8 @@ def test_three_machines_share_rows_versions_runs_and_history(
         assert found == everything, name
         assert git(store.path, "show", "HEAD:runs/sft-a2a2a2a2-000001.json")
         assert [v["name"] for v in orjson.loads(run("versions", "--json").stdout)] == [
-            "vb",
             "va",
+            "vb",
             "va2",
             "vc",
         ]

@@ -23,6 +23,7 @@ from machine_git.store.store import Redaction
 from machine_git.store.store import Store
 from machine_git.tagging import turns
 from tests import helpers
+from tests.conftest import Run
 
 EVIL = "title\x1b]0;pwned\x07clear\x1b[2Jcsi\x9b31mnul\x00bell\x07end"
 ROW = "a00000000001"
@@ -99,3 +100,25 @@ def test_json_keeps_them_as_json_escapes(store: Store, project: Path) -> None:
         assert byte not in shown, (byte, shown)
     rows = json.loads(shown)
     assert rows[0]["note"] == EVIL
+
+
+def test_a_pulled_version_name_with_a_c1_csi_is_shown_escaped(
+    store: Store, project: Path, tmp_path: Path, run: Run
+) -> None:
+    # git allows U+009B (bytes C2 9B) in a ref name: a remote's version
+    # named so is a valid version, and its name is printed escaped.
+    hub = tmp_path / "hub.git"
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(store.path), str(hub)], check=True
+    )
+    subprocess.run(
+        ["git", "-C", str(hub), "tag", "-a", "-m", "v", "v\x9b31m", "main"],
+        check=True,
+        env={**os.environ, "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@b"},
+    )
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    assert run("remote", "add", "hub", str(hub), "--project", str(other)).exit_code == 0
+    done = run("pull", "hub", "--project", str(other))
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "version v\\x9b31m from hub"

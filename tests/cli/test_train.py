@@ -132,7 +132,8 @@ def test_without_the_stack_train_says_how_to_install_it(
     assert result.exit_code == 1
     assert result.stderr == (
         "Error: machine train needs the training stack (tinker is missing): "
-        "pip install 'machine-git[train]'\n"
+        "pip install torch==2.13.0 '.[train]' in a machine checkout, or pip install "
+        "torch==2.13.0 'machine_git-0.1.0-py3-none-any.whl[train]' from a wheel\n"
     )
 
 
@@ -427,7 +428,7 @@ def test_sft_refuses_a_base_model_whose_renderer_drops_tool_calls(
     assert result.stderr == (
         "Error: Qwen/Qwen3-8B-Base is not accepted: a base model's renderer "
         "(role_colon) follows no chat template and drops tool calls (machine "
-        "renders Qwen3 and Qwen3.5 chat models, checked against their published "
+        "renders Qwen3, Qwen3.5 and Kimi K2 Thinking, checked against their published "
         f"chat templates; default {MODEL})\n"
     )
     assert git(traces, "rev-parse", "HEAD").strip() == head

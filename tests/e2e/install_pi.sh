@@ -20,8 +20,11 @@ command -v npm >/dev/null || die "npm not found"
 
 version() { node -p "require(process.argv[1]).version" "$PKG" 2>/dev/null || true; }
 
+mkdir -p "$CACHE"
+# One install at a time: test workers (pytest -n) each ask for Pi at start.
+exec 9>"$CACHE/.install.lock"
+flock 9
 if [[ "$(version)" != "$PI_VERSION" ]]; then
-    mkdir -p "$CACHE"
     [[ -f "$CACHE/package.json" ]] || echo '{"private":true}' >"$CACHE/package.json"
     (cd "$CACHE" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error \
         "@mariozechner/pi-coding-agent@$PI_VERSION" >&2) || die "npm install failed"

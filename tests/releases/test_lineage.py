@@ -134,6 +134,23 @@ def test_a_run_that_failed_mid_way_shows_only_the_rows_it_trained(
     assert text[4] == f"epoch 1    1 row, {tokens} tokens, 1 step (seed 0)"
 
 
+def test_a_run_just_prepared_has_trained_no_rows_yet(
+    project: Path, run: Run, fake: FakeTinker
+) -> None:
+    support.tag(run, project, ("mixed", "basic", "file-repair"))
+    store = support.store_path(project)
+    made = orjson.loads(run("train", "sft", "--batch-size", "1", "--json").stdout)
+    found = orjson.loads(run("lineage", made["id"], "--rows", "--json").stdout)
+    assert found["run"]["status"] == "prepared"
+    assert found["dataset"]["trained"] == {"rows": 0, "tokens": 0, "epochs": []}
+    assert roles(found) == {"not trained": train_rows(store)}
+    text = run("lineage", made["id"]).stdout.splitlines()
+    assert text[3] == (
+        "rows       0 train rows trained of 3 exported; "
+        "store: train 3, traces 0, rejected 0, observed 0"
+    )
+
+
 def test_a_run_without_per_step_records_is_never_shown_as_all_rows(
     trained: dict[str, Any], run: Run
 ) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -350,6 +352,8 @@ def test_a_signer_added_by_a_may_check_and_one_never_added_may_not(
     assert refused.stderr.startswith("Error: your signing key SHA256:")
     assert "sample" not in fake.names()
     assert f'machine release signers add b@example.com "{fp}' in refused.stderr
+    # A setting that leaves the student alone needs no signer.
+    assert run("auto", "on").exit_code == 0
     # A adds B (a commit signed by A); B pulls, checks, pushes: accepted.
     become("a")
     added = run("release", "signers", "add", "bob", b_key)
@@ -513,4 +517,91 @@ def test_a_key_added_without_a_signers_signature_signs_nothing(
     assert [f"{f}: {m}" for f, m in found] == lines
     listed = run("release", "signers").stdout
     assert "mallory" in listed  # what the file says; the audit trusts none of it
+    assert student_line(run) == NO_STUDENT
+
+
+# -- a backdated commit -------------------------------------------------------------
+
+
+def test_a_backdated_commit_never_makes_todays_rows_look_old(
+    trained: dict[str, Any], run: Run, clone: Path
+) -> None:
+    from machine_git.core.errors import NOT_FOUND
+
+    store = trained["store"]
+    before = run("export")
+    assert before.exit_code == 0 and before.stdout
+    parent = git(store, "log", "-1", "--format=%ct").strip()
+    make_clone(run, clone)
+    # A new row, written today, in a commit that says it is from 2020.
+    from machine_git.core import jsonio
+    from machine_git.rows import rows
+    from tests import helpers
+
+    row = helpers.train_row("0a0a0a0a0a0a")
+    target = clone / rows.row_path("0a0a0a0a0a0a")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(jsonio.canonical(row))
+    assert git_in(clone, "add", "-A").returncode == 0
+    env = {**os.environ, "GIT_AUTHOR_DATE": "2020-05-31T12:00:00+0000"}
+    env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"]
+    done = subprocess.run(
+        ["git", "-C", str(clone), "commit", "-q", "-m", "old news"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0
+    forged = head(clone)
+    pushed = push(clone)
+    assert pushed == (0, []), pushed  # nothing signed in it: the hook takes it
+    then = run("export", "@{2020-06-01}")
+    assert then.exit_code == NOT_FOUND
+    shown = datetime.fromtimestamp(int(parent), UTC).strftime("%Y-%m-%d %H:%M")
+    assert then.stderr.splitlines()[0] == (
+        f"warning: commit {forged[:12]} is dated 2020-05-31 12:00 UTC, before its "
+        f"parent ({shown} UTC); it is taken as no older than its parent"
+    )
+    assert then.stderr.splitlines()[1].startswith(
+        "Error: no commit at or before @{2020-06-01} (2020-06-01 23:59 UTC)"
+    )
+    assert then.stdout == ""
+    today = run("export").stdout.splitlines()
+    assert len(today) == len(before.stdout.splitlines()) + 1  # the row is today's
+
+
+# -- a pull brings what a push could not ----------------------------------------------
+
+
+def test_a_pull_refuses_a_student_no_signer_chose(
+    trained: dict[str, Any],
+    run: Run,
+    fake: FakeTinker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = trained["store"]
+    # A plain bare copy: no hooks, so the forged student lands there.
+    copy = tmp_path / "copy.git"
+    cloned = git_in(tmp_path, "clone", "-q", "--bare", str(store), str(copy))
+    assert cloned.returncode == 0, cloned.stderr
+    work = tmp_path / "work"
+    assert git_in(tmp_path, "clone", "-q", str(copy), str(work)).returncode == 0
+    path = work / "settings.json"
+    value = json.loads(path.read_text()) if path.exists() else {}
+    value.update(student=EVIL, student_release="BR-004", chat="student")
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    assert git_in(work, "add", "settings.json").returncode == 0
+    assert git_in(work, "commit", "-q", "-m", "student BR-004").returncode == 0
+    forged = head(work)
+    assert git_in(work, "push", "-q", "origin", "HEAD:main").returncode == 0
+    # Someone else's store pulls from that copy: refused, nothing merged.
+    monkeypatch.setenv("MACHINE_DATA_DIR", str(tmp_path / "other"))
+    assert run("remote", "add", "copy", str(copy)).exit_code == 0
+    pulled = run("pull", "copy")
+    assert pulled.exit_code != 0
+    assert f"settings.json: added in commit {forged[:12]}, {UNSIGNED}" in (
+        pulled.stderr
+    )
+    assert "nothing was pulled" in pulled.stderr
     assert student_line(run) == NO_STUDENT

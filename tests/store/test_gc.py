@@ -1,13 +1,19 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pygit2
 import pytest
 
+from machine_git.core import paths
 from machine_git.core.errors import ConcurrentUpdateError
+from machine_git.rows import rows
+from machine_git.store import autopack
 from machine_git.store import gc
 from machine_git.store.store import Store
 from machine_git.store.store import private_objects
@@ -76,6 +82,17 @@ def test_pack_keeps_old_reflog_entries(tmp_path: Path) -> None:
     assert git(store.path, "reflog", "show", "main") == before
 
 
+def wait_for_packer(store: Path, seconds: float = 120.0) -> None:
+    """Until no packer holds the gc lock (a background one started by a commit)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with autopack.gc_lock(store) as fd:
+            if fd is not None:
+                return
+        time.sleep(0.05)
+    raise AssertionError("the background packer still runs")
+
+
 def test_a_commit_packs_the_store_once_loose_objects_pass_gc_auto(
     tmp_path: Path,
 ) -> None:
@@ -87,15 +104,121 @@ def test_a_commit_packs_the_store_once_loose_objects_pass_gc_auto(
     assert gc.usage(store.path).packs == 0
 
     helpers.commit_row(store, helpers.train_row(row_ids(1)[0]))
+    wait_for_packer(store.path)
 
     after = gc.usage(store.path)
     assert after.packs == 1
-    # The unreachable fillers stay loose (git prunes them after two weeks);
-    # everything the branch reaches is in the pack.
-    loose = {p.parent.name + p.name for p in store.path.glob("objects/??/*")}
-    assert loose == {str(pygit2.hash(d)) for d in objects_17(3)}
+    # Geometric repacking packs every loose object, the unreachable fillers too
+    # (git prunes what no ref reaches only in a full gc, after two weeks).
+    assert list(store.path.glob("objects/??/*")) == []
+    assert not gc.needs_packing(store)
     assert git(store.path, "fsck", "--strict", "--no-dangling") == ""
     assert modes(store.path) == {("dir", 0o700), ("file", 0o600)}
+
+
+# -- tags never wait for a packer ----------------------------------------------
+
+
+def held_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a git on the PATH that, when it packs, holds until the test says so.
+
+    It is the real git: it only waits before packing, so a packer can be
+    caught in the middle, and marks each start in ``marks/started``.
+    """
+    real = shutil.which("git")
+    assert real is not None
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "git"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *" repack "*|*" gc"*)\n'
+        f'  echo x >> "{marks}/started"; i=0\n'
+        f'  while [ ! -e "{marks}/release" ] && [ $i -lt 1200 ]; do\n'
+        "    sleep 0.05; i=$((i+1)); done;;\n"
+        "esac\n"
+        f'exec "{real}" "$@"\n'
+    )
+    script.chmod(0o700)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return marks
+
+
+def wait_for(path: Path, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def loose_store(location: Path) -> Store:
+    """A store that needs packing: gc.auto 256, three loose objects in objects/17."""
+    store = Store.create(location)
+    store.repo.config["gc.auto"] = "256"
+    with private_objects(store) as created:
+        created += [store.repo.create_blob(d) for d in objects_17(3)]
+    assert gc.needs_packing(store)
+    return store
+
+
+BY_HAND = {
+    "machine gc": ["-m", "machine_git", "gc"],
+    "packer by hand": ["-m", "machine_git.store.gc", "--background", "."],
+}
+
+
+@pytest.mark.parametrize("how", [*BY_HAND, "after a commit"])
+def test_tags_go_on_while_the_store_is_packed(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    marks = held_git(tmp_path, monkeypatch)
+    store = loose_store(paths.store_path(project))
+    monkeypatch.setenv("MACHINE_LOCK_TIMEOUT", "5")  # a tag that waited would fail
+    packer: subprocess.Popen[bytes] | None = None
+    if how in BY_HAND:
+        where = store.path if how == "packer by hand" else project
+        packer = subprocess.Popen([sys.executable, *BY_HAND[how]], cwd=where)
+    else:
+        helpers.commit_row(store, helpers.train_row(row_ids(1)[0]))  # starts it
+    wait_for(marks / "started")
+
+    # git is packing, and holds until released: every tag now must finish
+    # without it. Each one's packing test says yes (the loose objects are
+    # still there), and none starts a second packer.
+    ids = row_ids(6)[1:]
+    for row_id in ids:
+        helpers.commit_row(store, helpers.train_row(row_id))
+    with autopack.gc_lock(store.path) as fd:
+        assert fd is None  # the packer still runs: no tag waited for it
+    assert (marks / "started").read_text() == "x\n"
+
+    (marks / "release").touch()
+    if packer is not None:
+        assert packer.wait(timeout=120) == 0
+    wait_for_packer(store.path)
+    assert gc.usage(store.path).packs == 1
+    assert git(store.path, "fsck", "--strict", "--no-dangling") == ""
+    tagged = sorted(str(rows.id_of_path(p)) for p, _ in store.iter_row_blobs())
+    assert tagged == sorted(ids if packer else row_ids(6))
+    assert modes(store.path) == {("dir", 0o700), ("file", 0o600)}
+
+
+def test_the_store_module_never_imports_gc() -> None:
+    # The tag path only starts a packer; it never loads the packing code.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, machine_git.store.store; "
+            "print('machine_git.store.gc' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == "False\n"
 
 
 @pytest.mark.parametrize("setting", ["0", str(256 * 20)])

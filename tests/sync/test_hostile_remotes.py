@@ -71,7 +71,7 @@ def raw_tree(repo: Path, entries: list[Entry], order: bool = True) -> str:
 
 def entries_of(repo: Path, tree: str) -> list[Entry]:
     found = pygit2.Repository(str(repo))[tree].peel(pygit2.Tree)
-    return [(f"{e.filemode:o}", e.raw_name, str(e.id)) for e in found]
+    return [(f"{e.filemode:o}", e.raw_name or b"", str(e.id)) for e in found]
 
 
 def graft(repo: Path, tree: str, path: str, entry: tuple[str, str] | None) -> str:
@@ -424,6 +424,33 @@ def test_a_shallow_remote_is_refused_and_is_not_damage(
     assert_recover_keeps_every_row(ours, run, before[2])
 
 
+def test_a_partial_remote_is_refused_and_is_not_damage(
+    ours: Path,
+    git_daemon: GitServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # A partial clone (--filter=blob:none) whose own remote is gone cannot
+    # send the rows it lacks: one line, and our store is as it was.
+    git(ours, "config", "uploadpack.allowFilter", "true")
+    partial = git_daemon.base / "partial.git"
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", "--filter=blob:none", f"file://{ours}",
+         str(partial)],
+        check=True,
+    )  # fmt: skip
+    git(partial, "config", "remote.origin.url", str(tmp_path / "gone"))
+    other = Store.create(tmp_path / "other")
+    sync.add_remote(other, "evil", git_daemon.url("partial.git"))
+    before = state(other.path)
+    with pytest.raises(RemoteError) as e:
+        sync.pull(other, "evil")
+    assert str(e.value) == (
+        "evil is refused: it is a partial copy (some of its objects are only on "
+        "its own remote); pull from a full copy; nothing was pulled"
+    )
+    assert_untouched(other.path, before)
+
+
 def test_an_honest_pull_still_lands_with_its_version(
     ours: Path,
     git_daemon: GitServer,  # noqa: F811
@@ -444,7 +471,7 @@ def test_an_honest_pull_still_lands_with_its_version(
 
 # -- push from a clone -----------------------------------------------------------------
 
-PUSHED = {
+PUSHED: dict[Callable[[Path], list[str]], list[str]] = {
     # case: the refs it sets, pushed as they are
     tag_of_a_row_blob: ["refs/tags/rowblob"],
     tag_of_a_tree: ["refs/tags/tree"],

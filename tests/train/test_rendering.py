@@ -73,9 +73,9 @@ def test_a_model_of_no_known_family_is_one_line() -> None:
     with pytest.raises(TrainingError) as e:
         rendering.rendering("mistralai/Mistral-7B-v0.1")
     assert str(e.value) == (
-        "mistralai/Mistral-7B-v0.1 is not accepted (machine renders Qwen3 and "
-        "Qwen3.5 chat models, checked against their published chat templates; "
-        "default Qwen/Qwen3-30B-A3B)"
+        "mistralai/Mistral-7B-v0.1 is not accepted (machine renders Qwen3, "
+        "Qwen3.5 and Kimi K2 Thinking, checked against their published chat "
+        "templates; default Qwen/Qwen3-30B-A3B)"
     )
 
 
@@ -101,9 +101,11 @@ def test_train_models_lists_every_served_model_accepted_or_refused_with_why(
             rendering.rendering(name)
         assert str(e.value).startswith(f"{name} is not accepted: {m['why']}")
     assert by_name["openai/gpt-oss-20b"]["why"] == (
-        "gpt-oss (Harmony): a verbatim copy of its chat template exists (llama.cpp's "
-        "models/templates/openai-gpt-oss-120b.jinja), but machine's rendering has "
-        "not been checked against it token for token yet"
+        "gpt-oss (Harmony): its chat template (tests/fixtures/templates/gpt_oss/) "
+        "writes only the first tool call of a message and names every following "
+        "tool result after that call, so an agent turn with parallel tool calls "
+        "has no rendering the served model saw (machine would train calls the "
+        "template drops)"
     )
     assert by_name["nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"]["why"].startswith(
         "Nemotron: "

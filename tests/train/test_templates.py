@@ -39,17 +39,27 @@ if TYPE_CHECKING:
 TEMPLATES = FIXTURES / "templates"
 QWEN3 = json.loads((TEMPLATES / "qwen3" / "tokenizer_config.json").read_text())
 QWEN3_5 = (TEMPLATES / "qwen3_5" / "chat_template.jinja").read_text()
+KIMI_K2_THINKING = (TEMPLATES / "kimi_k2_thinking" / "chat_template.jinja").read_text()
 
 # (base model, its family's chat template)
 FAMILIES = [
     ("Qwen/Qwen3-30B-A3B", QWEN3["chat_template"]),
     ("Qwen/Qwen3-8B", QWEN3["chat_template"]),
     ("Qwen/Qwen3.5-4B", QWEN3_5),
+    ("moonshotai/Kimi-K2-Thinking", KIMI_K2_THINKING),
 ]
+QWEN_FAMILIES = [(model, t) for model, t in FAMILIES if model.startswith("Qwen/")]
 # What the generation prompt holds after the assistant header: Qwen3.5's
 # prompt opens the think block itself, so the served model reads "<think>\n"
 # as prompt tokens and emits the rest of the turn after it.
-PREFILL = {"qwen3": "", "qwen3_5": "<think>\n"}
+PREFILL = {"qwen3": "", "qwen3_5": "<think>\n", "kimi_k2": ""}
+# Each family's assistant header, and what its template writes after a
+# message's end token.
+HEADER = {
+    "qwen3": ("<|im_start|>assistant\n", "\n"),
+    "qwen3_5": ("<|im_start|>assistant\n", "\n"),
+    "kimi_k2": ("<|im_assistant|>assistant<|im_middle|>", ""),
+}
 # Sessions whose last turn covers what a trace can hold.
 TRACES = {
     "basic": "two tool calls in one message, one of them failed",
@@ -61,7 +71,7 @@ TRACES = {
 
 def hf_encode(tok: rendering.TmlTokenizer, text: str) -> list[int]:
     """Hugging Face's tokenization: added tokens whole, BPE in between."""
-    added = list(tok.tml_tokenizer.all_special_tokens)
+    added = rendering.special_names(tok.tml_tokenizer)
     pattern = re.compile(
         "(" + "|".join(map(re.escape, sorted(added, key=len, reverse=True))) + ")"
     )
@@ -99,11 +109,13 @@ def template_text(
     template: str,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
 ) -> str:
     rendered: Any = render_jinja_template(
         [template_messages(messages)],
         tools=list(tools) if tools else None,
         chat_template=template,
+        add_generation_prompt=add_generation_prompt,
     )
     return str(rendered[0][0])
 
@@ -114,20 +126,22 @@ def served(
     tok: rendering.TmlTokenizer,
     prefill: str,
     tools: list[dict[str, Any]] | None = None,
+    header: tuple[str, str] = HEADER["qwen3"],
 ) -> tuple[list[int], list[int]]:
     """The ids the served model sees: its prompt, then the turn it produces.
 
     The prompt is the template's text up to the last assistant header (and
     the prefill the generation prompt adds), tokenized as Hugging Face does;
-    the turn is the rest, up to and with its ``<|im_end|>``, as the model
-    emits it after that prompt.
+    the turn is the rest, up to and with its end token (``<|im_end|>``), as
+    the model emits it after that prompt.
     """
     text = template_text(template, messages, tools)
-    assert text.endswith("<|im_end|>\n")
-    header = "<|im_start|>assistant\n" + prefill
-    cut = text.rindex("<|im_start|>assistant\n") + len(header)
-    assert text[:cut].endswith(header)
-    return hf_encode(tok, text[:cut]), hf_encode(tok, text[cut:-1])
+    start, after = header
+    assert text.endswith(tok.eos_token + after)
+    text = text[: len(text) - len(after)]
+    cut = text.rindex(start) + len(start + prefill)
+    assert text[:cut].endswith(start + prefill)
+    return hf_encode(tok, text[:cut]), hf_encode(tok, text[cut:])
 
 
 def _trace_row(project: Path, run: Run, name: str, *flags: str) -> Row:
@@ -167,27 +181,78 @@ def check_examples(
     ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     if kind == "train":
         ends = ends[-1:]
+    elif seen.renderer_name == "kimi_k2":
+        return check_turns(template, messages, examples, tok, offered)
     assert len(examples) == len(ends)  # one sequence per trained assistant message
     prefill = PREFILL[seen.renderer_name]
     for (model_input, weights), end in zip(examples, ends, strict=True):
         ids = model_input.to_ints()
-        prompt, turn = served(template, messages[: end + 1], tok, prefill, offered)
+        prompt, turn = served(
+            template,
+            messages[: end + 1],
+            tok,
+            prefill,
+            offered,
+            HEADER[seen.renderer_name],
+        )
         assert ids == prompt + turn, (tok.decode(ids), tok.decode(prompt + turn))
         if not prefill:
             # With no prefill the whole conversation tokenizes in one piece.
             text = template_text(template, messages[: end + 1], offered)
-            assert ids == hf_encode(tok, text)[:-1]
+            after = HEADER[seen.renderer_name][1]
+            assert ids == hf_encode(tok, text[: len(text) - len(after)])
         mask = [float(w) for w in weights]
         assert mask == [0.0] * len(prompt) + [1.0] * len(turn)
         assert ids[-1] == tok.eos_token_id
     return len(examples)
 
 
+def check_turns(
+    template: str,
+    messages: list[dict[str, Any]],
+    examples: list[Any],
+    tok: rendering.TmlTokenizer,
+    offered: list[dict[str, Any]] | None,
+) -> int:
+    """Kimi K2: one sequence per user turn, every assistant message trained.
+
+    Its template keeps an assistant message's reasoning only after the last
+    answer that called no tool, so the cookbook trains each user turn as one
+    sequence. The sequence must be the template's text of the turn, and at
+    each assistant message the served prompt (the template's text of what
+    came before, with its generation prompt) must be exactly the tokens
+    before it; the weights are 1 exactly on what the model emitted there.
+    """
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    stops = [*users[1:], len(messages)]
+    assert len(examples) == len(stops)
+    for (model_input, weights), start, stop in zip(examples, users, stops, strict=True):
+        ids = model_input.to_ints()
+        assert ids == hf_encode(tok, template_text(template, messages[:stop], offered))
+        mask = [0.0] * len(ids)
+        for end in range(start, stop):
+            if messages[end]["role"] != "assistant":
+                continue
+            prompt = hf_encode(
+                tok, template_text(template, messages[:end], offered, True)
+            )
+            done = hf_encode(tok, template_text(template, messages[: end + 1], offered))
+            assert ids[: len(prompt)] == prompt
+            assert ids[len(done) - 1] == tok.eos_token_id
+            mask[len(prompt) : len(done)] = [1.0] * (len(done) - len(prompt))
+        assert [float(w) for w in weights] == mask
+    return sum(m["role"] == "assistant" for m in messages)
+
+
 def test_every_family_machine_accepts_is_checked_here() -> None:
     accepted = {v for v in vars(rendering).values() if isinstance(v, rendering.Family)}
     assert {rendering.family(model) for model, _ in FAMILIES} == accepted
     # each checked against the template its family names
-    by_folder = {"qwen3": QWEN3["chat_template"], "qwen3_5": QWEN3_5}
+    by_folder = {
+        "qwen3": QWEN3["chat_template"],
+        "qwen3_5": QWEN3_5,
+        "kimi_k2_thinking": KIMI_K2_THINKING,
+    }
     for model, template in FAMILIES:
         assert template == by_folder[rendering.family(model).template]
 
@@ -202,7 +267,7 @@ def test_traces_render_as_the_chat_template_does(
     assert check_examples(model, template, messages, "traces") >= 2
 
 
-@pytest.mark.parametrize(("model", "template"), FAMILIES)
+@pytest.mark.parametrize(("model", "template"), QWEN_FAMILIES)
 def test_parallel_results_share_one_user_block(
     project: Path, run: Run, model: str, template: str
 ) -> None:
@@ -282,12 +347,12 @@ def test_a_trace_with_its_context_renders_as_the_template(
     offered = [{"type": "function", "function": t} for t in sent]
     assert check_examples(model, template, messages, "traces", tools, offered) == 2
     seen = rendering.rendering(model)
-    first, _ = datasets.examples(
+    first = datasets.examples(
         datasets.cookbook_messages(messages),
         seen.renderer,
         datasets.train_on_what("traces"),
         tools,
-    )
+    )[0]
     text = seen.tokenizer.decode(first[0].to_ints())
     assert '"name": "bash"' in text and "Current working directory" in text
 

@@ -44,7 +44,7 @@ def is_parquet(path: Path | None) -> bool:
 def parquet_records(path: Path) -> list[tuple[int, bytes]]:
     """The records of a Parquet file as numbered JSON lines (1-based rows)."""
     try:
-        import pyarrow.parquet as pq  # optional: only Parquet needs it
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # optional
     except ImportError:
         raise MachineError(PYARROW_HINT) from None
     try:
