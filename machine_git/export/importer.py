@@ -16,9 +16,11 @@ anything is written; one bad line imports nothing.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
@@ -41,6 +43,7 @@ from machine_git.core.progress import Progress
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
 from machine_git.rows import formats
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.rows.formats import chat
@@ -50,6 +53,7 @@ from machine_git.rows.schemas import KINDS
 from machine_git.secrets import redaction
 from machine_git.store import bulk
 from machine_git.store import change as change_mod
+from machine_git.store import settings
 from machine_git.store import stats
 from machine_git.store.store import BULK
 from machine_git.store.store import Change
@@ -101,6 +105,7 @@ class Loaded:
     # The files of a small streamed import (at most BULK, a fixed buffer):
     # committed as loose objects like any small commit, the stream unused.
     small: dict[str, bytes] | None = field(default_factory=dict)
+    largest_image: int = 0  # bytes, stripped (the store's limit is checked late)
 
     @property
     def count(self) -> int:
@@ -234,6 +239,13 @@ def _write(loaded: Loaded, valid: Row) -> None:
     store checks every row it commits (store/change.py)."""
     assert loaded.stream is not None
     stored, contexts = context.stored(cast("dict[str, Any]", valid))
+    if images.has_images(stored):
+        # Stripped and stored by hash, as commit() does; the store's size
+        # limit is checked at the commit, against the largest seen.
+        stored, pictures = images.stored(stored, None, sys.maxsize)
+        contexts.update(pictures)
+        sizes = [len(d) for d in pictures.values() if d is not None]
+        loaded.largest_image = max([loaded.largest_image, *sizes])
     data = jsonio.canonical(stored)
     path = rows.row_path(stored["id"])
     files: dict[str, bytes | None] = {path: data, **contexts}
@@ -401,6 +413,10 @@ def _row_of_line(
     if not isinstance(value, dict):
         found.append(("$", "a line must be a JSON object"))
         return None
+    if origin.absolute is not None and b'"image_url"' in text:
+        value.update(_linked_images(value, Path(origin.absolute).parent, found))
+        if found:
+            return None
     line_format = line_format_of(value, fmt, found)
     if line_format is None:
         return None
@@ -420,6 +436,71 @@ def _row_of_line(
     for key in parsed.ignored:
         loaded.ignored_keys[key] = loaded.ignored_keys.get(key, 0) + 1
     return _generated(parsed, row_kind, number, origin, loaded, found)
+
+
+_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+IMAGE_FILE_LIMIT = 64 * 1024 * 1024  # the setting checks the stripped size
+
+
+def _linked_images(
+    value: dict[str, Any], folder: Path, found: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """``value`` with each image a line names by a relative path (an export
+    with ``--images-dir``) read in as a data URI.
+
+    The path is resolved against the JSONL's folder and must stay inside it:
+    no absolute path, no ``..``, a regular file named .png, .jpg or .jpeg.
+    """
+    messages = value.get("messages")
+    if not isinstance(messages, list):
+        return value
+    out = []
+    for m_index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        parts = []
+        for p_index, part in enumerate(content):
+            url = (
+                (part.get("image_url") or {}).get("url")
+                if isinstance(part, dict)
+                else None
+            )
+            if not isinstance(url, str) or url.startswith("data:"):
+                parts.append(part)
+                continue
+            where = f"$.messages[{m_index}].content[{p_index}].image_url.url"
+            uri = _image_file(url, folder)
+            if uri.startswith("data:"):
+                parts.append({"type": "image_url", "image_url": {"url": uri}})
+            else:
+                found.append((where, uri))
+                parts.append(part)
+        out.append({**message, "content": parts})
+    return {**value, "messages": out}
+
+
+def _image_file(url: str, folder: Path) -> str:
+    """A data URI of the image file ``url`` names, or why it cannot be read."""
+    relative = Path(url)
+    media_type = _IMAGE_TYPES.get(relative.suffix.lower())
+    if (
+        "\\" in url
+        or ":" in url
+        or relative.is_absolute()
+        or ".." in relative.parts
+        or media_type is None
+    ):
+        return (
+            f"image {url!r}: expected a data URI or a .png/.jpg path "
+            "inside the JSONL's folder"
+        )
+    try:
+        data = inputs.read(folder / relative, IMAGE_FILE_LIMIT)
+    except inputs.Unreadable as e:
+        return f"image {url!r}: {e}"
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def line_format_of(
@@ -562,6 +643,14 @@ def commit(store: Store, loaded: Loaded) -> Imported:
                 cast("dict[str, Any]", line_row),
                 lambda where: context.in_tree(snap.tree, where),
             )
+            if images.has_images(stored):
+                # and its images too, stripped, by hash (rows/images.py)
+                stored, pictures = images.stored(
+                    stored,
+                    lambda where: where in files or context.in_tree(snap.tree, where),
+                    settings.image_limit(snap),
+                )
+                contexts.update(pictures)
             row = cast("Row", stored)
             path = rows.row_path(row["id"])
             existing_bytes = snap.read(path)
@@ -607,6 +696,8 @@ def _commit_streamed(store: Store, loaded: Loaded, stream: bulk.Stream) -> Impor
 
     def plan(snap: Snapshot) -> Change | None:
         outcome["first"] = snap.tree is None or rows.ROWS_DIR not in snap.tree
+        if loaded.largest_image:
+            images.check_size(loaded.largest_image, settings.image_limit(snap))
         blobs: dict[str, pygit2.Oid] = {}
         added: dict[str, int] = {}
         present = 0
