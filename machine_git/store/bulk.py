@@ -50,6 +50,7 @@ from typing import BinaryIO
 
 import pygit2
 
+from machine_git.core.errors import ConcurrentUpdateError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.store.objects import guard
@@ -392,6 +393,12 @@ class Stream:
         Call with the writer lock held and a private umask. "" if a pack
         of that name was in place already (as :func:`write_pack`).
         """
+        if self._file.closed:
+            # Finished once, then the branch moved (a push from outside)
+            # and the pack was discarded: the rows are not at hand again.
+            raise ConcurrentUpdateError(
+                "the store's branch moved during the import; import again"
+            )
         for raw, kind, data in entries:
             if raw not in self.headers:
                 self.add(kind, data)

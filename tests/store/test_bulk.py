@@ -273,3 +273,30 @@ def test_a_lost_race_leaves_one_pack_per_commit_made(store: Store) -> None:
         Store._move_branch = real  # type: ignore[method-assign]
     assert len(list((store.path / "objects" / "pack").glob("pack-*.pack"))) == 1
     git(store.path, "fsck", "--full", "--strict")
+
+
+def test_a_stream_writes_each_object_once_into_a_pack_git_verifies(
+    tmp_path: Path,
+) -> None:
+    store = Store.create(tmp_path / "store", tmp_path / "project")
+    beside = tmp_path / "beside"
+    stream = bulk.Stream(beside)
+    ids = [stream.add(bulk.BLOB, b"row %d\n" % n) for n in range(50)]
+    assert stream.add(bulk.BLOB, b"row 0\n") == ids[0]  # written once
+    assert ids[7] == pygit2.hash(b"row 7\n")
+    name = stream.finish(store.path / "objects", [])
+    index = store.path / "objects" / "pack" / f"pack-{name}.idx"
+    verified = git(store.path, "verify-pack", "-v", str(index))
+    assert sum(" blob " in line for line in verified.splitlines()) == 50
+    assert open_repository(store.path)[ids[7]].read_raw() == b"row 7\n"
+    assert list(beside.iterdir()) == []
+    with pytest.raises(MachineError, match="moved during the import"):
+        stream.finish(store.path / "objects", [])  # finished: never twice
+
+
+def test_an_aborted_stream_leaves_nothing(tmp_path: Path) -> None:
+    stream = bulk.Stream(tmp_path / "beside")
+    stream.add(bulk.BLOB, b"row\n")
+    assert oct(stream.path.stat().st_mode & 0o777) == "0o600"
+    stream.abort()
+    assert list((tmp_path / "beside").iterdir()) == []
