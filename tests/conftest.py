@@ -60,6 +60,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "CODEX_HOME",
         "LETTA_LOCAL_BACKEND_DIR",
         "LETTA_TRANSCRIPT_ROOT",
+        "XDG_DATA_HOME",  # OpenCode's database is under it
     ):
         monkeypatch.delenv(name, raising=False)
     for name in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):

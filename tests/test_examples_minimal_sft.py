@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 import pytest
 
+from machine_git.store import signing
 from machine_git.store.store import Store
 from machine_git.train import evals
 from machine_git.train import rendering
@@ -293,14 +294,19 @@ def test_the_script_stops_before_tinker_without_yes_spend(tmp_path: Path) -> Non
         "checked 48 rows: all valid",
         f"imported 48 rows (train 48) from corpus.jsonl (commit {_head(work)[:12]})",
     ]
-    store = only(list((work / "data").iterdir()))
+    store = only(_stores(work))
     actions = git(store, "log", "--format=%(trailers:key=Machine-Action,valueonly)")
     assert actions.split() == ["train-sft", "eval-init", "import", "init"]
 
 
+def _stores(work: Path) -> list[Path]:
+    """The script's stores under its data folder (beside machine's signing keys)."""
+    return [p for p in (work / "data").iterdir() if p.name != signing.KEY_FOLDER]
+
+
 def _head(work: Path) -> str:
     """The import commit of the script's store (below eval init and sft)."""
-    store = only(list((work / "data").iterdir()))
+    store = only(_stores(work))
     return git(store, "rev-parse", "HEAD~2").strip()
 
 

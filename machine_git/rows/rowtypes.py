@@ -28,7 +28,7 @@ from machine_git.rows.context import Context
 
 Kind = Literal["train", "traces", "rejected", "observed"]
 Tag = Literal["good", "bad", "observed"]
-Host = Literal["pi", "letta", "claude", "codex", "gemini", "import"]
+Host = Literal["pi", "letta", "claude", "codex", "gemini", "opencode", "import"]
 Redactions = dict[str, int]
 
 

@@ -5,9 +5,10 @@ the end of the active branch) as trajectory-v1 records, plus where it came
 from. Every reader produces the same records, so tagging, traces and diffs do
 not care which agent wrote the session.
 
-Each host's module (pi, letta, claude, codex, gemini) is a :class:`SessionReader`;
-``detect.py`` reaches the hosts only through that interface, and loads a
-host's module only when a session of that host is looked for or read.
+Each host's module (pi, letta, claude, codex, gemini, opencode) is a
+:class:`SessionReader`; ``detect.py`` reaches the hosts only through that
+interface, and loads a host's module only when a session of that host is
+looked for or read.
 
 May use: rows, secrets, core, bundled (pyproject.toml: [tool.importlinter]).
 """
@@ -183,8 +184,10 @@ class SessionReader(Protocol):
     def recognize(self, value: Any) -> str | None:
         """The name of this host's format that ``value`` shows, or None.
 
-        ``value`` is one parsed line of a JSONL file, or a whole JSON document
-        (asked only of hosts with a document format, ``Format.document``).
+        ``value`` is one parsed line of a JSONL file, a whole JSON document
+        (asked only of hosts with a document format, ``Format.document``), or
+        the Path of an SQLite database (asked only of hosts with a database
+        format, ``Format.database``).
         """
         ...
 

@@ -30,6 +30,7 @@ NAMES = {
     "claude": "Claude Code",
     "codex": "Codex",
     "gemini": "Gemini CLI",
+    "opencode": "OpenCode",
 }
 
 
@@ -67,12 +68,19 @@ def _gemini() -> SessionReader:
     return gemini
 
 
+def _opencode() -> SessionReader:
+    from machine_git.sessions import opencode
+
+    return opencode
+
+
 READERS: dict[str, Callable[[], SessionReader]] = {
     "pi": _pi,
     "letta": _letta,
     "claude": _claude,
     "codex": _codex,
     "gemini": _gemini,
+    "opencode": _opencode,
 }
 
 
@@ -101,6 +109,7 @@ LETTA_AGENT_FILE = BY_NAME[formats.LETTA_AGENT_FILE.name]
 CLAUDE = BY_NAME[formats.CLAUDE.name]
 CODEX = BY_NAME[formats.CODEX.name]
 GEMINI = BY_NAME[formats.GEMINI.name]
+OPENCODE = BY_NAME[formats.OPENCODE.name]
 
 
 # Each host's recognizer, from the small module that holds it.
@@ -134,12 +143,19 @@ def _recognize_gemini() -> formats.Recognize:
     return turn.recognize
 
 
+def _recognize_opencode() -> formats.Recognize:
+    from machine_git.sessions.opencode import turn
+
+    return turn.recognize
+
+
 RECOGNIZERS: formats.Recognizers = {
     "pi": _recognize_pi,
     "letta": _recognize_letta,
     "claude": _recognize_claude,
     "codex": _recognize_codex,
     "gemini": _recognize_gemini,
+    "opencode": _recognize_opencode,
 }
 
 
@@ -191,7 +207,7 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
         form = sniff(session)
         if host not in (AUTO, form.host):
             raise SessionError(
-                f"{session} is a {form.label}, not a {NAMES[host]} session "
+                f"{session} is {_a(form.label)}, not {_a(NAMES[host])} session "
                 f"(pass --host {form.host} or --host auto)"
             )
         return Found(form.host, session, form, announce=False)
@@ -204,7 +220,7 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
             path = _find(name, project)
         except NoSessionError:
             continue
-        stamp = files.mtime(path)
+        stamp = _written(path)
         if stamp is not None:
             found.append((stamp, rank, name, path))
     if not found:
@@ -217,6 +233,19 @@ def locate(project: Path, host: str = AUTO, session: Path | None = None) -> Foun
     _, _, name, path = max(found)
     announce = name != "pi" or len(found) > 1
     return Found(name, path, _format(name, path), announce=announce)
+
+
+def _written(path: Path) -> float | None:
+    """When the session was last written, or None if it is gone."""
+    # A database's latest writes may still sit in its write-ahead log
+    # (OpenCode's do), whose time is newer than the database file's.
+    wal = files.mtime(path.with_name(path.name + "-wal"))
+    stamp = files.mtime(path)
+    return max(stamp, wal) if stamp is not None and wal is not None else stamp
+
+
+def _a(name: str) -> str:
+    return f"an {name}" if name[:1] in "AEIOU" else f"a {name}"
 
 
 def _format(host: str, path: Path) -> Format:

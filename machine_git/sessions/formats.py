@@ -19,7 +19,7 @@ from machine_git.core import jsonio
 from machine_git.core.errors import SessionError
 from machine_git.sessions import files
 
-HOSTS = ("pi", "letta", "claude", "codex", "gemini")
+HOSTS = ("pi", "letta", "claude", "codex", "gemini", "opencode")
 _SNIFF_LINES = 50  # lines read to find one that names the format
 
 Recognize = Callable[[Any], "str | None"]
@@ -39,6 +39,8 @@ class Format(NamedTuple):
     label: str
     document: bool = False
     """A whole JSON document (else JSON lines)."""
+    database: bool = False
+    """An SQLite database (its hosts are asked about its path)."""
 
 
 PI = Format("pi", "pi", "Pi session")
@@ -53,6 +55,7 @@ LETTA_AGENT_FILE = Format(
 CLAUDE = Format("claude", "claude", "Claude Code session")
 CODEX = Format("codex", "codex", "Codex rollout")
 GEMINI = Format("gemini", "gemini", "Gemini CLI session")
+OPENCODE = Format("opencode", "opencode", "OpenCode database", database=True)
 FORMATS = (
     PI,
     LETTA_LOCAL,
@@ -62,6 +65,7 @@ FORMATS = (
     CLAUDE,
     CODEX,
     GEMINI,
+    OPENCODE,
 )
 BY_NAME = {f.name: f for f in FORMATS}
 # The hosts asked about a line, in order (the first to recognize it names the
@@ -70,10 +74,25 @@ _LINE_HOSTS = ("pi", "codex", "claude", "gemini", "letta")
 _DOCUMENT_HOSTS = tuple(
     h for h in HOSTS if any(f.document for f in FORMATS if f.host == h)
 )
+_DATABASE_HOSTS = tuple(
+    h for h in HOSTS if any(f.database for f in FORMATS if f.host == h)
+)
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def sniff(path: Path, recognizers: Recognizers) -> Format:
     """The format of the session file at ``path``, recognized from its content."""
+    if _head(path) == SQLITE_HEADER:
+        # A database is asked about as a whole (and may be larger than any
+        # session file read into memory).
+        for host in _DATABASE_HOSTS:
+            form = _recognized(recognizers, host, path)
+            if form is not None and form.database:
+                return form
+        known = ", ".join(f.label for f in FORMATS if f.database)
+        raise SessionError(
+            f"{path}: an SQLite database, but not one of a known agent (tried: {known})"
+        )
     data = files.read_bytes(path)
     whole = _whole(data)
     if whole is not None:
@@ -94,8 +113,20 @@ def sniff(path: Path, recognizers: Recognizers) -> Format:
             form = _recognized(recognizers, host, row)
             if form is not None and not form.document:
                 return form
-    tried = ", ".join(f.label for f in FORMATS)
+    tried = ", ".join(f.label for f in FORMATS if not f.database)
     raise SessionError(f"{path}: not a session file of a known format (tried: {tried})")
+
+
+def _head(path: Path) -> bytes:
+    # Only a regular file is opened (a FIFO would block); read_bytes reports
+    # the rest (missing, a folder, unreadable).
+    try:
+        if not path.is_file():
+            return b""
+        with path.open("rb") as f:
+            return f.read(len(SQLITE_HEADER))
+    except OSError:
+        return b""
 
 
 def _recognized(recognizers: Recognizers, host: str, value: Any) -> Format | None:

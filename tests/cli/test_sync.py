@@ -400,8 +400,8 @@ def test_three_machines_share_rows_versions_runs_and_history(
     machine("a")
     tag_row(a, "a3a3a3a3a3a3")
     assert run("version", "va2").exit_code == 0
-    pulled = run("pull").stdout.splitlines()
-    assert len(pulled) == 1 and pulled[0].endswith(" and version vb from origin")
+    lines = run("pull").stdout.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(" and version vb from origin")
     assert run("push").exit_code == 0
 
     # c has nothing of its own: it takes the history, then adds to it.

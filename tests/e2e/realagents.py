@@ -42,6 +42,11 @@ def _base(home: Path) -> dict[str, str]:
     return env
 
 
+def base_env(home: Path) -> dict[str, str]:
+    """The environment every run starts from: HOME at ``home``, little else."""
+    return _base(home)
+
+
 def install(name: str) -> Path:
     """The binary ``tests/e2e/install_<name>.sh`` installed (installing it once)."""
     done = subprocess.run(

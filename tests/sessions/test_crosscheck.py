@@ -63,6 +63,8 @@ def _cases() -> list[Case]:
     for host in ("claude", "codex", "gemini"):
         for path in sorted((FIXTURES / host / "real").glob("*.jsonl")):
             cases.append(Case(path, None, None))
+    for path in sorted((FIXTURES / "opencode" / "real").glob("*.db")):
+        cases.append(Case(path, None, None))  # expectations: test_opencode.py
     for path in sorted((FIXTURES / "codex").glob("sessions/*/*/*/rollout-*.jsonl")):
         cases.append(Case(path, path.parent / "expected.json", "codex"))
     return cases

@@ -87,12 +87,19 @@ def _gemini() -> formats.Recognize:
     return turn.recognize
 
 
+def _opencode() -> formats.Recognize:
+    from machine_git.sessions.opencode import turn
+
+    return turn.recognize
+
+
 _RECOGNIZERS: formats.Recognizers = {
     "pi": _pi,
     "letta": lambda: recognize,
     "claude": _claude,
     "codex": _codex,
     "gemini": _gemini,
+    "opencode": _opencode,
 }
 
 # Each form and its reader, in the order forms.recognize tries them.
