@@ -379,8 +379,8 @@ class Objects:
         not read: :class:`TooLargeError`.
         """
         if limit is not None:
-            kind, size = self.repo.odb.read_header(oid)
-            if kind == ObjectType.BLOB and size > limit:
+            header, size = self.repo.odb.read_header(oid)
+            if header == ObjectType.BLOB and size > limit:
                 raise TooLargeError(
                     f"a file of {mib(size)} is over the {mib(limit)} limit "
                     "for a file; not read"
