@@ -39,6 +39,7 @@ _FLAGS = {
     "--reasoning": "reasoning",
     "--no-redact": "no_redact",
     "--no-context": "no_context",
+    "--no-images": "no_images",
     "--json": "as_json",
 }
 
@@ -61,6 +62,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
         "entry": None,
         "no_redact": False,
         "no_context": False,
+        "no_images": False,
         "project": None,
         "as_json": False,
     }

@@ -83,6 +83,19 @@ _NEEDS = {"dpo": "a rewrite", "openai-dpo": "a rewrite", "traces": "a trajectory
     help="Leave out each turn's system prompt and tools (recorded in the manifest).",
 )
 @click.option(
+    "--no-images",
+    "no_images",
+    is_flag=True,
+    help="Keep [image] placeholders, not the turns' images (openai, rows).",
+)
+@click.option(
+    "--images-dir",
+    "images_dir",
+    help="openai format: write each image to DIR/<sha256>.png and name it by "
+    "its path, not a data URI.",
+    metavar="DIR",
+)
+@click.option(
     "--where",
     "where",
     multiple=True,
@@ -100,6 +113,8 @@ def export(
     manifest_to: str | None,
     no_redact: bool,
     no_context: bool,
+    no_images: bool,
+    images_dir: str | None,
     where: tuple[str, ...],
     project: Path | None,
     as_json: bool,
@@ -132,7 +147,17 @@ def export(
             "--manifest needs a file name ('-o FILE --json' prints the manifest)"
         )
     meta = paths.check_out_path(manifest_to) if manifest_to is not None else None
-    from machine_git.tagging.labels import Where
+    linked = None
+    if images_dir is not None:
+        if fmt != "openai" or no_images:
+            raise click.UsageError("--images-dir needs --format openai (and images)")
+        folder = Path(images_dir)
+        if folder.exists() and not folder.is_dir():
+            raise click.UsageError(f"--images-dir {images_dir!r} is not a folder")
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        base = target.parent if target is not None else Path.cwd()
+        linked = exporting.ImagesDir(str(folder.resolve()), str(base.resolve()))
+    from machine_git.rows.labels import Where
 
     conditions = tuple(Where.parse(where).words())
     store = open_store(project)
@@ -159,6 +184,8 @@ def export(
                     redact=not no_redact,
                     with_context=not no_context,
                     progress=shown,
+                    with_images=not no_images,
+                    images_dir=linked,
                     where=conditions,
                 )
         except BrokenPipeError:
@@ -193,6 +220,8 @@ def export(
             redact=not no_redact,
             with_context=not no_context,
             manifest_target=meta,
+            with_images=not no_images,
+            images_dir=linked,
             where=conditions,
         )
     _skipped(manifest.skipped, label, fmt)

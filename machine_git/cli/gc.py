@@ -59,11 +59,14 @@ def gc_command(project: Path | None, full: bool, as_json: bool) -> None:
                 "after": after.as_dict(),
                 "removed": done.removed,
                 "contexts_dropped": done.pruned,
+                "images_dropped": done.images,
             }
         )
         return
     if done.pruned:
         click.echo(f"dropped {_count(done.pruned, 'context')} no row names any more")
+    if done.images:
+        click.echo(f"dropped {_count(done.images, 'image')} no row names any more")
     if done.removed:
         click.echo(
             f"removed {_count(len(done.removed), 'leftover')} of killed writers "

@@ -25,6 +25,7 @@ from machine_git.history import history
 from machine_git.history import lookup
 from machine_git.history import revs
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows.schemas import KINDS
 from machine_git.store.store import Store
@@ -113,6 +114,9 @@ def show(what: str, at: str | None, project: Path | None, as_json: bool) -> None
                 emit_json(row)
             else:
                 click.echo(jsonio.canonical(row).decode(), nl=False)
+                # The JSON names each image by hash: say what it is.
+                for line in images.lines(row or {}, store.snapshot(commit).read):
+                    click.echo(line)
             return
         if len(found) > 1:
             lookup.resolve_id(store, what, commit)  # raises: ambiguous, with candidates
@@ -191,7 +195,13 @@ def diff_command(
     click.echo(f"diff {span}: {_count(len(result.rows), 'row')} changed")
     _print_summary(result)
     if not stat:
-        _print_changes(result, detail=True)
+        reads = (
+            (lambda path: None)
+            if result.old is None
+            else store.snapshot(result.old).read,
+            store.snapshot(result.new).read,
+        )
+        _print_changes(result, detail=True, reads=reads)
 
 
 def _short(commit: Any) -> str:
@@ -213,7 +223,26 @@ def _print_summary(result: diffs.Diff) -> None:
         click.echo(f"  {kind:<9} " + "  ".join(parts))
 
 
-def _print_changes(result: diffs.Diff, detail: bool) -> None:
+def _image_lines(change: Any, old_read: Any, new_read: Any) -> list[str]:
+    """``+ image ...`` for each image the row gained, ``- image ...`` lost."""
+    before = {i.get("sha256") for i in images.references(change.old or {})}
+    after = {i.get("sha256") for i in images.references(change.new or {})}
+    out = [
+        f"+ {images.describe(i, new_read)} ({where})"
+        for where, i in images.located(change.new or {})
+        if i.get("sha256") not in before
+    ]
+    out += [
+        f"- {images.describe(i, old_read)} ({where})"
+        for where, i in images.located(change.old or {})
+        if i.get("sha256") not in after
+    ]
+    return out
+
+
+def _print_changes(
+    result: diffs.Diff, detail: bool, reads: tuple[Any, Any] | None = None
+) -> None:
     columns = table.width()
     listing = []
     for change in result.rows:
@@ -235,6 +264,9 @@ def _print_changes(result: diffs.Diff, detail: bool) -> None:
                 old = diffs.show_value(field.old, columns)
                 new = diffs.show_value(field.new, columns)
                 click.echo(table.pair(f"    {field.path}: ", old, new, columns))
+            if reads is not None:
+                for line in _image_lines(change, *reads):
+                    click.echo(f"    {line}")
     if result.other_files:
         click.echo("other files:")
     for verb, path, n in _grouped(result.other_files):

@@ -63,6 +63,12 @@ def _tag_options(f: Any) -> Any:
             is_flag=True,
             help="Leave out the system prompt and tools the turn ran with.",
         ),
+        click.option(
+            "--no-images",
+            "no_images",
+            is_flag=True,
+            help="Keep [image] placeholders, not the turn's images.",
+        ),
         project_option,
         json_option,
     ]

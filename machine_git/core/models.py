@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 from pydantic import ConfigDict
+from pydantic import Field
 from pydantic import ValidationError
 from pydantic import model_validator
 
@@ -133,6 +134,8 @@ class Settings(BaseModel):
     """The ``provider/model`` to switch back to from the student."""
     chat_session: str | None = None
     """The Pi session the student was chosen in."""
+    image_max_bytes: int = Field(default=5_000_000, gt=0)
+    """The largest image a row may keep, in bytes after its metadata is stripped."""
     labels: list[LabelField] = []
     """The label schema beyond good, bad and rewrite (which every row has)."""
 

@@ -42,6 +42,7 @@ from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import context
 from machine_git.rows import formats
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows.formats import chat
 from machine_git.rows.schemas import KINDS
@@ -166,6 +167,11 @@ def _prepare(row: Row, redact: bool = True) -> Row:
     return redaction.redact_row(row)[0]
 
 
+# Formats that carry images: OpenAI's as image_url parts, rows as they are
+# (inline). Every other format gets the ``[image]`` placeholders, as before.
+IMAGE_FORMATS = frozenset({"openai", "rows"})
+
+
 def prepared(row: Row, with_context: bool = True, redact: bool = True) -> Row:
     """``row`` as :func:`render` reads it: its context kept or left out, and
     (``redact``) cleared of secrets."""
@@ -173,7 +179,11 @@ def prepared(row: Row, with_context: bool = True, redact: bool = True) -> Row:
 
 
 def render(
-    row: Row, fmt: str, redact: bool = True, with_context: bool = True
+    row: Row,
+    fmt: str,
+    redact: bool = True,
+    with_context: bool = True,
+    with_images: bool = True,
 ) -> dict[str, Any] | None:
     """The output object of ``row`` in ``fmt``, or None if it has none: a dpo
     pair needs a rewrite, a chat line an answer.
@@ -185,6 +195,8 @@ def render(
     assert write is not None  # _format names only the formats export writes
     if not with_context:
         row = context.without(row)
+    if (not with_images or fmt not in IMAGE_FORMATS) and images.has_images(row):
+        row = images.without(row)
     out = write(_prepare(row, redact))
     if out is not None and fmt in formats.CHAT and not answers(out["messages"]):
         return None  # a turn that failed before it said anything (machine bad)
@@ -230,14 +242,18 @@ def _tools_as_sent(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def row_line(
-    row: Row, fmt: str, redact: bool = True, with_context: bool = True
+    row: Row,
+    fmt: str,
+    redact: bool = True,
+    with_context: bool = True,
+    with_images: bool = True,
 ) -> bytes | None:
     """The exported line of ``row`` (:func:`render` then :func:`line`), or None.
 
     Every export and every training run writes its lines with this, and
     ``machine train validate`` renders these very bytes.
     """
-    rendered = render(row, fmt, redact, with_context)
+    rendered = render(row, fmt, redact, with_context, with_images)
     return None if rendered is None else line(rendered)
 
 
@@ -260,6 +276,8 @@ def lines(
     with_context: bool = True,
     progress: Progress = QUIET,
     where: tuple[str, ...] = (),
+    with_images: bool = True,
+    images_dir: ImagesDir | None = None,
 ) -> Iterator[bytes]:
     """The JSONL of the export in tree order, a part of ``rows/`` at a time.
 
@@ -277,6 +295,7 @@ def lines(
         return
     pieces = parallel.parts(top, f"{rows.ROWS_DIR}/")
     contexts = _context_tree(store, commit) if with_context else None
+    pictures = _tree_of(commit, images.IMAGE_DIR) if with_images else None
     field = _rating_at(store, commit) if fmt in PAIR_FORMATS else None
     work = functools.partial(
         _render_part,
@@ -287,6 +306,9 @@ def lines(
         contexts,
         where,
         field,
+        with_images,
+        pictures,
+        images_dir,
     )
     objects = Objects(store.repo)
     workers = parallel.jobs(objects, pieces)
@@ -309,9 +331,10 @@ def lines(
 
 
 def _rating_at(store: Store, commit: Commit) -> str | None:
-    from machine_git.tagging import labels as labeling
+    from machine_git.rows import labels
+    from machine_git.store import settings
 
-    return labeling.rating_field(labeling.schema_of(store.snapshot(commit)))
+    return labels.rating_field(settings.label_schema(store.snapshot(commit)))
 
 
 def _total(counts: dict[str, int], kinds: tuple[str, ...]) -> int:
@@ -326,6 +349,51 @@ class _Part:
     rated: list[tuple[str, Row]]  # rows a pair of siblings may come from
 
 
+@dataclass(frozen=True)
+class ImagesDir:
+    """``--images-dir``: image files beside the JSONL instead of data URIs.
+
+    Each image is ``<folder>/<sha256>.png`` (or ``.jpg``), written once
+    (0600); a line names it by its path relative to ``base``, the JSONL's
+    folder, which is what ``machine import`` resolves it against. Picklable:
+    a worker process writes the files of its part of the rows.
+    """
+
+    folder: str
+    base: str
+
+    def linked(self, row: Row, read: context.Reader) -> Row:
+        """``row`` with each stored image written out and named by ``url``."""
+
+        def link(image: Any) -> Any:
+            sha = image.get("sha256") if isinstance(image, dict) else None
+            if not isinstance(sha, str):
+                return image
+            data = read(images.path_of(sha))
+            if data is None:
+                return image
+            name = f"{sha}{images.SUFFIXES[image['media_type']]}"
+            target = Path(self.folder) / name
+            if not target.exists():
+                temp = target.with_name(f".{name}.{os.getpid()}.tmp")
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                os.replace(temp, target)
+            url = os.path.relpath(target, self.base).replace(os.sep, "/")
+            return {"media_type": image["media_type"], "url": url}
+
+        return images.map_images(row, link)
+
+
+def _tree_of(commit: Commit, name: str) -> str | None:
+    """The hex id of the commit's ``name/`` tree, or None (picklable)."""
+    try:
+        return str(commit.tree[name].id)
+    except KeyError:
+        return None
+
+
 def _context_tree(store: Store, commit: Commit) -> str | None:
     """The hex id of the commit's ``context/`` tree, or None (picklable)."""
     try:
@@ -334,15 +402,17 @@ def _context_tree(store: Store, commit: Commit) -> str | None:
         return None
 
 
-def context_reader(objects: Objects, tree_hex: str | None) -> context.Reader:
-    """Reads ``context/...`` paths from one ``context/`` tree, each file once."""
+def context_reader(
+    objects: Objects, tree_hex: str | None, folder: str = context.CONTEXT_DIR
+) -> context.Reader:
+    """Reads ``context/...`` paths (or ``folder``'s) from one tree, each once."""
     cache: dict[str, bytes | None] = {}
 
     def read(path: str) -> bytes | None:
         if tree_hex is None:
             return None
         if path not in cache:
-            rest = path.removeprefix(f"{context.CONTEXT_DIR}/")
+            rest = path.removeprefix(f"{folder}/")
             try:
                 entry = objects.tree(pygit2.Oid(hex=tree_hex))[rest]
                 cache[path] = objects.blob(entry.id)
@@ -361,13 +431,16 @@ def _render_part(
     contexts: str | None,
     where: tuple[str, ...],
     field: str | None,
+    with_images: bool,
+    pictures: str | None,
+    images_dir: ImagesDir | None,
     objects: Objects,
     path: str,
     oid: pygit2.Oid,
     is_tree: bool,
 ) -> _Part:
     # Runs in a worker process for a large store: module level, picklable.
-    from machine_git.tagging.labels import Where
+    from machine_git.rows.labels import Where
 
     out: list[bytes] = []
     skipped = 0
@@ -384,7 +457,13 @@ def _render_part(
             row = context.inline(row, read)
         if rated(row, field) is not None:
             found.append((row["id"], prepared(row, with_context, redact)))
-        exported = row_line(row, fmt, redact, with_context)
+        if with_images and fmt in IMAGE_FORMATS and images.has_images(row):
+            seen = context_reader(objects, pictures, images.IMAGE_DIR)
+            if images_dir is not None:
+                row = images_dir.linked(row, seen)
+            else:
+                row = images.inline(row, seen)
+        exported = row_line(row, fmt, redact, with_context, with_images)
         if exported is None:
             skipped += 1
             continue
@@ -402,6 +481,8 @@ def write_stream(
     with_context: bool = True,
     progress: Progress = QUIET,
     where: tuple[str, ...] = (),
+    with_images: bool = True,
+    images_dir: ImagesDir | None = None,
 ) -> Tally:
     """Write the export to ``stream`` (stdout); no manifest file.
 
@@ -411,7 +492,17 @@ def write_stream(
     tally = Tally()
     digest = hashlib.sha256()
     for line in lines(
-        store, commit, fmt, kinds, tally, redact, with_context, progress, where
+        store,
+        commit,
+        fmt,
+        kinds,
+        tally,
+        redact,
+        with_context,
+        progress,
+        where,
+        with_images,
+        images_dir,
     ):
         stream.write(line)
         digest.update(line)
@@ -522,6 +613,8 @@ def write_file(
     with_context: bool = True,
     manifest_target: Path | None = None,
     where: tuple[str, ...] = (),
+    with_images: bool = True,
+    images_dir: ImagesDir | None = None,
 ) -> Manifest:
     """Write the export to ``target`` and its manifest (both 0600): beside it,
     or at ``manifest_target``.
@@ -542,7 +635,17 @@ def write_file(
         data_tmp = _temp_file(target, temps)
         with open(data_tmp, "wb") as out:
             for line in lines(
-                store, commit, fmt, kinds, tally, redact, with_context, progress, where
+                store,
+                commit,
+                fmt,
+                kinds,
+                tally,
+                redact,
+                with_context,
+                progress,
+                where,
+                with_images,
+                images_dir,
             ):
                 out.write(line)
                 digest.update(line)

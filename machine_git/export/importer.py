@@ -16,6 +16,7 @@ anything is written; one bad line imports nothing.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from machine_git.core.progress import Progress
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
 from machine_git.rows import formats
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.rows.formats import chat
@@ -43,6 +45,7 @@ from machine_git.rows.formats import hf
 from machine_git.rows.formats.lines import Parsed
 from machine_git.rows.schemas import KINDS
 from machine_git.secrets import redaction
+from machine_git.store import settings
 from machine_git.store import stats
 from machine_git.store.store import Change
 from machine_git.store.store import Redaction
@@ -232,6 +235,10 @@ def _row_of_line(
     if not isinstance(value, dict):
         found.append(("$", "a line must be a JSON object"))
         return None
+    if origin.absolute is not None and b'"image_url"' in text:
+        value.update(_linked_images(value, Path(origin.absolute).parent, found))
+        if found:
+            return None
     line_format = line_format_of(value, fmt, found)
     if line_format is None:
         return None
@@ -251,6 +258,71 @@ def _row_of_line(
     for key in parsed.ignored:
         loaded.ignored_keys[key] = loaded.ignored_keys.get(key, 0) + 1
     return _generated(parsed, row_kind, number, origin, loaded, found)
+
+
+_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+IMAGE_FILE_LIMIT = 64 * 1024 * 1024  # the setting checks the stripped size
+
+
+def _linked_images(
+    value: dict[str, Any], folder: Path, found: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """``value`` with each image a line names by a relative path (an export
+    with ``--images-dir``) read in as a data URI.
+
+    The path is resolved against the JSONL's folder and must stay inside it:
+    no absolute path, no ``..``, a regular file named .png, .jpg or .jpeg.
+    """
+    messages = value.get("messages")
+    if not isinstance(messages, list):
+        return value
+    out = []
+    for m_index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        parts = []
+        for p_index, part in enumerate(content):
+            url = (
+                (part.get("image_url") or {}).get("url")
+                if isinstance(part, dict)
+                else None
+            )
+            if not isinstance(url, str) or url.startswith("data:"):
+                parts.append(part)
+                continue
+            where = f"$.messages[{m_index}].content[{p_index}].image_url.url"
+            uri = _image_file(url, folder)
+            if uri.startswith("data:"):
+                parts.append({"type": "image_url", "image_url": {"url": uri}})
+            else:
+                found.append((where, uri))
+                parts.append(part)
+        out.append({**message, "content": parts})
+    return {**value, "messages": out}
+
+
+def _image_file(url: str, folder: Path) -> str:
+    """A data URI of the image file ``url`` names, or why it cannot be read."""
+    relative = Path(url)
+    media_type = _IMAGE_TYPES.get(relative.suffix.lower())
+    if (
+        "\\" in url
+        or ":" in url
+        or relative.is_absolute()
+        or ".." in relative.parts
+        or media_type is None
+    ):
+        return (
+            f"image {url!r}: expected a data URI or a .png/.jpg path "
+            "inside the JSONL's folder"
+        )
+    try:
+        data = inputs.read(folder / relative, IMAGE_FILE_LIMIT)
+    except inputs.Unreadable as e:
+        return f"image {url!r}: {e}"
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def line_format_of(
@@ -388,6 +460,14 @@ def commit(store: Store, loaded: Loaded) -> Imported:
                 cast("dict[str, Any]", line_row),
                 lambda where: context.in_tree(snap.tree, where),
             )
+            if images.has_images(stored):
+                # and its images too, stripped, by hash (rows/images.py)
+                stored, pictures = images.stored(
+                    stored,
+                    lambda where: where in files or context.in_tree(snap.tree, where),
+                    settings.image_limit(snap),
+                )
+                contexts.update(pictures)
             row = cast("Row", stored)
             path = rows.row_path(row["id"])
             existing_bytes = snap.read(path)

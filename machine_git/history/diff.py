@@ -24,6 +24,7 @@ from machine_git.core.errors import TrainingError
 from machine_git.history import history
 from machine_git.history import revs
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.store.objects import Objects
 from machine_git.store.store import Store
@@ -165,7 +166,8 @@ def diff_commits(
         row_id = rows.id_of_path(path)
         if row_id is None:
             item = FileChange(path, _status(a, b))
-            (contexts if context.is_context_path(path) else others).append(item)
+            shared = context.is_context_path(path) or images.is_image_path(path)
+            (contexts if shared else others).append(item)
             continue
         before = _shown(_load(objects, a), repo, old_tree)
         after = _shown(_load(objects, b), repo, new_tree)
@@ -181,13 +183,18 @@ def diff_commits(
 
 
 def _contexts_named(change: RowChange) -> set[str]:
-    """The ``context/`` paths the two sides of a row change name."""
+    """The ``context/`` and ``images/`` paths the two sides of a row change name."""
     return {
         context.path_of(str(r[context.FIELD]["id"]))
         for r in (change.old, change.new)
         if r is not None
         and isinstance(r.get(context.FIELD), dict)
         and "id" in r[context.FIELD]
+    } | {  # so does an image
+        images.path_of(sha)
+        for r in (change.old, change.new)
+        if r is not None
+        for sha in images.named(r)
     }
 
 

@@ -29,6 +29,7 @@ from machine_git.core.errors import MachineError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.store import parallel
@@ -285,6 +286,9 @@ def check_store(
         yield Finding(BRANCH, 0, "$", f"corrupt root tree: {_why(e)}", damage=True)
         return
     known = yield from _check_contexts(objects, root)
+    # Images too: a sha256 names a context or an image, never both (one is
+    # JSON, the other a PNG or JPEG), so one set holds the good ones.
+    known |= yield from _check_images(objects, root)
     if rows.ROWS_DIR not in root:
         return
     try:
@@ -326,6 +330,26 @@ def _check_contexts(
             yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
             continue
         problems = context.file_problems(path, data)
+        for problem in problems:
+            yield Finding(path, 1, "$", problem)
+        if not problems:
+            good.add(sha)
+    return frozenset(good)
+
+
+def _check_images(
+    objects: Objects, root: pygit2.Tree
+) -> Generator[Finding, None, frozenset[str]]:
+    """Findings for each ``images/`` file; the ids of the good ones."""
+    good: set[str] = set()
+    for sha in sorted(images.stored_ids(root)):
+        path = images.path_of(sha)
+        try:
+            data = objects.blob(root[path].id, verify=True)
+        except _READ_ERRORS as e:
+            yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
+            continue
+        problems = images.file_problems(path, data)
         for problem in problems:
             yield Finding(path, 1, "$", problem)
         if not problems:
@@ -422,3 +446,8 @@ def _check_row(
         )
         if named is not None:
             yield Finding(path, 1, "$.context", named)
+        pictured = images.reference_problem(
+            value, lambda p: images.sha_of_path(p) in known
+        )
+        if pictured is not None:
+            yield Finding(path, 1, "$", pictured)

@@ -177,6 +177,8 @@ def build(
     else:
         final = rewrite if rewrite is not None else answer
         messages: list[Message] = [{"role": "user", "content": turn.user_text}]
+        if turn.user_images:
+            messages[0]["images"] = turn.user_images
         if final:  # a failed turn may have said nothing before it stopped
             messages.append({"role": "assistant", "content": final})
         row["messages"] = messages

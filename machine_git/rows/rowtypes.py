@@ -92,10 +92,31 @@ class ObservationRecord(TypedDict):
 
 
 @final
+class ImageRef(TypedDict):
+    """A stored image (rows/images.py): ``images/<sha[0:2]>/<sha256>``."""
+
+    sha256: str
+    media_type: Literal["image/png", "image/jpeg"]
+    size: int
+
+
+@final
+class InlineImage(TypedDict):
+    """An image in memory or in a JSONL file: its bytes as base64."""
+
+    media_type: Literal["image/png", "image/jpeg"]
+    base64: str
+
+
+Image = ImageRef | InlineImage
+
+
+@final
 class UserRecord(TypedDict):
     role: Literal["user"]
     content: str
     timestamp: str
+    images: NotRequired[list[Image]]
 
 
 @final
@@ -131,6 +152,7 @@ class ToolRecord(TypedDict):
     timestamp: str
     ok: NotRequired[bool]
     """Present only when the source states whether the call failed."""
+    images: NotRequired[list[Image]]
 
 
 Record = (
@@ -168,6 +190,7 @@ class Message(TypedDict):
     tool_calls: NotRequired[list[MessageToolCall]]
     tool_call_id: NotRequired[str]
     name: NotRequired[str]
+    images: NotRequired[list[Image]]
 
 
 @final

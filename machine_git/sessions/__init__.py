@@ -27,6 +27,7 @@ from machine_git.core.plain import Plain
 if TYPE_CHECKING:
     from machine_git.rows.context import Context
     from machine_git.rows.rowtypes import Host
+    from machine_git.rows.rowtypes import Image
     from machine_git.rows.rowtypes import Record
     from machine_git.rows.rowtypes import Source
 
@@ -145,6 +146,14 @@ class Turn(Plain):
             if r["role"] == "user":
                 return str(r["content"])
         return ""
+
+    @property
+    def user_images(self) -> list[Image]:
+        """The images of the user's message that started the run (inline)."""
+        for r in self.records:
+            if r["role"] == "user":
+                return list(r.get("images", []))
+        return []
 
     @property
     def answer(self) -> str | None:

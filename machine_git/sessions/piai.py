@@ -8,15 +8,25 @@ them one per line in ``messages.jsonl`` (hosts.md §2.2, §3.4). Roles are
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from typing import Any
 
 from machine_git.sessions.records import Records
+from machine_git.sessions.values import images_of
 from machine_git.sessions.values import text_of
+
+if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Image
 
 
 def user_text(message: dict[str, Any]) -> str:
     """A user message's text, images as ``[image]``, blocks joined by newlines."""
     return text_of(message.get("content"))
+
+
+def user_images(message: dict[str, Any]) -> list[Image]:
+    """A user message's images, inline (``[image]`` marks each in its text)."""
+    return images_of(message.get("content"))
 
 
 def add_assistant(
@@ -77,4 +87,5 @@ def add_tool_result(
         status if isinstance(status, bool) else None,
         stamp,
         f"line {line}",
+        images_of(message.get("content")),
     )

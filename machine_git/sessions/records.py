@@ -11,7 +11,9 @@ so the rules below hold whatever agent wrote the session:
 - a failed result gets ``ok: false`` and its content prefixed ``Error: ``
   (unless it already starts with "error", as agent-trajectory does); ``ok`` is
   present only when the source states a status;
-- images become the placeholder ``[image]``; empty text is never a record;
+- images become the placeholder ``[image]`` in the text, and a user or tool
+  record lists them inline under ``images`` (rows/images.py stores them);
+  empty text is never a record;
 - a turn that stopped on an error or was aborted ended that way unless an
   answer in words came after (:meth:`Records.stopped`).
 """
@@ -36,10 +38,12 @@ from machine_git.sessions.values import error_text
 from machine_git.sessions.values import iso
 
 if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Image
     from machine_git.rows.rowtypes import MetaRecord
     from machine_git.rows.rowtypes import Record
     from machine_git.rows.rowtypes import RecordToolCall
     from machine_git.rows.rowtypes import ToolRecord
+    from machine_git.rows.rowtypes import UserRecord
 
 if TYPE_CHECKING:
     from machine_git.rows.context import Context
@@ -73,9 +77,12 @@ class Records:
         self.fallback = self.stamp(*values)
         return self.fallback
 
-    def user(self, text: str, stamp: str) -> None:
+    def user(self, text: str, stamp: str, images: list[Image] | None = None) -> None:
         self.end_calls()
-        self.records.append({"role": "user", "content": text, "timestamp": stamp})
+        record: UserRecord = {"role": "user", "content": text, "timestamp": stamp}
+        if images:
+            record["images"] = images
+        self.records.append(record)
 
     def reasoning(self, text: str, stamp: str) -> None:
         self.end_calls()
@@ -136,6 +143,7 @@ class Records:
         failed: bool | None,
         stamp: str,
         where: str,
+        images: list[Image] | None = None,
     ) -> bool:
         """Add a tool result; False (and reported) if it answers no open call."""
         self.end_calls()
@@ -152,6 +160,8 @@ class Records:
         }
         if failed is not None:
             record["ok"] = not failed
+        if images:
+            record["images"] = images
         self.records.append(record)
         return True
 

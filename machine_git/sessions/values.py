@@ -10,11 +10,18 @@ from __future__ import annotations
 import re
 from datetime import UTC
 from datetime import datetime
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 from machine_git.core import jsonio
 
+if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Image
+    from machine_git.rows.rowtypes import InlineImage
+
 IMAGE = "[image]"
+KEPT_IMAGE_TYPES = ("image/png", "image/jpeg")  # rows/images.py MEDIA_TYPES
 EPOCH = "1970-01-01T00:00:00Z"
 _TIMESTAMP = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
@@ -45,6 +52,32 @@ def text_of(content: Any, *, joiner: str = "\n") -> str:
             elif kind in ("image", "input_image"):
                 parts.append(IMAGE)
     return joiner.join(parts)
+
+
+def images_of(content: Any) -> list[Image]:
+    """The images of a list of content blocks, inline (rows/images.py).
+
+    Pi's ``{"type": "image", "data": <base64>, "mimeType": ...}`` blocks and
+    Claude Code's ``{"type": "image", "source": {"type": "base64", "data",
+    "media_type"}}``, in order; a type machine does not keep (not PNG or JPEG) stays the
+    ``[image]`` placeholder alone.
+    """
+    if not isinstance(content, list):
+        return []
+    found: list[Image] = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "image":
+            continue
+        data, media_type = block.get("data"), block.get("mimeType")
+        source = block.get("source")
+        if isinstance(source, dict) and source.get("type") == "base64":
+            # Claude Code (the Anthropic API's shape)
+            data, media_type = source.get("data"), source.get("media_type")
+        if isinstance(data, str) and data and media_type in KEPT_IMAGE_TYPES:
+            found.append(
+                cast("InlineImage", {"media_type": media_type, "base64": data})
+            )
+    return found
 
 
 def string(value: Any) -> str | None:

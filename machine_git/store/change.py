@@ -22,6 +22,7 @@ from machine_git.core.errors import SecretFoundError
 from machine_git.core.errors import StoreError
 from machine_git.core.plain import Plain
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.store.trees import empty_tree
@@ -104,6 +105,15 @@ def check(change: Change, base: Tree | None) -> None:
     # Contexts (context/<sha>): valid, named by their hash, and every row's
     # reference resolvable in the tree this commit makes.
     context.check_change(change.files, base, scan=scan)
+    # Images (images/<sha>): named by their hash, and resolvable like contexts.
+    written = {p for p, d in change.files.items() if d is not None}
+    images.check_change(
+        change.files,
+        lambda path: (
+            path in written
+            or (change.files.get(path, b"") is not None and context.in_tree(base, path))
+        ),
+    )
 
 
 def new_tree(

@@ -99,12 +99,14 @@ class Packed:
         seconds: float,
         removed: list[str],
         pruned: int = 0,
+        images: int = 0,
     ) -> None:
         self.before = before
         self.after = after
         self.seconds = seconds
         self.removed = removed
         self.pruned = pruned  # contexts no row names any more, dropped first
+        self.images = images  # images no row names any more, dropped with them
 
 
 loose_estimate = autopack.loose_estimate
@@ -148,7 +150,8 @@ def pack(store: Store, progress: Progress = QUIET, full: bool = False) -> Packed
         else:
             before, after, seconds = _run(store.path, progress, *_REPACK)
     pruned = prune_contexts(store)  # a commit: it takes the writer lock itself
-    return Packed(before, after, seconds, removed, pruned)
+    dropped_images = prune_images(store)
+    return Packed(before, after, seconds, removed, pruned, dropped_images)
 
 
 def _run(path: Path, progress: Progress, *args: str) -> tuple[Usage, Usage, float]:
@@ -254,6 +257,41 @@ def prune_contexts(store: Store) -> int:
             summary=f"gc: drop {len(dropped)} contexts no row names",
             files={context.path_of(sha): None for sha in dropped},
             trailers={"Action": "gc-contexts"},
+            redaction=Redaction.KEPT,
+        )
+
+    store.write(plan)
+    return len(dropped)
+
+
+def prune_images(store: Store) -> int:
+    """Remove (as one commit) the images no row at the newest commit names.
+
+    Like contexts: an image is stored once for every row that shows it, so
+    it goes here, when the last row naming it is gone.
+    """
+    from machine_git.core import jsonio
+    from machine_git.rows import images
+    from machine_git.store.change import Change
+    from machine_git.store.change import Redaction
+
+    dropped: list[str] = []
+
+    def plan(snap: Any) -> Any:
+        stored = images.stored_ids(snap.tree)
+        if not stored:
+            return None
+        named: set[str] = set()
+        for _, data in store.iter_row_blobs(snap.commit):
+            if b'"images"' in data:
+                named |= images.named(jsonio.loads(data))
+        dropped[:] = sorted(stored - named)
+        if not dropped:
+            return None
+        return Change(
+            summary=f"gc: drop {len(dropped)} images no row names",
+            files={images.path_of(sha): None for sha in dropped},
+            trailers={"Action": "gc-images"},
             redaction=Redaction.KEPT,
         )
 

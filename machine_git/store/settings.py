@@ -21,6 +21,7 @@ from machine_git.store.store import Snapshot
 from machine_git.store.store import Store
 
 if TYPE_CHECKING:
+    from machine_git.core.models import LabelField
     from machine_git.core.models import Settings
 
 SETTINGS = "settings.json"
@@ -36,6 +37,26 @@ def auto(store: Store) -> bool:
     value = _parsed(store.snapshot())
     flag = value.get("auto", False) if isinstance(value, dict) else None
     return flag if isinstance(flag, bool) else read(store).auto
+
+
+def image_limit(snap: Snapshot) -> int:
+    """The ``image_max_bytes`` setting alone, cheaply (a tag with images asks)."""
+    from machine_git.rows import images
+
+    value = _parsed(snap)
+    limit = value.get(images.SETTING) if isinstance(value, dict) else None
+    if limit is None:
+        return images.DEFAULT_MAX_BYTES  # (the model's default; no pydantic)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
+    return _model(stored(snap)).image_max_bytes  # a bad value: the model says so
+
+
+def label_schema(snap: Snapshot) -> list[LabelField]:
+    """The label schema in force at ``snap`` (empty: only good, bad, rewrite)."""
+    from machine_git.core import models
+
+    return list(models.load_settings(stored(snap), SETTINGS).labels)
 
 
 def stored(snap: Snapshot) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from machine_git.core.progress import Progress
 from machine_git.recovery import validate
 from machine_git.recovery.validate import Finding
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.store.objects import guard
@@ -76,6 +77,8 @@ def check_blob(path: str, data: bytes) -> list[Finding]:
     """
     if context.is_context_path(path):
         return [Finding(path, 1, "$", p) for p in context.file_problems(path, data)]
+    if images.is_image_path(path):
+        return [Finding(path, 1, "$", p) for p in images.file_problems(path, data)]
     if not path.startswith(f"{rows.ROWS_DIR}/"):
         return []
     row_id = rows.id_of_path(path)

@@ -51,6 +51,7 @@ def options(label: Label, params: Mapping[str, Any]) -> TagOptions:
         entry=params["entry"],
         redact=not params["no_redact"],
         context=not params["no_context"],
+        images=not params["no_images"],
     )
 
 

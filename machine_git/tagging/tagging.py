@@ -64,6 +64,8 @@ class TagOptions(NamedTuple):
     redact: bool = True
     context: bool = True
     """Keep the system prompt and tools the turn ran with (``--no-context``)."""
+    images: bool = True
+    """Keep the turn's images (``--no-images``: the ``[image]`` text alone)."""
     parent: str | None = None
     """Observed: the row a forked run corrects (default: MACHINE_FORK_PARENT)."""
     if_auto: bool = False
@@ -204,12 +206,20 @@ def tag(
         parent=_parent(options),
         context=options.context,
     )
+    if not options.images:
+        from machine_git.rows import images
+
+        row = images.without(row)
     if options.redact:
         row, secrets = redaction.redact_row(row)
         if secrets:
             say(Redacted(secrets))
     if options.out is not None:
         target = paths.check_out_path(options.out, devices=True)
+        if options.images:
+            from machine_git.rows import images
+
+            row = images.cleaned(row)  # stripped here too: a file is shared
         outfile.append(target, row)
         return Tagged("out", row, notices, out=target)
     store = Store.create(project.store_path, project.root)

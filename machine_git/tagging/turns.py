@@ -27,7 +27,9 @@ from typing import cast
 from machine_git.core import jsonio
 from machine_git.core.plain import Plain
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
+from machine_git.store import settings
 from machine_git.store.store import Change
 from machine_git.store.store import Redaction
 from machine_git.store.store import Snapshot
@@ -271,9 +273,15 @@ def _observe(store: Store, row: Row, redaction: Redaction) -> Committed:
 
 
 def _with_context(snap: Snapshot, row: Row) -> tuple[Row, dict[str, bytes | None]]:
-    """``row`` with its context as a hash, and the context file if the store
-    lacks it: each distinct system prompt and tool list is stored once."""
-    stored, files = context.stored(
-        cast("dict[str, Any]", row), lambda where: context.in_tree(snap.tree, where)
-    )
+    """``row`` with its context and images as hashes, and their files if the
+    store lacks them: each distinct context and image is stored once."""
+
+    def present(where: str) -> bool:
+        return context.in_tree(snap.tree, where)
+
+    stored, files = context.stored(cast("dict[str, Any]", row), present)
+    if images.has_images(stored):
+        # Each image once, by content, stripped of its metadata.
+        stored, pictures = images.stored(stored, present, settings.image_limit(snap))
+        files.update(pictures)
     return cast("Row", stored), files

@@ -81,7 +81,7 @@ class TmlTokenizer:
     def __init__(self, tml: Any, name_or_path: str, eos: str = _EOS) -> None:
         self.tml_tokenizer = tml
         self.name_or_path = name_or_path
-        added = [s for s in tml.all_special_tokens if _encodes(tml, s)]
+        added = special_names(tml)
         self._all = _splitter(added)
         self._plain = _splitter([s for s in added if s in NOT_SPECIAL])
         self._special_ids = frozenset(
@@ -117,9 +117,33 @@ class TmlTokenizer:
         return int(token_id) in self._special_ids
 
 
+def special_names(tml: Any) -> list[str]:
+    """The added tokens of a tml tokenizer, by the names its vocabulary encodes.
+
+    tml-renderers lists DeepSeek's tokens in ASCII (``<|User|>``) but encodes
+    and decodes them by their full-width names (U+FF5C for each ``|``, ``▁``
+    for ``_``), which the templates write; Kimi's lists a few names that are no
+    token at all (``<|[EOT]|>``), so text never holds them.
+    """
+    names = []
+    for listed in tml.all_special_tokens:
+        for name in (listed, _full_width(listed)):
+            if _encodes(tml, name):
+                names.append(name)
+                break
+    return names
+
+
+_BAR = "\uff5c"  # FULLWIDTH VERTICAL LINE, in DeepSeek's token names
+
+
+def _full_width(name: str) -> str:
+    if not (name.startswith("<|") and name.endswith("|>")):
+        return name
+    return f"<{_BAR}" + name[2:-2].replace("_", "▁") + f"{_BAR}>"
+
+
 def _encodes(tml: Any, name: str) -> bool:
-    # Kimi's tml tokenizer lists names it cannot encode (<|[EOT]|>, <|[BOS]|>
-    # ...): they are no token of its vocabulary, so text never holds them.
     try:
         tml.encode_special(name)
     except ValueError:

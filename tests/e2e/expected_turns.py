@@ -44,11 +44,16 @@ def calls(*items: tuple[str, str, str]) -> dict[str, Any]:
 
 
 def result(
-    call: str, content: str | re.Pattern[str], ok: bool | None = None
+    call: str,
+    content: str | re.Pattern[str],
+    ok: bool | None = None,
+    images: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     record: dict[str, Any] = {"role": "tool", "tool_call_id": call, "content": content}
     if ok is not None:
         record["ok"] = ok
+    if images is not None:
+        record["images"] = images  # kept inline by the reader (rows/images.py)
     return record
 
 
@@ -71,6 +76,12 @@ def _echo(prompt: str, crc: str, out: str) -> Expected:
 
 NOTES = "1\t# Notes\n2\tfixture notes line 2\n3\t"
 READ_NOTES = json.dumps({"file_path": f"{CLAUDE_CWD}/notes.md"}, separators=(",", ":"))
+# The 2x2 PNG the scenarios make (pixel.png), as the agents record it.
+PIXEL = {
+    "media_type": "image/png",
+    "base64": "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEklEQVR42mP4z8DAAMIM"
+    "/4EAAB/uBfvxq7p3AAAAAElFTkSuQmCC",
+}
 READ_PIXEL = json.dumps({"file_path": f"{CLAUDE_CWD}/pixel.png"}, separators=(",", ":"))
 
 # scenario -> (records, stop_reason, error)
@@ -168,7 +179,7 @@ CLAUDE: dict[str, tuple[Expected, str | None, str | None]] = {
                     READ_PIXEL,
                 )
             ),
-            result("toolu_fake_72170c9b_0_0", "[image]"),
+            result("toolu_fake_72170c9b_0_0", "[image]", images=[PIXEL]),
             says("The image is a tiny 2x2 picture."),
         ],
         "end_turn",

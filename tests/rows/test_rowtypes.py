@@ -69,6 +69,8 @@ PAIRS: list[tuple[str, type, dict[str, Any], str]] = [
     ("observed", rowtypes.ObservedRow, row_schema("observed"), "observed"),
     ("source", rowtypes.Source, COMMON["source"], "common"),
     ("message", rowtypes.Message, COMMON["message"], "common"),
+    ("image ref", rowtypes.ImageRef, RECORDS["image_ref"], "trajectory-v1"),
+    ("inline image", rowtypes.InlineImage, RECORDS["image_inline"], "trajectory-v1"),
     ("message tool call", rowtypes.MessageToolCall, COMMON["tool_call"], "common"),
     (
         "message function",

@@ -151,10 +151,18 @@ def test_aborted_and_errored_turns_carry_their_stop_reason() -> None:
     )
 
 
-def test_images_become_a_placeholder() -> None:
+def test_images_become_a_placeholder_and_are_carried_inline() -> None:
     turn = read("image")
     assert turn.user_text.endswith("What is in this image?\n[image]")
     assert "base64" not in turn.user_text
+    (block,) = [
+        b
+        for line in fixture_lines("image")
+        for b in (line.get("message") or {}).get("content") or []
+        if isinstance(b, dict) and b.get("type") == "image"
+    ]
+    assert turn.user_images == [{"media_type": "image/png", "base64": block["data"]}]
+    assert turn.records[1]["images"] == turn.user_images
 
 
 def test_text_and_tool_call_in_one_message_become_two_records() -> None:

@@ -15,12 +15,16 @@ from typing import Any
 
 import pytest
 from transformers.utils import chat_template_utils
+from transformers.utils.chat_template_utils import render_jinja_template
 
 from machine_git.core.errors import TrainingError
+from machine_git.rows import context
+from machine_git.store.store import Store
 from machine_git.train import datasets
 from machine_git.train import families
 from tests.conftest import Run
 from tests.conftest import fixture_lines
+from tests.train import conftest as support
 from tests.train.test_templates import TEMPLATES
 from tests.train.test_templates import _trace_row
 from tests.train.test_templates import template_text
@@ -110,3 +114,65 @@ def test_gpt_oss_is_refused_for_parallel_tool_calls(
     with pytest.raises(TrainingError, match="only the first tool call"):
         families.family("openai/gpt-oss-20b")
     assert "only the first tool call" in str(families.refusal("openai/gpt-oss-120b"))
+
+
+DEEPSEEK_V3_1 = (TEMPLATES / "deepseek_v3_1" / "chat_template.jinja").read_text()
+
+
+def deepseek_tokenizer() -> Any:
+    """tml-renderers' DeepSeek V3.1 vocabulary through machine's adapter."""
+    import tml_renderers.tokenizers
+
+    from machine_git.train.rendering import TmlTokenizer
+
+    tml = tml_renderers.tokenizers.DeepSeekV31Tokenizer()
+    eos = "<\uff5cend▁of▁sentence\uff5c>"
+    return TmlTokenizer(tml, "deepseek-ai/DeepSeek-V3.1", eos)
+
+
+def deepseek_text(messages: list[dict[str, Any]], tools: Any = None) -> str:
+    # as Hugging Face's apply_chat_template calls it: the tokenizer's
+    # bos_token given to the template; arguments as the request sent them
+    rendered: Any = render_jinja_template(
+        [messages],
+        tools=tools,
+        chat_template=DEEPSEEK_V3_1,
+        bos_token="<\uff5cbegin▁of▁sentence\uff5c>",
+    )
+    return str(rendered[0][0])
+
+
+def test_deepseek_v3_1_is_refused_because_its_template_ignores_the_tools(
+    project: Path, run: Run
+) -> None:
+    # The real Pi session with its recorded context: a system prompt and the
+    # tools Pi offered (read, bash).
+    from tinker_cookbook import renderers
+
+    row = _trace_row(project, run, "context")
+    store = Store.open(support.store_path(project))
+    row = context.inline(row, store.snapshot().read)
+    messages, tools = datasets.row_conversation(row)
+    assert tools is not None and [t["name"] for t in tools] == ["read", "bash"]
+    offered = [{"type": "function", "function": t} for t in tools]
+    declared = deepseek_text(messages, offered)
+    # The template renders the same text with the tools as without them: it
+    # has no place for a declaration, so what the served model was told about
+    # the agent's tools is not the template's to say.
+    assert declared == deepseek_text(messages)
+    assert "Description:" not in declared and "## Tools" not in declared
+    # machine's path (the cookbook's V3.1 renderer) declares them in the
+    # system prompt, by the model card's convention, which the template lacks.
+    tok = deepseek_tokenizer()
+    renderer = renderers.get_renderer("deepseekv3", tok)
+    first = datasets.examples(
+        datasets.cookbook_messages(messages),
+        renderer,
+        datasets.train_on_what("traces"),
+        tools,
+    )[0]
+    ours = tok.decode(first[0].to_ints())
+    assert "## Tools\nYou have access to the following tools:\n\n### read" in ours
+    assert "### bash" in ours
+    with pytest.raises(TrainingError, match="ignores the tools"):
+        families.family("deepseek-ai/DeepSeek-V3.1")

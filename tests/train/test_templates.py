@@ -71,11 +71,7 @@ TRACES = {
 
 def hf_encode(tok: rendering.TmlTokenizer, text: str) -> list[int]:
     """Hugging Face's tokenization: added tokens whole, BPE in between."""
-    added = [
-        s
-        for s in tok.tml_tokenizer.all_special_tokens
-        if rendering._encodes(tok.tml_tokenizer, s)
-    ]
+    added = rendering.special_names(tok.tml_tokenizer)
     pattern = re.compile(
         "(" + "|".join(map(re.escape, sorted(added, key=len, reverse=True))) + ")"
     )

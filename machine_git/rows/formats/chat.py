@@ -9,6 +9,7 @@ it once, by hash), so an export imported back exports to the same bytes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row
 
 Message = dict[str, Any]
+PLACEHOLDER = "[image]"  # rows/images.py
+_DATA_URI = re.compile(r"^data:(image/png|image/jpeg);base64,([A-Za-z0-9+/=]+)$")
 OPENAI_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _DROPPED = ("meta", "reasoning", "observation")  # not turns of the conversation
 
@@ -85,6 +88,8 @@ def trajectory_to_messages(
                     "content": str(record.get("content") or ""),
                 }
             )
+        if role in ("user", "tool") and record.get("images"):
+            out[-1]["images"] = record.get("images")
     flush()
     return out
 
@@ -132,8 +137,15 @@ def answers(messages: list[Message]) -> bool:
 
 
 def openai_message(message: Message) -> Message:
-    """A message with only the keys OpenAI's chat fine-tuning accepts."""
+    """A message with only the keys OpenAI's chat fine-tuning accepts.
+
+    A message with images (inline, rows/images.py) has its content as parts:
+    its text split at the ``[image]`` placeholders, each image an
+    ``image_url`` part (a data URI) in its place.
+    """
     out = {k: message[k] for k in OPENAI_KEYS if k in message}
+    if message.get("images"):
+        out["content"] = image_parts(str(message.get("content") or ""), message)
     if "tool_calls" in out:
         out["tool_calls"] = [
             {
@@ -147,6 +159,62 @@ def openai_message(message: Message) -> Message:
             for c in out["tool_calls"]
         ]
     return out
+
+
+def image_parts(text: str, message: Message) -> list[dict[str, Any]]:
+    """OpenAI content parts of ``text`` with ``message``'s inline images.
+
+    Each ``[image]`` placeholder becomes the next image; images left over
+    (more images than placeholders) follow the text.
+    """
+    found = [i for i in message.get("images") or [] if isinstance(i, dict)]
+    pieces = text.split(PLACEHOLDER)
+    parts: list[dict[str, Any]] = []
+    for index, piece in enumerate(pieces):
+        if piece:
+            parts.append({"type": "text", "text": piece})
+        if index < len(pieces) - 1:
+            if found:
+                parts.append(_image_url(found.pop(0)))
+            else:
+                parts.append({"type": "text", "text": PLACEHOLDER})
+    parts.extend(_image_url(image) for image in found)
+    return parts
+
+
+def _image_url(image: dict[str, Any]) -> dict[str, Any]:
+    if "url" in image:  # written to a file beside the JSONL (--images-dir)
+        return {"type": "image_url", "image_url": {"url": image["url"]}}
+    data = image.get("base64", "")
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{image.get('media_type')};base64,{data}"},
+    }
+
+
+def text_and_images(content: Any) -> tuple[Any, list[dict[str, str]]]:
+    """The inverse of :func:`image_parts`: a message's content as text with a
+    ``[image]`` placeholder per image, and its images inline (data URIs only;
+    anything else is left as it was, for the schema to name)."""
+    if not isinstance(content, list) or not any(
+        isinstance(p, dict) and p.get("type") == "image_url" for p in content
+    ):
+        return content, []
+    text: list[str] = []
+    found: list[dict[str, str]] = []
+    for part in content:
+        if not isinstance(part, dict):
+            return content, []
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            text.append(part["text"])
+            continue
+        url = (part.get("image_url") or {}).get("url")
+        match = _DATA_URI.match(url) if isinstance(url, str) else None
+        if part.get("type") != "image_url" or match is None:
+            return content, []
+        text.append(PLACEHOLDER)
+        found.append({"media_type": match.group(1), "base64": match.group(2)})
+    return "".join(text), found
 
 
 def string_content(messages: Iterable[Message]) -> list[Message]:
@@ -267,6 +335,8 @@ def to_trajectory(messages: list[Message], stamp: str) -> list[dict[str, Any]]:
             )
         else:
             out.append({"role": role, "content": text, "timestamp": stamp})
+        if role in ("user", "tool") and m.get("images"):
+            out[-1]["images"] = m["images"]
     return out
 
 
@@ -313,6 +383,9 @@ def normalized(value: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 del m["weight"]
                 dropped.append("messages[].weight")
             if "content" in m:
+                m["content"], found = text_and_images(m["content"])
+                if found:
+                    m["images"] = found
                 m["content"] = text_of(m["content"])
         fixed.append(m)
     out["messages"] = fixed

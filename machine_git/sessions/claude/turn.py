@@ -20,6 +20,7 @@ from machine_git.sessions import ReadReport
 from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions.records import Records
+from machine_git.sessions.values import images_of
 from machine_git.sessions.values import string
 from machine_git.sessions.values import text_of
 
@@ -568,4 +569,5 @@ def _results(builder: Records, row: _Row, stamp: str, where: str) -> None:
             status if isinstance(status, bool) else None,
             stamp,
             where,
+            images_of(block.get("content")),
         )

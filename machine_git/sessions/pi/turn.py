@@ -224,7 +224,7 @@ def _turn(
         role = message.get("role")
         stamp = builder.stamp(e.data.get("timestamp"), message.get("timestamp"))
         if role == "user" and not entry_ids:
-            builder.user(piai.user_text(message), stamp)
+            builder.user(piai.user_text(message), stamp, piai.user_images(message))
         elif role == "assistant":
             piai.add_assistant(builder, message, stamp, e.line)
             model = _str(message.get("model")) or model
