@@ -39,7 +39,7 @@ from pygit2.enums import ObjectType
 
 from machine_git.recovery.validate import Finding
 from machine_git.store.layout import BRANCH
-from machine_git.store.objects import MAX_BLOB
+from machine_git.store.objects import MAX_BLOB as MAX_BLOB  # re-exported
 from machine_git.store.objects import MIB
 
 MAX_TREE = 4 * MIB  # about 100,000 entries; rows/ab/cd/ holds a handful
