@@ -14,6 +14,7 @@ from machine_git.core.errors import ImportConflictError
 from machine_git.core.errors import ImportProblemsError
 from machine_git.export import importer
 from machine_git.rows import rows
+from machine_git.store import bulk
 from machine_git.store.store import BULK
 from machine_git.store.store import Store
 from tests import helpers
@@ -72,6 +73,7 @@ def test_a_streamed_import_holds_one_row_at_a_time_not_the_file(
     assert streamed < FIXED + 2 * ROW + 2000 * count < size / 4
     assert whole > size
     assert list(tmp_path.joinpath("beside").iterdir()) == []  # the pack moved in
+    assert not list((store.path / "machine").glob(f"{bulk.MARK}*"))  # written
     for n in (0, count - 1):
         row = store.read_row(row_id(n))
         assert row is not None and row["kind"] == "train"
