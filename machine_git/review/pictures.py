@@ -75,6 +75,34 @@ def picture(
     )
 
 
+def changed(
+    row_id: str,
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    older: tuple[str, images.Reader] | None,
+    newer: tuple[str, images.Reader],
+) -> tuple[list[Picture], list[Picture]]:
+    """The images a row gained (served at the newer revision) and lost (at the
+    older one) between two revisions, as ``machine diff`` lists them."""
+    before = {str(i["sha256"]): i for i in (images.references(old) if old else [])}
+    after = {str(i["sha256"]): i for i in (images.references(new) if new else [])}
+    gained = [
+        picture(row_id, newer[0], image, newer[1])
+        for sha, image in after.items()
+        if sha not in before and _SHA.match(sha)
+    ]
+    lost = (
+        [
+            picture(row_id, older[0], image, older[1])
+            for sha, image in before.items()
+            if sha not in after and _SHA.match(sha)
+        ]
+        if older is not None
+        else []
+    )
+    return gained, lost
+
+
 def _missing(why: str) -> Response:
     return Response(f"{why}\n", status_code=404, media_type="text/plain")
 

@@ -124,3 +124,27 @@ def test_an_image_named_but_missing_from_the_tree_is_a_404(project: Path) -> Non
     response = client_for(store).get(f"/rows/{row_id}/images/{sha}?at={damaged}")
     assert response.status_code == 404
     assert response.text == "that image is not in the store\n"
+
+
+def test_the_diff_shows_the_images_a_row_gained_at_the_newer_revision(
+    project: Path,
+) -> None:
+    store, row_id, reference = tagged_image(project)
+    sha = str(reference["sha256"])
+    client = client_for(store)
+    head = store.head
+    assert head is not None
+    page = client.get("/diff")  # what the last commit changed: the row, added
+    assert page.status_code == 200
+    found = re.findall(r'<img class="image" src="([^"]+)"', page.text)
+    assert found == [f"/rows/{row_id}/images/{sha}?at={head.id}"]
+    assert "images added" in page.text and "images removed" not in page.text
+    served = client.get(found[0])
+    assert served.content == store.snapshot().read(images.path_of(sha))
+    # Removed since: the same image, lost, served at the revision that had it.
+    machine(project, "rm", row_id)
+    after = client.get(f"/diff?a={head.id}&b=HEAD")
+    lost = re.findall(r'<img class="image" src="([^"]+)"', after.text)
+    assert lost == [f"/rows/{row_id}/images/{sha}?at={head.id}"]
+    assert "images removed" in after.text
+    assert client.get(lost[0]).status_code == 200
