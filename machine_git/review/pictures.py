@@ -71,7 +71,7 @@ def picture(
         src=f"/rows/{quote(row_id)}/images/{sha}?at={quote(commit)}",
         width=shape[0] if shape else None,
         height=shape[1] if shape else None,
-        alt=images.describe(image, read),
+        alt=images.describe(image, lambda path: data),  # read once
     )
 
 
