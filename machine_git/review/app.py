@@ -20,6 +20,7 @@ from starlette.types import ASGIApp
 from machine_git.core.errors import MachineError
 from machine_git.review import browse
 from machine_git.review import compare
+from machine_git.review import pictures
 from machine_git.review import queue
 from machine_git.review import training
 from machine_git.review.guard import row_blob
@@ -100,6 +101,7 @@ def create_app(
         Route("/browse/table", page(browse.table)),
         Route("/rows/{row}", page(browse.row_page)),
         Route("/rows/{row}/history", page(browse.row_history)),
+        Route("/rows/{row}/images/{sha}", page(pictures.serve)),
         Route("/rows/{row}/{action}", action(browse.row_action), methods=["POST"]),
         Route("/diff", page(compare.diff_page)),
         Route("/versions", page(compare.versions_page)),

@@ -25,6 +25,7 @@ from machine_git.review.guard import Guarded
 from machine_git.review.guard import row_blob
 from machine_git.review.index import Filters
 from machine_git.review.index import select
+from machine_git.review.pictures import pictures
 from machine_git.review.web import Banner
 from machine_git.review.web import Site
 from machine_git.review.web import form
@@ -124,7 +125,8 @@ def row_context(site: Site, store: Store, prefix: str, at: str) -> dict[str, Any
     head = revs.resolve(store, None)
     commit = revs.resolve(store, at or None)
     row_id = full_id(store, prefix, commit)
-    row = store.read_row(row_id, commit)
+    snapshot = store.snapshot(commit)
+    row = snapshot.row(row_id)
     # A row's history is a walk of every commit since it was made (seconds at
     # 100,000 rows for an old one): the page loads it after it is shown,
     # unless it is what says whether the row ever existed.
@@ -142,7 +144,9 @@ def row_context(site: Site, store: Store, prefix: str, at: str) -> dict[str, Any
         "id": row_id,
         "row": row,
         "context": view.context_of(row, store.snapshot(commit).read),
-        "items": view.items(row) if row is not None else [],
+        "items": view.items(row, pictures(row_id, str(commit.id), snapshot.read))
+        if row is not None
+        else [],
         "answer": view.answer(row) if row is not None else "",
         "at": at,
         "commit": commit,

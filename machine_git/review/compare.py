@@ -14,6 +14,7 @@ from machine_git.history import revs
 from machine_git.history import versions
 from machine_git.review import charts
 from machine_git.review import diffview
+from machine_git.review import pictures
 from machine_git.review.web import Site
 from machine_git.rows.schemas import KINDS
 from machine_git.store.store import Store
@@ -63,7 +64,18 @@ def diff_context(store: Store, request: Request) -> dict[str, Any]:
         "older_entry": history.entry(older) if older is not None else None,
         "newer_entry": history.entry(newer),
         "summary": diffview.summary(result),
-        "changes": diffview.row_views(shown),
+        "changes": diffview.row_views(
+            shown,
+            lambda change: pictures.changed(
+                change.id,
+                change.old,
+                change.new,
+                (str(older.id), store.snapshot(older).read)
+                if older is not None
+                else None,
+                (str(newer.id), store.snapshot(newer).read),
+            ),
+        ),
         "changed": len(result.rows),
         "other_files": result.other_files,
         "page_number": page,

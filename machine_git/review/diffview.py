@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from typing import Any
 from typing import TypedDict
 
 from machine_git.history import diff as diffs
 from machine_git.review import view
+from machine_git.review.pictures import Picture
 from machine_git.rows import rows
 from machine_git.rows.schemas import KINDS
 
@@ -72,6 +74,13 @@ class RowView(TypedDict):
     fields: list[FieldView]
     old: Preview | None
     new: Preview | None
+    gained: list[Picture]  # images the row names now and did not before
+    lost: list[Picture]
+
+
+# The images a row change gained and lost (review.pictures.changed, which
+# knows the two revisions).
+Changed = Callable[[diffs.RowChange], tuple[list[Picture], list[Picture]]]
 
 
 class KindCount(TypedDict):
@@ -100,18 +109,21 @@ def summary(result: diffs.Diff) -> list[KindCount]:
     ]
 
 
-def row_views(changes: list[diffs.RowChange]) -> list[RowView]:
+def row_views(
+    changes: list[diffs.RowChange], pictures: Changed | None = None
+) -> list[RowView]:
     """The two-column layout of each row change."""
-    return [row_view(c) for c in changes]
+    return [row_view(c, pictures) for c in changes]
 
 
-def row_view(change: diffs.RowChange) -> RowView:
+def row_view(change: diffs.RowChange, pictures: Changed | None = None) -> RowView:
     row = change.new or change.old or {}
     kinds = (
         f"{change.old_kind} → {change.new_kind}"
         if change.status == "moved"
         else str(change.new_kind or change.old_kind)
     )
+    gained, lost = pictures(change) if pictures is not None else ([], [])
     return RowView(
         id=change.id,
         status=change.status,
@@ -120,6 +132,8 @@ def row_view(change: diffs.RowChange) -> RowView:
         fields=_readable(change),
         old=_preview(change.old) if change.status == "removed" else None,
         new=_preview(change.new) if change.status == "added" else None,
+        gained=gained,
+        lost=lost,
     )
 
 

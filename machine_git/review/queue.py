@@ -37,6 +37,8 @@ from machine_git.review.guard import Guarded
 from machine_git.review.index import Filters
 from machine_git.review.index import Summary
 from machine_git.review.index import select
+from machine_git.review.pictures import Pictures
+from machine_git.review.pictures import pictures
 from machine_git.review.web import Banner
 from machine_git.review.web import Site
 from machine_git.review.web import back_to
@@ -177,7 +179,9 @@ def context(
         "current": current,
         "current_id": current["id"] if current is not None else "",
         "row": row,
-        "items": view.items(row) if row is not None else [],
+        "items": view.items(row, _pictures(store, current["id"]))
+        if row is not None and current is not None
+        else [],
         "answer": view.answer(row) if row is not None else "",
         "schema": (schema := site.schema(store)),
         "keys_of": {v: k for k, v in models.label_keys(schema).items()},
@@ -191,6 +195,14 @@ def context(
         "row_blob": current["blob"] if current is not None else "",
         "reload": not found,
     }
+
+
+def _pictures(store: Store, row_id: str) -> Pictures:
+    """The card's images, served at the head the page shows."""
+    head = store.head
+    if head is None:
+        return lambda record: []
+    return pictures(row_id, str(head.id), store.snapshot(head).read)
 
 
 def _page_number(text: str) -> int | None:

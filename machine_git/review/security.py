@@ -40,7 +40,7 @@ CEILING = 256 * 1024 * 1024
 FORM = "application/x-www-form-urlencoded"
 CSRF_FIELD = "csrf"
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
     "base-uri 'none'"
 )

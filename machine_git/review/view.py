@@ -18,6 +18,8 @@ from typing import cast
 
 from machine_git.core import jsonio
 from machine_git.review.index import is_error
+from machine_git.review.pictures import Picture
+from machine_git.review.pictures import Pictures
 from machine_git.rows import context
 from machine_git.rows import rows
 from machine_git.tagging import labels as labeling
@@ -32,6 +34,7 @@ class Result(TypedDict):
     text: str
     error: bool
     lines: int
+    images: list[Picture]
 
 
 class Call(TypedDict):
@@ -47,6 +50,7 @@ class Item(TypedDict):
     final: bool
     calls: list[Call]
     error: bool
+    images: list[Picture]
 
 
 class ShownTool(TypedDict):
@@ -90,8 +94,16 @@ def context_of(
     )
 
 
-def items(row: Row) -> list[Item]:
-    """The display items of a row's trajectory or messages, in order."""
+def _none(record: Mapping[str, Any]) -> list[Picture]:
+    return []
+
+
+def items(row: Row, pictures: Pictures = _none) -> list[Item]:
+    """The display items of a row's trajectory or messages, in order.
+
+    ``pictures`` gives the ``<img>`` of a message's or result's images
+    (review.pictures.pictures, which knows the row and the revision shown).
+    """
     records: list[Mapping[str, Any]] = [
         r for r in rows.body(row) if isinstance(r, dict)
     ]
@@ -109,17 +121,20 @@ def items(row: Row) -> list[Item]:
             out.append(_item("meta", _meta(record)))
         elif role == "tool":
             if str(record.get("tool_call_id")) not in paired:
-                result = _result(record)
+                result = _result(record, pictures)
                 out.append(_item("tool", result["text"], error=result["error"]))
+                out[-1]["images"] = result["images"]
         elif record.get("tool_calls"):
-            calls = [_call(c, results, paired) for c in record["tool_calls"]]
+            calls = [_call(c, results, paired, pictures) for c in record["tool_calls"]]
             item = _item("calls", clip(record.get("content") or ""))
             item["calls"] = calls
             item["error"] = any(c["result"] and c["result"]["error"] for c in calls)
+            item["images"] = pictures(record)
             out.append(item)
         else:
             out.append(_item(role, clip(str(record.get("content") or ""))))
             out[-1]["final"] = index == final
+            out[-1]["images"] = pictures(record)
     return out
 
 
@@ -139,7 +154,7 @@ def meta_text(record: Mapping[str, Any]) -> str:
 
 
 def _item(role: str, text: str, error: bool = False) -> Item:
-    return Item(role=role, text=text, final=False, calls=[], error=error)
+    return Item(role=role, text=text, final=False, calls=[], error=error, images=[])
 
 
 def _final_index(records: list[Mapping[str, Any]]) -> int:
@@ -158,7 +173,10 @@ def _meta(record: Mapping[str, Any]) -> str:
 
 
 def _call(
-    call: Mapping[str, Any], results: dict[str, Mapping[str, Any]], paired: set[str]
+    call: Mapping[str, Any],
+    results: dict[str, Mapping[str, Any]],
+    paired: set[str],
+    pictures: Pictures = _none,
 ) -> Call:
     function = call.get("function")
     function = function if isinstance(function, dict) else {}
@@ -172,13 +190,18 @@ def _call(
         id=call_id,
         name=str(name),
         args=pretty_args(args),
-        result=_result(result) if result is not None else None,
+        result=_result(result, pictures) if result is not None else None,
     )
 
 
-def _result(record: Mapping[str, Any]) -> Result:
+def _result(record: Mapping[str, Any], pictures: Pictures = _none) -> Result:
     text = str(record.get("content") or "")
-    return Result(text=clip(text), error=is_error(record), lines=line_count(text))
+    return Result(
+        text=clip(text),
+        error=is_error(record),
+        lines=line_count(text),
+        images=pictures(record),
+    )
 
 
 def line_count(text: str) -> int:

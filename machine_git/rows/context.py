@@ -303,14 +303,22 @@ def reference_problem(row: Any, exists: Callable[[str], bool]) -> str | None:
 
 def stored_ids(tree: Any) -> set[str]:
     """The ids of every context in a commit's git tree (empty if none)."""
-    if tree is None or CONTEXT_DIR not in tree:
+    return addressed_ids(tree, CONTEXT_DIR, sha_of_path)
+
+
+def addressed_ids(
+    tree: Any, folder: str, sha_of: Callable[[str], str | None]
+) -> set[str]:
+    """The ids of the files stored by content under ``folder/<xx>/`` in a
+    commit's git tree (contexts here, images in rows/images.py)."""
+    if tree is None or folder not in tree:
         return set()
     found: set[str] = set()
-    for fan in tree[CONTEXT_DIR].peel(pygit2.Tree):
+    for fan in tree[folder].peel(pygit2.Tree):
         if fan.type_str != "tree":
             continue
         for entry in fan.peel(pygit2.Tree):
-            sha = sha_of_path(f"{CONTEXT_DIR}/{fan.name}/{entry.name}")
+            sha = sha_of(f"{folder}/{fan.name}/{entry.name}")
             if sha is not None:
                 found.add(sha)
     return found

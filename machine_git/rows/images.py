@@ -410,19 +410,9 @@ def reference_problem(row: Any, exists: Callable[[str], bool]) -> str | None:
 
 def stored_ids(tree: Any) -> set[str]:
     """The ids of every image in a commit's git tree (empty if none)."""
-    import pygit2
+    from machine_git.rows import context
 
-    if tree is None or IMAGE_DIR not in tree:
-        return set()
-    found: set[str] = set()
-    for fan in tree[IMAGE_DIR].peel(pygit2.Tree):
-        if fan.type_str != "tree":
-            continue
-        for entry in fan.peel(pygit2.Tree):
-            sha = sha_of_path(f"{IMAGE_DIR}/{fan.name}/{entry.name}")
-            if sha is not None:
-                found.add(sha)
-    return found
+    return context.addressed_ids(tree, IMAGE_DIR, sha_of_path)
 
 
 def check_change(

@@ -27,6 +27,7 @@ import errno
 import os
 import shutil
 import time
+from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -236,32 +237,12 @@ def prune_contexts(store: Store) -> int:
     """
     from machine_git.core import jsonio
     from machine_git.rows import context
-    from machine_git.store.change import Change
-    from machine_git.store.change import Redaction
 
-    dropped: list[str] = []
+    def named(data: bytes) -> set[str]:
+        value = jsonio.loads(data).get(context.FIELD)
+        return {value} if isinstance(value, str) else set()
 
-    def plan(snap: Any) -> Any:
-        stored = context.stored_ids(snap.tree)
-        if not stored:
-            return None
-        named: set[str] = set()
-        for _, data in store.iter_row_blobs(snap.commit):
-            value = jsonio.loads(data).get(context.FIELD)
-            if isinstance(value, str):
-                named.add(value)
-        dropped[:] = sorted(stored - named)
-        if not dropped:
-            return None
-        return Change(
-            summary=f"gc: drop {len(dropped)} contexts no row names",
-            files={context.path_of(sha): None for sha in dropped},
-            trailers={"Action": "gc-contexts"},
-            redaction=Redaction.KEPT,
-        )
-
-    store.write(plan)
-    return len(dropped)
+    return _prune(store, "context", context.stored_ids, named, context.path_of)
 
 
 def prune_images(store: Store) -> int:
@@ -272,26 +253,42 @@ def prune_images(store: Store) -> int:
     """
     from machine_git.core import jsonio
     from machine_git.rows import images
+
+    def named(data: bytes) -> set[str]:
+        # Most rows show no image: skip parsing them.
+        return images.named(jsonio.loads(data)) if b'"images"' in data else set()
+
+    return _prune(store, "image", images.stored_ids, named, images.path_of)
+
+
+def _prune(
+    store: Store,
+    noun: str,
+    stored_ids: Callable[[Any], set[str]],
+    named: Callable[[bytes], set[str]],
+    path_of: Callable[[str], str],
+) -> int:
+    """One commit removing the ``noun`` files (stored once, by content) that
+    no row at the newest commit names; how many went."""
     from machine_git.store.change import Change
     from machine_git.store.change import Redaction
 
     dropped: list[str] = []
 
     def plan(snap: Any) -> Any:
-        stored = images.stored_ids(snap.tree)
+        stored = stored_ids(snap.tree)
         if not stored:
             return None
-        named: set[str] = set()
+        used: set[str] = set()
         for _, data in store.iter_row_blobs(snap.commit):
-            if b'"images"' in data:
-                named |= images.named(jsonio.loads(data))
-        dropped[:] = sorted(stored - named)
+            used |= named(data)
+        dropped[:] = sorted(stored - used)
         if not dropped:
             return None
         return Change(
-            summary=f"gc: drop {len(dropped)} images no row names",
-            files={images.path_of(sha): None for sha in dropped},
-            trailers={"Action": "gc-images"},
+            summary=f"gc: drop {len(dropped)} {noun}s no row names",
+            files={path_of(sha): None for sha in dropped},
+            trailers={"Action": f"gc-{noun}s"},
             redaction=Redaction.KEPT,
         )
 

@@ -29,6 +29,10 @@ binary() {
     done
 }
 
+# One install at a time: test workers (pytest -n) may each ask at start.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.install.lock"
+flock 9
 if [[ "$(version)" != "$CLAUDE_VERSION" || -z "$(binary)" ]]; then
     mkdir -p "$CACHE"
     [[ -f "$CACHE/package.json" ]] || echo '{"private":true}' >"$CACHE/package.json"

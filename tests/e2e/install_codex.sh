@@ -22,6 +22,10 @@ command -v npm >/dev/null || die "npm not found"
 
 version() { node -p "require(process.argv[1]).version" "$PKG" 2>/dev/null || true; }
 
+# One install at a time: test workers (pytest -n) may each ask at start.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.install.lock"
+flock 9
 if [[ "$(version)" != "$CODEX_VERSION" ]]; then
     mkdir -p "$CACHE"
     [[ -f "$CACHE/package.json" ]] || echo '{"private":true}' >"$CACHE/package.json"

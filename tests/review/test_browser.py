@@ -30,6 +30,7 @@ from machine_git.store.store import Redaction
 from machine_git.store.store import Store
 from machine_git.tagging import labels as labeling
 from machine_git.tagging import turns
+from tests.conftest import PI_SESSIONS
 from tests.conftest import git
 from tests.review.conftest import TOKEN
 from tests.review.conftest import machine
@@ -681,3 +682,29 @@ def test_without_a_browser_ci_fails_and_a_developer_skips(
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
         require_browser()
+
+
+def test_a_row_s_image_is_displayed_within_the_csp(browser: Any, project: Path) -> None:
+    from machine_git.core import paths
+
+    machine(project, "good", "--session", str(PI_SESSIONS / "image.jsonl"))
+    store = Store.open(paths.store_path(project))
+    row_id = machine(project, "tagged").split()[0]
+    running = Served(store)
+    try:
+        login(browser, running, f"/rows/{row_id}")
+        image = until(
+            lambda: browser.find_elements("css selector", "img.image"), "the image"
+        )[0]
+        until(
+            lambda: browser.execute_script(
+                "return arguments[0].complete && arguments[0].naturalWidth > 0", image
+            ),
+            "the image to load",
+        )
+        width = browser.execute_script("return arguments[0].naturalWidth", image)
+        assert int(width) == int(str(image.get_attribute("width")))
+        assert "image/png" in str(image.get_attribute("alt"))
+        assert errors_in_console(browser) == []
+    finally:
+        running.stop()

@@ -107,7 +107,12 @@ def test_an_inserted_call_reads_as_a_call_with_its_result() -> None:
                 "id": "c2",
                 "name": "read",
                 "args": '{\n  "limit": 20,\n  "path": "a.py"\n}',
-                "result": {"text": "print('hi')\n", "error": False, "lines": 1},
+                "result": {
+                    "text": "print('hi')\n",
+                    "error": False,
+                    "lines": 1,
+                    "images": [],
+                },
             }
         ],
         "result": None,
@@ -127,4 +132,9 @@ def test_a_result_without_its_call_in_the_change_stays_a_record() -> None:
     record = only["new"]["record"]
     assert record is not None and record["role"] == "tool"
     assert record["call_id"] == "c1"
-    assert record["result"] == {"text": "Error: again", "error": True, "lines": 1}
+    assert record["result"] == {
+        "text": "Error: again",
+        "error": True,
+        "lines": 1,
+        "images": [],
+    }

@@ -201,6 +201,7 @@ PAGES = {
     "/browse/table": "/browse/table?kind=train",
     "/rows/{row}": "/rows/{row}",
     "/rows/{row}/history": "/rows/{row}/history",
+    "/rows/{row}/images/{sha}": "/rows/{row}/images/" + "ab" * 32,
     "/diff": "/diff?a=v1",
     "/versions": "/versions",
     "/runs": "/runs",

@@ -20,7 +20,7 @@ def test_a_trajectory_pairs_each_call_with_its_result() -> None:
             "id": "c1",
             "name": "bash",
             "args": '{\n  "command": "ls"\n}',
-            "result": {"text": "a.py", "error": False, "lines": 1},
+            "result": {"text": "a.py", "error": False, "lines": 1, "images": []},
         }
     ]
     assert items[-1]["final"] is True and items[-1]["text"] == "Fixed."
@@ -36,6 +36,7 @@ def test_a_failed_result_marks_its_call() -> None:
         "text": "Error: no such file",
         "error": True,
         "lines": 1,
+        "images": [],
     }
 
 
