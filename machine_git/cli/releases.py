@@ -422,9 +422,11 @@ def signers(ctx: click.Context, project: Path | None, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
+    from machine_git import releases
     from machine_git.releases import trust
 
-    found = trust.listing(open_store(project))
+    store = open_store(project)
+    found = trust.listing(store)
     if as_json:
         emit_json([s.to_json() for s in found])
         return
@@ -432,6 +434,11 @@ def signers(ctx: click.Context, project: Path | None, as_json: bool) -> None:
         click.echo("no signers yet: the first signed record trusts your key")
     for listed in found:
         click.echo(listed.line())
+    notes: dict[str, int] = {}
+    for note in releases.audit_store(store).adopted.values():
+        notes[note] = notes.get(note, 0) + 1
+    for note, n in notes.items():  # "adopted by NAME in commit C"
+        click.echo(f"{n} commits written before signing: {note}")
 
 
 @signers.command(name="key")

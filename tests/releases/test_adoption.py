@@ -112,7 +112,13 @@ def test_an_old_store_is_adopted_then_trial_and_activate_work(
     assert [(e["commit"], e["tree"]) for e in record["adopted"]] == list(
         zip(made, trees, strict=True)
     )
-    assert "(you, first)" in run("release", "signers").stdout
+    signers = run("release", "signers").stdout.splitlines()
+    assert signers[0].endswith("  (you, first)")
+    name = signers[0].split("  ")[0]
+    assert signers[1:] == [
+        f"{len(made)} commits written before signing: adopted by {name} "
+        f"in commit {commit[:12]}"
+    ]
     assert "\ngpgsig -----BEGIN SSH SIGNATURE-----" in git(
         store, "cat-file", "commit", "HEAD"
     )
