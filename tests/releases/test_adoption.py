@@ -18,6 +18,7 @@ import pytest
 
 from machine_git.core import jsonio
 from machine_git.core.errors import INVALID
+from machine_git.releases import adoption
 from machine_git.releases import steps
 from machine_git.releases import trust
 from machine_git.releases.audit import CACHE
@@ -222,3 +223,24 @@ def test_an_adoption_without_a_trusted_key_adopts_nothing(
     )
     assert f"added in commit {made[-2][:12]}, {UNSIGNED}" in checked.stdout
     assert run("release", "trial", "BR-004").exit_code == INVALID
+
+
+def test_an_adoption_whose_tree_differs_from_the_commit_vouches_for_nothing(
+    old: dict[str, Any], run: Run
+) -> None:
+    store = old["store"]
+    made = unsigned_commits(store)
+    wrong = adoption.Entry(made[-1], "0" * 40, ("releases/BR-004/checks/001.json",))
+    written = adoption.adopt(Store.open(store), [wrong])  # signed by an allowed key
+    assert written is not None
+    checked = run("validate", "--store")
+    assert checked.exit_code == INVALID
+    lines = checked.stdout.splitlines()
+    assert (
+        f"adopted.json:1: $: adopts commit {made[-1][:12]}, whose tree is not "
+        "the 000000000000 it recorded"
+    ) in lines
+    assert (
+        f"releases/BR-004/checks/001.json:1: $: added in commit {made[-1][:12]}, "
+        f"{UNSIGNED}"
+    ) in lines
