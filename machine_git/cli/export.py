@@ -157,7 +157,7 @@ def export(
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         base = target.parent if target is not None else Path.cwd()
         linked = exporting.ImagesDir(str(folder.resolve()), str(base.resolve()))
-    from machine_git.tagging.labels import Where
+    from machine_git.rows.labels import Where
 
     conditions = tuple(Where.parse(where).words())
     store = open_store(project)

@@ -306,7 +306,7 @@ def sft(
 
 
 def _conditions(where: tuple[str, ...]) -> tuple[str, ...]:
-    from machine_git.tagging.labels import Where
+    from machine_git.rows.labels import Where
 
     return tuple(Where.parse(where).words())
 

@@ -331,9 +331,10 @@ def lines(
 
 
 def _rating_at(store: Store, commit: Commit) -> str | None:
-    from machine_git.tagging import labels as labeling
+    from machine_git.rows import labels
+    from machine_git.store import settings
 
-    return labeling.rating_field(labeling.schema_of(store.snapshot(commit)))
+    return labels.rating_field(settings.label_schema(store.snapshot(commit)))
 
 
 def _total(counts: dict[str, int], kinds: tuple[str, ...]) -> int:
@@ -439,7 +440,7 @@ def _render_part(
     is_tree: bool,
 ) -> _Part:
     # Runs in a worker process for a large store: module level, picklable.
-    from machine_git.tagging.labels import Where
+    from machine_git.rows.labels import Where
 
     out: list[bytes] = []
     skipped = 0

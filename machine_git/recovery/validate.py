@@ -33,8 +33,10 @@ from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows import schemas
 from machine_git.store import parallel
+from machine_git.store.objects import MAX_BLOB
 from machine_git.store.objects import CorruptObjectError
 from machine_git.store.objects import Objects
+from machine_git.store.objects import TooLargeError
 from machine_git.store.store import BRANCH
 from machine_git.store.store import Store
 
@@ -320,7 +322,10 @@ def _check_contexts(
     for sha in sorted(context.stored_ids(root)):
         path = context.path_of(sha)
         try:
-            data = objects.blob(root[path].id, verify=True)
+            data = objects.blob(root[path].id, verify=True, limit=MAX_BLOB)
+        except TooLargeError as e:
+            yield Finding(path, 0, "$", str(e))
+            continue
         except _READ_ERRORS as e:
             yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
             continue
@@ -411,7 +416,12 @@ def _check_row(
 ) -> Iterator[Finding]:
     tally.rows += 1
     try:
-        data = objects.blob(oid, verify=True)
+        # The size from the object's header first: a huge blob (a remote's
+        # 512 MiB of zeros) is a finding, never read into memory.
+        data = objects.blob(oid, verify=True, limit=MAX_BLOB)
+    except TooLargeError as e:
+        yield Finding(path, 0, "$", str(e))
+        return
     except _READ_ERRORS as e:
         problem = f"missing or corrupt object: {_why(e)}"
         yield Finding(path, 0, "$", problem, damage=True)

@@ -100,7 +100,10 @@ def _scan_literal(text: str, s: int, e: int, out: list[Cand], depth: int) -> Non
         pieces.append(plain)
         dec += len(plain)
         esc = m.group()
-        char = chr(int(esc[2:], 16)) if esc[1] == "u" else _SIMPLE.get(esc[1], esc[1])
+        # ``\u`` without its four hex digits (a summary cut a ``\u001b`` in
+        # half) is no escape JSON knows: read it like any other, as its letter.
+        whole = len(esc) == 6
+        char = chr(int(esc[2:], 16)) if whole else _SIMPLE.get(esc[1], esc[1])
         dec_at.append(dec)
         raw_at.append(m.start())
         raw_len.append(len(esc))

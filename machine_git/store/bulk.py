@@ -30,9 +30,14 @@ machine runs with a shallow depth (gc.py).
 A kill at any moment leaves the store as it was, plus at most temporary
 files, a pack renamed while its index still has its temporary name (a kill
 between the two renames), or a whole pack that nothing refers to (a kill
-before the ref moved; git gc drops it). :func:`clean` removes the first two:
-every bulk write calls it first, under the writer lock, and so does
-``machine gc``.
+before the ref moved). :func:`clean` removes the first two: every bulk write
+calls it first, under the writer lock, and so does ``machine gc``. The third
+is found by its mark: before its renames a bulk write leaves
+``machine/bulk-<pack name>``, and removes it once the branch has moved (or
+the pack is gone). A mark found under the writer lock is a dead writer's:
+:func:`settle` removes its pack if no object of it is reachable from any ref
+or reflog entry (git's own gc would explode it into loose objects, one file
+each), else keeps the pack; the mark goes either way.
 """
 
 from __future__ import annotations
@@ -52,12 +57,15 @@ import pygit2
 
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
+from machine_git.store.layout import BULK_MARK
+from machine_git.store.layout import WORK
 from machine_git.store.objects import guard
 
 # Temporary files of a bulk write. Only machine writes them, and only under
 # the store's writer lock: whoever holds the lock and finds one, finds a
 # dead writer's.
 TEMP = "tmp_machine_"
+MARK = BULK_MARK
 LEVEL = zlib.Z_DEFAULT_COMPRESSION  # git's own for packs (pack.compression)
 _SIGNATURE = b"PACK"
 _INDEX_MAGIC = b"\xfftOc"
@@ -180,10 +188,101 @@ def write_pack(
         for temp in (temp_pack, temp_index):
             temp.unlink()
         return ""
+    mark = _mark(objects, name)
+    mark.parent.mkdir(mode=0o700, exist_ok=True)
+    with _create(mark) as f:  # before the pack is in place: see settle()
+        _sync(f)
+    _sync_folder(mark.parent)
     os.replace(temp_pack, folder / f"pack-{name}.pack")
     os.replace(temp_index, folder / f"pack-{name}.idx")
     _sync_folder(folder)
     return name
+
+
+def _mark(objects: Path, name: str) -> Path:
+    return objects.parent / WORK / f"{MARK}{name}"
+
+
+def written(objects: Path, name: str) -> None:
+    """The branch names pack ``name``'s commit now: its mark goes."""
+    if name:
+        with contextlib.suppress(OSError):  # a mark left is settled later
+            _mark(objects, name).unlink()
+
+
+def settle(path: Path) -> list[Path]:
+    """Deal with the packs dead bulk writers left in the store at ``path``.
+
+    For each mark (``machine/bulk-<name>``): a pack none of whose objects is
+    reachable from any ref or reflog entry is removed (index first); a pack
+    whose objects are reachable is kept. Then the mark goes. If git cannot
+    tell (a damaged store), pack and mark stay. Call with the writer lock
+    held and before anything is staged: a write made after the kill may name
+    the pack's objects (libgit2 writes no object the store has), which the
+    reachability check sees, but a write being planned is not committed yet.
+    Returns what was removed (marks not included).
+    """
+    folder = path / WORK
+    try:
+        marks = [n for n in os.listdir(folder) if n.startswith(MARK)]
+    except OSError:
+        return []
+    removed: list[Path] = []
+    for mark in sorted(marks):
+        name = mark.removeprefix(MARK)
+        index = path / "objects" / "pack" / f"pack-{name}.idx"
+        try:
+            ids = _index_ids(index.read_bytes()) if index.exists() else set()
+        except (OSError, ValueError):
+            continue  # unreadable: leave it for recover to look at
+        if ids:
+            reached = _reachable_any(path, ids)
+            if reached is None:
+                continue
+            if not reached:
+                removed += _remove(index)
+                removed += _remove(index.with_suffix(".pack"))
+        with contextlib.suppress(FileNotFoundError):
+            (folder / mark).unlink()
+    return removed
+
+
+def _index_ids(data: bytes) -> set[bytes]:
+    """The object ids (hex, as bytes) a version 2 pack index lists."""
+    if data[:8] != _INDEX_MAGIC + struct.pack(">I", 2) or len(data) < 8 + 1024:
+        raise ValueError("not a version 2 pack index")
+    (count,) = struct.unpack(">I", data[8 + 1020 : 8 + 1024])
+    start = 8 + 1024
+    names = data[start : start + 20 * count]
+    if len(names) != 20 * count:
+        raise ValueError("pack index cut short")
+    return {names[i : i + 20].hex().encode() for i in range(0, len(names), 20)}
+
+
+def _reachable_any(path: Path, ids: set[bytes]) -> bool | None:
+    """True if any of ``ids`` is reachable from a ref or a reflog entry of
+    the store; None if git could not list them."""
+    import subprocess  # only when a dead writer left a mark
+
+    command = ["git", "-C", str(path), "rev-list", "--objects", "--all", "--reflog"]
+    try:
+        listing = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+    assert listing.stdout is not None
+    found = False
+    with listing:
+        for line in listing.stdout:
+            if line[:40] in ids:
+                found = True
+                listing.kill()  # one is enough: the pack stays
+                break
+    return True if found else (None if listing.returncode else False)
 
 
 def discard(objects: Path, name: str) -> None:
@@ -199,6 +298,7 @@ def discard(objects: Path, name: str) -> None:
     for suffix in (".idx", ".pack"):
         with contextlib.suppress(FileNotFoundError):
             (folder / f"pack-{name}{suffix}").unlink()
+    written(objects, name)  # the pack is gone: so goes its mark
 
 
 def _write_objects(

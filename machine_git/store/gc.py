@@ -327,6 +327,9 @@ def remove_leftovers(path: Path, now: float | None = None) -> list[str]:
     moment = time.time() if now is None else now
     # A bulk write's temp files are only ever written under the lock we hold.
     removed = [str(p.relative_to(path)) for p in bulk.clean(path / "objects")]
+    # A whole pack a writer killed before its branch moved: removed if
+    # nothing reaches it, before git repack or gc would explode it.
+    removed += [str(p.relative_to(path)) for p in bulk.settle(path)]
     for target, age in _leftovers(path):
         if moment - _newest_mtime(target) < age:
             continue  # maybe a live writer's: leave it

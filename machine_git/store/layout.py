@@ -10,6 +10,9 @@ from __future__ import annotations
 BRANCH = "refs/heads/main"
 REFLOG = "logs/refs/heads/main"  # the branch's reflog, inside the store
 WORK = "machine"  # our own files inside the bare repository (git ignores them)
+# In WORK, while a bulk write's pack is in place and the branch has not
+# moved to its commit yet: bulk-<pack name> (bulk.settle).
+BULK_MARK = "bulk-"
 LAYOUT = 1
 MARKER = "machine.json"
 HEAD_TEXT = b"ref: refs/heads/main\n"  # the only HEAD a machine store has

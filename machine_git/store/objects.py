@@ -122,6 +122,51 @@ def inflate(path: str, name: str) -> tuple[bytes, bytes]:
     return kind, body
 
 
+def check_loose(path: str, name: str) -> None:
+    """:func:`inflate`'s checks, in pieces: memory stays small for a huge object.
+
+    The same errors as :func:`inflate` (a 512 MiB blob of zeros is half a
+    megabyte on disk: reading it whole would take the whole 512 MiB).
+    """
+    inflater = zlib.decompressobj()
+    digest = hashlib.sha1(usedforsecurity=False)
+    header = b""
+    in_body = False
+    body = 0
+    with open(path, "rb") as f:
+        try:
+            while not inflater.eof:
+                if inflater.unconsumed_tail:
+                    raw = inflater.decompress(inflater.unconsumed_tail, _PIECE)
+                else:
+                    data = f.read(_PIECE)
+                    if not data:
+                        break
+                    raw = inflater.decompress(data, _PIECE)
+                digest.update(raw)
+                if in_body:
+                    body += len(raw)
+                    continue
+                header += raw
+                if b"\0" in header:
+                    header, _, rest = header.partition(b"\0")
+                    in_body, body = True, len(rest)
+                elif len(header) > 64:  # no header is this long: drain the rest
+                    header, in_body, body = b"?", True, -1
+        except zlib.error as e:
+            raise CorruptObjectError(f"{name}: not a zlib stream ({e})") from None
+    if not inflater.eof:
+        raise CorruptObjectError(f"{name}: truncated loose object")
+    kind, _, size = header.partition(b" ")
+    if not in_body or kind not in _TYPES or not size.isdigit() or int(size) != body:
+        raise CorruptObjectError(f"{name}: bad loose object header")
+    if digest.hexdigest() != name:
+        raise CorruptObjectError(f"{name}: content does not match the object id")
+
+
+_PIECE = 1 << 20
+
+
 class _Loose(pygit2.OdbBackend):
     """libgit2's view of the loose objects, read in Python (pygit2's callbacks)."""
 
@@ -168,8 +213,21 @@ class _Loose(pygit2.OdbBackend):
         return _TYPES[kind], body
 
     def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
-        kind, body = self.read_cb(oid)
-        return kind, len(body)
+        # The type and size from the first inflated bytes: a size is asked
+        # for to decide whether to read an object at all (Objects.blob).
+        name = str(oid)
+        if name[:2] not in self.absent:
+            try:
+                with open(self._path(name), "rb") as f:
+                    head = zlib.decompressobj().decompress(f.read(4096), 64)
+            except (OSError, zlib.error):
+                head = b""  # missing or damaged: the whole read says which
+            header, nul, _ = head.partition(b"\0")
+            kind, _, size = header.partition(b" ")
+            if nul and kind in _TYPES and size.isdigit():
+                return _TYPES[kind], int(size)
+        kind_number, body = self.read_cb(oid)
+        return kind_number, len(body)
 
     def read_prefix_cb(self, prefix: str) -> tuple[int, bytes, pygit2.Oid]:
         # pygit2 reads every object by "prefix", full ids too, and libgit2 then
@@ -267,7 +325,7 @@ def damaged_loose(folder: str | Path) -> Iterator[tuple[str, str]]:
         for rest in names:
             path = os.path.join(folder, fan, rest)
             try:
-                inflate(path, fan + rest)
+                check_loose(path, fan + rest)
             except FileNotFoundError:
                 continue  # packed since it was listed
             except (OSError, CorruptObjectError) as e:
@@ -278,6 +336,21 @@ def _why(e: BaseException) -> str:
     if isinstance(e, CorruptObjectError):
         return str(e).partition(": ")[2] or str(e)
     return getattr(e, "strerror", None) or str(e)
+
+
+MIB = 1024 * 1024
+# The largest file machine reads from a store (validate) or takes from a
+# remote (sync/incoming.py): a row of a long session is a few MiB.
+MAX_BLOB = 64 * MIB
+
+
+def mib(size: int) -> str:
+    """``512.0 MiB``, or ``300 bytes`` below one MiB."""
+    return f"{size / MIB:.1f} MiB" if size >= MIB else f"{size} bytes"
+
+
+class TooLargeError(ValueError):
+    """A blob over the size a reader asked for; it was not read."""
 
 
 class Objects:
@@ -294,13 +367,24 @@ class Objects:
         """The tree ``oid``."""
         return self._read(oid, ObjectType.TREE).peel(pygit2.Tree)
 
-    def blob(self, oid: pygit2.Oid, verify: bool = False) -> bytes:
+    def blob(
+        self, oid: pygit2.Oid, verify: bool = False, limit: int | None = None
+    ) -> bytes:
         """The bytes of blob ``oid``; ``verify`` hashes a packed one too.
 
         Whole-store reads turn libgit2's own re-hashing off (parallel.py's
         bulk_reads); ``verify`` is then the check, a plain SHA-1 at a third
         of its cost. Loose objects are always hashed (:class:`_Loose`).
+        ``limit``: a blob larger than that (by its header, read first) is
+        not read: :class:`TooLargeError`.
         """
+        if limit is not None:
+            header, size = self.repo.odb.read_header(oid)
+            if header == ObjectType.BLOB and size > limit:
+                raise TooLargeError(
+                    f"a file of {mib(size)} is over the {mib(limit)} limit "
+                    "for a file; not read"
+                )
         kind, data = self.repo.read(oid)
         if kind != ObjectType.BLOB:
             raise CorruptObjectError(f"{oid}: a {_NAMES.get(kind, '?')}, not a blob")

@@ -21,6 +21,7 @@ from machine_git.store.store import Snapshot
 from machine_git.store.store import Store
 
 if TYPE_CHECKING:
+    from machine_git.core.models import LabelField
     from machine_git.core.models import Settings
 
 SETTINGS = "settings.json"
@@ -49,6 +50,13 @@ def image_limit(snap: Snapshot) -> int:
     if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
         return limit
     return _model(stored(snap)).image_max_bytes  # a bad value: the model says so
+
+
+def label_schema(snap: Snapshot) -> list[LabelField]:
+    """The label schema in force at ``snap`` (empty: only good, bad, rewrite)."""
+    from machine_git.core import models
+
+    return list(models.load_settings(stored(snap), SETTINGS).labels)
 
 
 def stored(snap: Snapshot) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from machine_git.store.disk import os_error
 from machine_git.store.disk import private_objects
 from machine_git.store.disk import private_umask
 from machine_git.store.layout import BRANCH
+from machine_git.store.layout import BULK_MARK
 from machine_git.store.layout import IDENTITY
 from machine_git.store.layout import LAYOUT
 from machine_git.store.layout import MARKER
@@ -288,10 +289,26 @@ class Store:
 
     def _write(self, plan: Plan, merged: Oid | None) -> Oid | None:
         with self.locked():
+            self._settle_bulk()
             oid = self._write_locked(plan, merged)
             if oid is not None:
                 self._after_commit()
             return oid
+
+    def _settle_bulk(self) -> None:
+        """A pack a killed bulk writer left goes before anything is staged.
+
+        One listing of the store's own folder per write; bulk.py only loads
+        if a dead writer left its mark (bulk.settle).
+        """
+        try:
+            names = os.listdir(self.path / WORK)
+        except OSError:
+            return
+        if any(n.startswith(BULK_MARK) for n in names):
+            from machine_git.store import bulk
+
+            bulk.settle(self.path)
 
     def _after_commit(self) -> None:
         """Keep the store's own caches: every commit ends here, under the lock.
@@ -445,6 +462,7 @@ class Store:
         reflog = f"commit{kind}: {message.splitlines()[0]}"
         try:
             self._move_branch(snap, oid, reflog)
+            bulk.written(objects, name)
         except BaseException:
             # The branch did not move (a full disk, a lost race): nothing
             # refers to the pack, so it goes now, not at the next git gc.

@@ -39,9 +39,9 @@ from pygit2.enums import ObjectType
 
 from machine_git.recovery.validate import Finding
 from machine_git.store.layout import BRANCH
+from machine_git.store.objects import MAX_BLOB as MAX_BLOB  # re-exported
+from machine_git.store.objects import MIB
 
-MIB = 1024 * 1024
-MAX_BLOB = 64 * MIB  # a row of a long session is a few MiB; machine reads 512 at most
 MAX_TREE = 4 * MIB  # about 100,000 entries; rows/ab/cd/ holds a handful
 MAX_META = 1 * MIB  # a commit or tag: its message and header
 

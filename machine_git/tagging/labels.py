@@ -16,18 +16,20 @@ train``; :func:`rating_field` names the rating DPO pairs compare.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from typing import Any
 from typing import NamedTuple
 
 from machine_git.core import jsonio
 from machine_git.core.errors import UsageError
 from machine_git.history import lookup
 from machine_git.rows import rows
+from machine_git.rows.labels import MAX_SPANS as MAX_SPANS
+from machine_git.rows.labels import Where as Where
+from machine_git.rows.labels import answer_text as answer_text
+from machine_git.rows.labels import rating_field as rating_field
+from machine_git.rows.labels import value_of as value_of
 from machine_git.secrets import redaction
 from machine_git.store import settings
 from machine_git.store.store import Change
@@ -42,17 +44,10 @@ if TYPE_CHECKING:
     from machine_git.rows.rowtypes import Row
     from machine_git.rows.rowtypes import Span
 
-MAX_SPANS = 200
-_CRLF = re.compile(r"\r\n?")
-_WHERE = re.compile(r"^\s*([a-z][a-z0-9_]*)\s*(>=|<=|!=|=|>|<)\s*(.+?)\s*$")
-_SPAN = re.compile(r"^(\d+)-(\d+)(?::(.+))?$")
-
 
 def schema_of(snap: Snapshot) -> list[LabelField]:
     """The label schema in force at ``snap`` (empty: only good, bad, rewrite)."""
-    from machine_git.core import models
-
-    return list(models.load_settings(settings.stored(snap), settings.SETTINGS).labels)
+    return settings.label_schema(snap)
 
 
 def schema(store: Store) -> list[LabelField]:
@@ -77,78 +72,7 @@ def set_schema(store: Store, fields: object) -> str | None:
     )
 
 
-def rating_field(fields: Sequence[LabelField]) -> str | None:
-    """The rating DPO pairs compare: the schema's first."""
-    return next((f.name for f in fields if f.type == "rating"), None)
-
-
 # -- values ----------------------------------------------------------------------
-
-
-def answer_text(row: Mapping[str, Any]) -> str:
-    """The answer spans point into, with line breaks as a page shows them."""
-    return _CRLF.sub("\n", rows.final_answer(row) or "")  # type: ignore[arg-type]
-
-
-def value_of(field: LabelField, raw: object, answer: str) -> int | str | list[Span]:
-    """``raw`` as a value of ``field`` (a rating's number, a category's choice,
-    a note's text, one span), or one line saying why not."""
-    name = field.name
-    if field.type == "rating":
-        number = raw if isinstance(raw, int) else _int(raw)
-        if number is None or not 1 <= number <= field.max:
-            raise UsageError(f"{name} is a rating from 1 to {field.max}, not {raw!r}")
-        return number
-    if field.type == "category":
-        if raw not in field.choices:
-            raise UsageError(
-                f"{name} is one of {', '.join(field.choices)}, not {raw!r}"
-            )
-        return str(raw)
-    if field.type == "note":
-        text = str(raw).strip()
-        if not text or len(text) > 4000:
-            raise UsageError(f"{name} is a note of 1 to 4,000 characters")
-        return text
-    return [_span(field, raw, answer)]
-
-
-def _int(raw: object) -> int | None:
-    try:
-        return int(str(raw))
-    except ValueError:
-        return None
-
-
-def _span(field: LabelField, raw: object, answer: str) -> Span:
-    if isinstance(raw, str):
-        found = _SPAN.match(raw.strip())
-        if not found:
-            raise UsageError(
-                f"{field.name} is a span START-END[:LABEL] of the answer, not {raw!r}"
-            )
-        raw = {"start": int(found[1]), "end": int(found[2]), "label": found[3]}
-    if not isinstance(raw, Mapping):
-        raise UsageError(f"{field.name}: a span is START-END[:LABEL]")
-    start, end, label = raw.get("start"), raw.get("end"), raw.get("label")
-    if not (
-        isinstance(start, int)
-        and isinstance(end, int)
-        and 0 <= start < end <= len(answer)
-    ):
-        raise UsageError(
-            f"{field.name}: the span {start}-{end} is not inside the answer "
-            f"({len(answer)} characters)"
-        )
-    span: Span = {"start": start, "end": end, "text": answer[start:end]}
-    if label:
-        if field.choices and label not in field.choices:
-            raise UsageError(
-                f"{field.name}: a span's label is one of {', '.join(field.choices)}, "
-                f"not {label!r}"
-            )
-        span["label"] = str(label)
-    return span
 
 
 def parse_assignments(
@@ -259,58 +183,3 @@ def _trailer(value: int | str | list[Span]) -> str:
         return f"{len(value)} span{'' if len(value) == 1 else 's'}"
     text = str(value)
     return text if len(text) <= 60 else text[:59] + "…"
-
-
-# -- selecting rows by their labels ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Where:
-    """Conditions on a row's labels, all of which must hold (``quality>=4``,
-    ``topic=bugfix``, ``topic!=docs``); an empty Where holds for every row."""
-
-    conditions: tuple[tuple[str, str, str], ...] = ()
-
-    @classmethod
-    def parse(cls, words: Sequence[str]) -> Where:
-        found = []
-        for word in words:
-            match = _WHERE.match(word)
-            if not match:
-                raise UsageError(
-                    f"--where {word!r}: expected FIELD OP VALUE, such as quality>=4 "
-                    "or topic=bugfix (OP: = != > >= < <=)"
-                )
-            found.append((match[1], match[2], match[3]))
-        return cls(tuple(found))
-
-    def words(self) -> list[str]:
-        """The conditions as written (for a run's record)."""
-        return [f"{n}{op}{v}" for n, op, v in self.conditions]
-
-    def holds(self, row: Mapping[str, Any]) -> bool:
-        labels = row.get("labels")
-        values = labels if isinstance(labels, dict) else {}
-        return all(_holds(values.get(n), op, v) for n, op, v in self.conditions)
-
-
-def _holds(value: object, op: str, wanted: str) -> bool:
-    if value is None or isinstance(value, list):
-        return op == "!=" and value is None
-    if isinstance(value, int):
-        number = _int(wanted)
-        if number is None:
-            return False
-        return {
-            "=": value == number,
-            "!=": value != number,
-            ">": value > number,
-            ">=": value >= number,
-            "<": value < number,
-            "<=": value <= number,
-        }[op]
-    if op == "=":
-        return value == wanted
-    if op == "!=":
-        return value != wanted
-    return False

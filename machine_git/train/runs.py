@@ -303,9 +303,10 @@ def _lines(
             yield row_id, found
     if fmt not in export.PAIR_FORMATS:
         return
-    from machine_git.tagging import labels as labeling
+    from machine_git.rows import labels
+    from machine_git.store import settings
 
-    field = labeling.rating_field(labeling.schema_of(store.snapshot(commit)))
+    field = labels.rating_field(settings.label_schema(store.snapshot(commit)))
     if field is None:
         return
     rated = [

@@ -60,7 +60,7 @@ def training_rows(
     and tools) inline, read at ``commit``. ``where`` keeps only the rows
     whose labels meet it (``quality>=4``: tagging.labels.Where).
     """
-    from machine_git.tagging.labels import Where
+    from machine_git.rows.labels import Where
     from machine_git.train import evals
 
     keep = Where.parse(where)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import orjson
@@ -211,3 +212,83 @@ def test_validate_dash_reads_stdin_beside_files(
     assert bad.exit_code == INVALID
     assert bad.stdout.startswith("<stdin>:1: $: ")
     assert not Path("-").exists()
+
+
+HUGE = 256 * 1024 * 1024
+
+
+def plant_zeros(store: Path, size: int) -> str:
+    """A loose blob of ``size`` zero bytes, written in chunks; its id."""
+    import hashlib
+    import zlib
+
+    chunk = bytes(1 << 20)
+    header = b"blob %d\0" % size
+    digest = hashlib.sha1(header, usedforsecurity=False)
+    deflate = zlib.compressobj()
+    parts = [deflate.compress(header)]
+    for _ in range(size // len(chunk)):
+        digest.update(chunk)
+        parts.append(deflate.compress(chunk))
+    parts.append(deflate.flush())
+    name = digest.hexdigest()
+    (store / "objects" / name[:2]).mkdir(exist_ok=True)
+    (store / "objects" / name[:2] / name[2:]).write_bytes(b"".join(parts))
+    return name
+
+
+def test_validate_store_reads_no_huge_file_it_would_refuse(
+    project: Path, run: Run
+) -> None:
+    # Issue 25: 256 MiB of zeros at a row's path (0.25 MB on disk) made
+    # validate --store read it whole (a 512 MiB one took 1.1 GB).
+    import subprocess
+    import sys
+
+    install_session(project, "basic")
+    run("good")
+    store = paths.store_path(project)
+    blob = plant_zeros(store, HUGE)
+    path = "rows/ab/ca/abcabcabcabc.json"
+    head = git(store, "rev-parse", "main").strip()
+    listing = git(store, "ls-tree", "-r", "main") + f"100644 blob {blob}\t{path}\n"
+    env = {**os.environ, "GIT_INDEX_FILE": str(project / "index")}
+    subprocess.run(
+        ["git", "-C", str(store), "read-tree", "--empty"], env=env, check=True
+    )
+    subprocess.run(
+        ["git", "-C", str(store), "update-index", "--index-info"],
+        input=listing.encode(),
+        env=env,
+        check=True,
+    )
+    tree = subprocess.run(
+        ["git", "-C", str(store), "write-tree"], env=env, capture_output=True, text=True
+    ).stdout.strip()
+    new = git(store, "commit-tree", tree, "-p", head, "-m", "huge").strip()
+    git(store, "update-ref", "refs/heads/main", new, head)
+    measure = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "print(done.returncode, repr(done.stdout), repr(done.stderr))\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    command = [sys.executable, "-m", "machine_git", "validate", "--store"]
+    done = subprocess.run(
+        [sys.executable, "-c", measure, *command, "--project", str(project)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result, peak = done.stdout.splitlines()
+    assert result == " ".join(
+        [
+            str(INVALID),
+            repr(
+                f"{path}:0: $: a file of 256.0 MiB is over the 64.0 MiB limit "
+                "for a file; not read\n"
+            ),
+            repr("checked 2 rows: 1 invalid\n"),
+        ]
+    )
+    assert int(peak) * 1024 < HUGE // 2  # KiB: far below the file's size

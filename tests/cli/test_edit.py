@@ -450,3 +450,27 @@ def test_edit_json_keeps_the_prompt_off_stdout(
         "observed)\nedit again or abandon? (edit, abandon) [edit]: abandon\n"
     )
     assert head(project) == before
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 4, 5])
+def test_rewrite_whose_body_cuts_an_escape_in_half(
+    project: Path, run: Run, cut: int
+) -> None:
+    # A rewrite's commit body shows the old and the new answer as JSON cut
+    # at 40 characters (39 and an ellipsis), on one line. With ESC placed so
+    # the cut falls inside the old answer's \u001b escape, the line holds
+    # "xx\u0… -> "Two."": a string literal (up to the new answer's quote)
+    # with a broken escape, which the secret scan used to fail on (issue 25).
+    row_id = tagged(project, run)
+    answer = "x" * (38 - cut) + "\x1b[31mred\x1b[0m and the rest of the answer."
+    run("rewrite", row_id, "--as", answer)
+    before = head(project)
+    result = run("rewrite", row_id, "--as", "Two.")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == f"rewrote {row_id} ({head(project)[:12]})\n"
+    store = paths.store_path(project)
+    assert git(store, "rev-parse", "HEAD~1").strip() == before
+    assert row(project, row_id)["messages"][1]["content"] == "Two."  # type: ignore[index]
+    shown = '"' + "x" * (38 - cut) + "\\u001b"[:cut] + "…"
+    body = git(store, "log", "-1", "--format=%b")
+    assert body.splitlines()[0] == f'$.messages[1].content: {shown} -> "Two."'

@@ -13,10 +13,9 @@ from click.testing import CliRunner
 from machine_git.cli import cli
 
 ROOT = Path(__file__).parents[2]
-# The README names the daily commands; docs/ (the reference) names them all,
-# docs/notes/ too until the lead places each note in its page.
+# The README names the daily commands; docs/ (the reference) names them all.
 DOCS = "\n".join(
-    p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 )
 
 

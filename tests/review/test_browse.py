@@ -225,3 +225,29 @@ def test_the_row_page_shows_the_context_its_turn_ran_with(
     # a turn whose agent kept no context says so
     plain = ids_of(project, "train")[0]
     assert "Context: not recorded" in client.get(f"/rows/{plain}").text
+
+
+def test_a_rewrite_whose_body_cuts_an_escape_in_half_from_the_row_page(
+    project: Path, store: Store, client: TestClient
+) -> None:
+    # The commit body of a rewrite shows the old answer as JSON cut at 40
+    # characters: here inside its \u001b escape ("...\u00… -> "Shorter.""),
+    # which the secret scan used to fail on, and the page said HTTP 500.
+    row_id = ids_of(project, "train")[0]
+    answer = "x" * 35 + "\x1b[31mred\x1b[0m, then the answer."
+    machine(project, "rewrite", row_id, "--as", answer)
+    page = client.get(f"/rows/{row_id}")
+    assert page.status_code == 200
+    blob = re.search(r'name="blob" value="([0-9a-f]{40})"', page.text)
+    assert blob is not None
+    answer_page = client.post(
+        f"/rows/{row_id}/rewrite",
+        data={"csrf": CSRF, "blob": blob.group(1), "text": "Shorter."},
+        follow_redirects=False,
+    )
+    assert answer_page.status_code == 303, answer_page.text[-300:]
+    assert rows.final_answer(loose(store.read_row(row_id))) == "Shorter."
+    body = git(store.path, "log", "-1", "--format=%b").splitlines()[0]
+    assert body.endswith(' "' + "x" * 35 + '\\u0… -> "Shorter."')
+    assert client.get(f"/rows/{row_id}").status_code == 200
+    assert client.get(f"/rows/{row_id}/history").status_code == 200

@@ -340,3 +340,15 @@ def hostile_row() -> Any:
     )
     row["trajectory"][1]["content"] = "<script>alert('user')</script> fix it"
     return row
+
+
+def test_a_label_can_carry_a_note(store: Store, client: TestClient) -> None:
+    row_id = queue_ids(client)[0]
+    answer = label(client, row_id, "bad", note="ignored the failing ls")
+    assert answer.status_code == 303
+    after = store.read_row(row_id)
+    assert after is not None and after["note"] == "ignored the failing ls"
+    assert last_message(store).startswith(f"label {row_id} observed -> rejected: ")
+    assert "\n\nignored the failing ls\n\nMachine-Action: label\n" in (
+        last_message(store)
+    )

@@ -427,3 +427,15 @@ def test_absurdly_deep_json_fails_closed() -> None:
         deep = [deep]
     with pytest.raises(SecretScanError):
         redact(deep)
+
+
+@pytest.mark.parametrize("cut", ["\\u", "\\u0", "\\u00", "\\u001"])
+def test_a_string_literal_with_a_cut_unicode_escape_is_still_scanned(cut: str) -> None:
+    # A commit body shows values as JSON cut short: "…\u00… -> "new"" is a
+    # literal (up to the next quote) whose \u escape lost its digits (issue 25).
+    text = f'content: "answer {cut}… token {GH}" -> "Two."'
+    found = scan_text(text)
+    assert [(f.kind, text[f.start : f.end]) for f in found] == [("github-pat", GH)]
+    clean = f'content: "an answer of some length {cut}… -> "Two."'
+    assert scan_text(clean) == []
+    assert redact_text(clean)[0] == clean

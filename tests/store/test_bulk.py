@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pygit2
@@ -272,4 +274,105 @@ def test_a_lost_race_leaves_one_pack_per_commit_made(store: Store) -> None:
     finally:
         Store._move_branch = real  # type: ignore[method-assign]
     assert len(list((store.path / "objects" / "pack").glob("pack-*.pack"))) == 1
+    git(store.path, "fsck", "--full", "--strict")
+
+
+KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from machine_git.store.store import Change, Store
+from tests.store.test_bulk import many_rows
+
+store = Store.open(Path(sys.argv[1]))
+real = Store._move_branch
+
+def killed(self, *args):
+    if sys.argv[2] == "after":
+        real(self, *args)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+Store._move_branch = killed
+rows = many_rows(start=int(sys.argv[3]))
+store.write(lambda snap: Change("import", rows, trailers={"Action": "import"}))
+"""
+
+
+def killed_bulk_write(store: Store, when: str, start: int = 0) -> str:
+    """A real writer killed just before (or just after) its branch moves,
+    after its pack is renamed into place; the pack's name."""
+    before = set((store.path / "objects" / "pack").glob("pack-*.pack"))
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(store.path), when, str(start)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    [pack] = set((store.path / "objects" / "pack").glob("pack-*.pack")) - before
+    name = pack.stem.removeprefix("pack-")
+    assert (store.path / "machine" / f"{bulk.MARK}{name}").exists()
+    return name
+
+
+def test_gc_removes_the_pack_of_a_writer_killed_before_its_branch_moved(
+    store: Store,
+) -> None:
+    # Issue 25: git exploded such a pack into one loose file per object.
+    commit(store, many_rows(3, start=7000), "small")
+    head = store.head
+    name = killed_bulk_write(store, "before")
+    assert store.head == head
+    packed = gc.pack(store)
+    assert f"objects/pack/pack-{name}.pack" in packed.removed
+    assert f"objects/pack/pack-{name}.idx" in packed.removed
+    folder = store.path / "objects" / "pack"
+    assert not list(folder.glob(f"pack-{name}.*"))
+    assert not list((store.path / "machine").glob(f"{bulk.MARK}*"))
+    assert gc.usage(store.path).loose < 20  # not hundreds of exploded objects
+    assert store.head == head
+    git(store.path, "fsck", "--full", "--strict")
+    # The rows are not in the store, and the next import writes them again.
+    commit(store, many_rows(), "import")
+    git(store.path, "fsck", "--full", "--strict")
+
+
+def test_the_next_write_removes_the_pack_before_it_stages(store: Store) -> None:
+    name = killed_bulk_write(store, "before")
+    # The same rows again: their blobs are in the dead writer's pack, so
+    # the pack must go before the write decides what the store has.
+    oid = commit(store, many_rows(), "import")
+    # One pack: the new write's (the same name if the commit is the same,
+    # made in the same second), and main names its commit.
+    [pack] = (store.path / "objects" / "pack").glob("pack-*.pack")
+    assert pack_commit(store, pack.stem.removeprefix("pack-")) == str(oid)
+    assert name  # the dead writer's was removed first, or it would be two
+    assert not list((store.path / "machine").glob(f"{bulk.MARK}*"))
+    git(store.path, "fsck", "--full", "--strict")
+    listed = git(store.path, "ls-tree", "-r", "--name-only", "main").split()
+    assert set(many_rows()) <= set(listed)
+
+
+def pack_commit(store: Store, name: str) -> str:
+    index = store.path / "objects" / "pack" / f"pack-{name}.idx"
+    listed = git(store.path, "verify-pack", "-v", str(index)).splitlines()
+    return next(line.split()[0] for line in listed if " commit " in line)
+
+
+def test_a_pack_whose_objects_are_reachable_is_kept(store: Store) -> None:
+    folder = store.path / "objects" / "pack"
+    # Killed after the branch moved: the pack holds main's commit.
+    name = killed_bulk_write(store, "after")
+    with store.locked():
+        assert bulk.settle(store.path) == []
+    assert (folder / f"pack-{name}.pack").exists()
+    assert (folder / f"pack-{name}.idx").exists()
+    assert not list((store.path / "machine").glob(f"{bulk.MARK}*"))
+    assert git(store.path, "rev-parse", "main").strip() == pack_commit(store, name)
+    # Killed before, but a ref made by hand reaches its commit.
+    other = killed_bulk_write(store, "before", start=MANY)
+    git(store.path, "update-ref", "refs/tags/kept", pack_commit(store, other))
+    with store.locked():
+        assert bulk.settle(store.path) == []
+    assert (folder / f"pack-{other}.pack").exists()
+    assert not list((store.path / "machine").glob(f"{bulk.MARK}*"))
     git(store.path, "fsck", "--full", "--strict")
