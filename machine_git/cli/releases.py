@@ -418,12 +418,15 @@ def signers(ctx: click.Context, project: Path | None, as_json: bool) -> None:
         machine release signers
         machine release signers key        # your public key, to send a signer
         machine release signers add bob "ssh-ed25519 AAAA..."
+        machine release signers adopt      # records written before signing
     """
     if ctx.invoked_subcommand is not None:
         return
+    from machine_git import releases
     from machine_git.releases import trust
 
-    found = trust.listing(open_store(project))
+    store = open_store(project)
+    found = trust.listing(store)
     if as_json:
         emit_json([s.to_json() for s in found])
         return
@@ -431,6 +434,11 @@ def signers(ctx: click.Context, project: Path | None, as_json: bool) -> None:
         click.echo("no signers yet: the first signed record trusts your key")
     for listed in found:
         click.echo(listed.line())
+    notes: dict[str, int] = {}
+    for note in releases.audit_store(store).adopted.values():
+        notes[note] = notes.get(note, 0) + 1
+    for note, n in notes.items():  # "adopted by NAME in commit C"
+        click.echo(f"{n} commits written before signing: {note}")
 
 
 @signers.command(name="key")
@@ -483,3 +491,62 @@ def signers_add(name: str, key: str, project: Path | None, as_json: bool) -> Non
         emit_json({"name": name, "fingerprint": signer.fingerprint, "commit": commit})
         return
     click.echo(message)
+
+
+@signers.command(name="adopt")
+@click.option("--yes", is_flag=True, help="Adopt them (one commit, signed by you).")
+@project_option
+@json_option
+def signers_adopt(yes: bool, project: Path | None, as_json: bool) -> None:
+    """Vouch for the unsigned records a store holds from before signing.
+
+    Lists each unsigned commit that writes release or run records (or the
+    student); with --yes, one commit signed by you records them (by commit
+    and tree id), and the audit accepts exactly those. Only commits older
+    than the store's first signed commit can be adopted: anything unsigned
+    after it is a forgery.
+
+    \b
+    Example usage:
+        machine release signers adopt          # review the list
+        machine release signers adopt --yes
+    """
+    from machine_git import releases
+    from machine_git.core.errors import TamperedReleaseError
+    from machine_git.releases import adoption
+
+    store = open_store(project)
+    found = releases.audit_store(store)
+    listed = adoption.review(
+        store, [(t.file, t.commit, t.message) for t in found.tampered]
+    )
+    refused = [u for u in listed if u.refused is not None]
+    commit = None
+    if yes and listed and not refused:
+        commit = adoption.adopt(store, [u.entry for u in listed])
+    if as_json:
+        emit_json(
+            {
+                "unsigned": [
+                    {**u.entry.to_json(), "refused": u.refused} for u in listed
+                ],
+                "commit": commit,
+            }
+        )
+    else:
+        for u in listed:
+            tail = "" if u.refused is None else f"  (not adoptable: {u.refused})"
+            click.echo(f"{u.entry.commit[:12]}  {', '.join(u.entry.wrote)}{tail}")
+    if refused:
+        raise TamperedReleaseError(
+            f"commit {refused[0].entry.commit[:12]} cannot be adopted: "
+            f"{refused[0].refused}; nothing was adopted"
+        )
+    if as_json:
+        return
+    if not listed:
+        click.echo("nothing to adopt: every signed record is signed")
+    elif commit is not None:
+        click.echo(f"adopted {len(listed)} commits, signed by you ({commit[:12]})")
+    elif not yes:
+        click.echo(f"to vouch for these {len(listed)} commits: add --yes")

@@ -47,6 +47,7 @@ from machine_git.history.diff import MISSING
 from machine_git.history.diff import diff_values
 from machine_git.history.diff import show_value
 from machine_git.recovery.validate import Finding
+from machine_git.releases import adoption
 from machine_git.releases import steps
 from machine_git.releases import trust
 from machine_git.releases.records import RELEASES
@@ -58,6 +59,7 @@ from machine_git.releases.records import check_number
 from machine_git.releases.records import holdouts_path
 from machine_git.releases.records import load
 from machine_git.releases.records import split
+from machine_git.store.signing import ADOPTED
 from machine_git.store.signing import parse_signers
 from machine_git.store.store import WORK
 from machine_git.store.store import Change
@@ -68,7 +70,7 @@ from machine_git.store.treediff import changed_blobs
 APPEND_ONLY = "(release records are append-only)"
 _CLAIM = b"Machine-Action: release-"
 CACHE = "release-audit.json"
-_CACHE_VERSION = f"3/{__version__}"  # a new machine re-audits everything once
+_CACHE_VERSION = f"4/{__version__}"  # a new machine re-audits everything once
 _KNOWN = ("prereg.json", "holdouts.jsonl", "trial.json", "activation.json")
 
 
@@ -108,6 +110,8 @@ class Audit:
     student: dict[str, Any] | None = None
     activations: list[str] = field(default_factory=list)  # release ids, in order
     signers: list[str] = field(default_factory=list)  # allowed_signers lines trusted
+    # Unsigned commits a signer adopted: commit -> "adopted by NAME in commit C".
+    adopted: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> Audit:
         return Audit(
@@ -117,6 +121,7 @@ class Audit:
             None if self.student is None else dict(self.student),
             list(self.activations),
             list(self.signers),
+            dict(self.adopted),
         )
 
     def verified(self) -> trust.Verified:
@@ -205,10 +210,27 @@ def verify(
         if unsigned is not None:
             path, message = unsigned
             result.tampered.append(Tamper(path, str(commit.id), message))
+    _adopt(repo, result, signed.adoptions)
     state = signed.verified()
     result.student = state.student
     result.signers = [s.line() for s in state.signers]
     return result
+
+
+def _adopt(
+    repo: pygit2.Repository, result: Audit, adoptions: list[tuple[Commit, str]]
+) -> None:
+    """Accept the missing signatures signed adoptions vouch for (nothing else)."""
+    accepted, problems = adoption.vouched(repo, adoptions)
+    result.adopted.update(accepted)
+    for commit, message in problems:
+        result.tampered.append(Tamper(ADOPTED, commit, message))
+    if result.adopted:
+        result.tampered = [
+            t
+            for t in result.tampered
+            if not (t.commit in result.adopted and trust.UNSIGNED in t.message)
+        ]
 
 
 def of_store(store: Store) -> Audit:
@@ -251,6 +273,7 @@ def _load(path: Path, repo: pygit2.Repository) -> tuple[Oid, Audit] | None:
             student=value["student"],
             activations=list(value["activations"]),
             signers=list(value["signers"]),
+            adopted=dict(value["adopted"]),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, pygit2.GitError):
         return None
@@ -266,6 +289,7 @@ def _save(path: Path, tip: Oid, result: Audit) -> None:
         "student": result.student,
         "activations": result.activations,
         "signers": result.signers,
+        "adopted": result.adopted,
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:

@@ -23,6 +23,7 @@ from pygit2 import Tree
 
 from machine_git.core.errors import UsageError
 from machine_git.store import signing
+from machine_git.store.signing import ADOPTED
 from machine_git.store.signing import PROTECTED
 from machine_git.store.signing import SIGNERS
 from machine_git.store.signing import Signer
@@ -33,6 +34,8 @@ from machine_git.store.treediff import changed_blobs
 
 SETTINGS = "settings.json"
 UNSIGNED = "which is not signed by an allowed signer"
+# A store written before signing has such records honestly: say the way out.
+HINT = " (written before signing? see: machine release signers adopt)"
 Student = dict[str, Any]
 Entries = tuple[Oid | None, ...]
 
@@ -74,6 +77,9 @@ class Walk:
         self.known: dict[Oid, Entries] = {}
         self.states: dict[Oid, Verified] = {}
         self.last: Oid | None = None
+        # Signed commits that write adopted.json, with their signer's name.
+        self.adoptions: list[tuple[Commit, str]] = []
+        self._signer = ""
 
     def verified(self) -> Verified:
         """The state at the last commit seen."""
@@ -123,6 +129,10 @@ class Walk:
             state = Verified(new_student or None, state.signers)
         if any(path == SIGNERS for path, _ in changed):
             state = Verified(state.student, tuple(signers_at(self.repo, commit)))
+        if any(path == ADOPTED for path, _ in changed):
+            # The signer vouches for the whole state, the student included.
+            state = Verified(new_student or None, state.signers)
+            self.adoptions.append((commit, self._signer))
         self.states[commit.id] = state
         return None
 
@@ -134,8 +144,9 @@ class Walk:
             allowed = signers_at(self.repo, commit)  # the first keys: on first use
         signature, payload = signing.split_commit(commit.read_raw())
         if signature is None:
-            return UNSIGNED
+            return UNSIGNED + HINT
         signer, why = signing.verify(payload, signature, allowed)
+        self._signer = "" if signer is None else signer.name
         return None if signer is not None else why
 
     # -- merges -----------------------------------------------------------------------

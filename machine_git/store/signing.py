@@ -42,8 +42,11 @@ if TYPE_CHECKING:
     from machine_git.store.store import Snapshot
 
 SIGNERS = "allowed_signers"
+# Unsigned records written before signing, vouched for by a signer
+# (releases/adoption.py).
+ADOPTED = "adopted.json"
 # The top-level entries whose changes must be signed.
-PROTECTED = ("releases", "runs", "settings.json", SIGNERS)
+PROTECTED = ("releases", "runs", "settings.json", SIGNERS, ADOPTED)
 STUDENT_KEYS = ("student", "student_release", "student_status")
 NAMESPACE = "git"
 KEY_FOLDER = "keys"

@@ -86,7 +86,9 @@ __all__ = [
 ]
 
 # The top-level entries whose changes are signed (store/signing.py says why).
-SIGNED = frozenset(("releases", "runs", "settings.json", "allowed_signers"))
+SIGNED = frozenset(
+    ("releases", "runs", "settings.json", "allowed_signers", "adopted.json")
+)
 
 # Files in one change above which its objects go into one pack (bulk.py):
 # about 100 objects, where git itself starts keeping what it receives as a

@@ -455,7 +455,7 @@ def signed_refused(
     return lines
 
 
-_SIGNED = ("runs", "settings.json", "allowed_signers")
+_SIGNED = ("runs", "settings.json", "allowed_signers", "adopted.json")
 
 
 def _touches_signed(commit: Commit) -> bool:

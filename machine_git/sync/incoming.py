@@ -54,6 +54,8 @@ FILES: dict[str, re.Pattern[str]] = {
     # Who may sign release records (store/signing.py); the audit checks who
     # changed it.
     "signers": re.compile(r"allowed_signers"),
+    # Unsigned records a signer adopted (releases/adoption.py); signed.
+    "adoption": re.compile(r"adopted\.json"),
     "row": re.compile(rf"rows/({_HEX2})/({_HEX2})/\1\2[0-9a-f]{{8}}\.json"),
     "context": re.compile(rf"context/({_HEX2})/\1[0-9a-f]{{62}}\.json"),
     "run record": re.compile(r"runs/[a-z]+-[0-9a-f]{8}-[0-9a-f]{6}\.json"),

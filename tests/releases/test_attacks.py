@@ -30,7 +30,10 @@ from tests.releases.conftest import head
 from tests.train.conftest import FakeTinker
 
 APPEND_ONLY = "(release records are append-only)"
-UNSIGNED = "which is not signed by an allowed signer"
+UNSIGNED = (
+    "which is not signed by an allowed signer"
+    " (written before signing? see: machine release signers adopt)"
+)
 
 
 @pytest.fixture

@@ -132,7 +132,8 @@ def test_a_pushed_record_of_the_wrong_shape_is_one_line_naming_the_field(
     assert shown.exit_code == INVALID
     assert shown.stdout == (
         f"state: tampered\ntampered: {line}\ntampered: releases/BR-030/prereg.json: "
-        f"added in commit {made}, which is not signed by an allowed signer\n"
+        f"added in commit {made}, which is not signed by an allowed signer"
+        " (written before signing? see: machine release signers adopt)\n"
     )
     listed = run("release", "list")
     assert listed.stdout == "BR-030  tampered      -  (preregistration unreadable)\n"
@@ -147,5 +148,6 @@ def test_a_pushed_record_of_the_wrong_shape_is_one_line_naming_the_field(
         f"releases/BR-030/prereg.json:1: $: added in commit {made}, but $.title: "
         "Input should be a valid string\n"
         f"releases/BR-030/prereg.json:1: $: added in commit {made}, "
-        "which is not signed by an allowed signer\n"
+        "which is not signed by an allowed signer"
+        " (written before signing? see: machine release signers adopt)\n"
     )

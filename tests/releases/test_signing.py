@@ -41,7 +41,10 @@ from tests.releases.test_attacks import push
 from tests.releases.test_attacks import without_hook
 from tests.train.conftest import FakeTinker
 
-UNSIGNED = "which is not signed by an allowed signer"
+UNSIGNED = (
+    "which is not signed by an allowed signer"
+    " (written before signing? see: machine release signers adopt)"
+)
 RELEASE_REFUSED = (
     "machine: push rejected: 1 commit changes release records that only "
     "machine's release commands write; nothing was stored"
