@@ -17,6 +17,7 @@ from machine_git.core import paths
 from machine_git.core.errors import INVALID
 from machine_git.core.errors import NOT_FOUND
 from machine_git.rows import context
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.sessions import claude
 from machine_git.sessions import codex
@@ -197,7 +198,9 @@ def test_good_session_tags_every_hosts_last_turn(
 def test_a_trace_is_the_same_records_for_every_host(
     project: Path, run: Run, fx: Fixture
 ) -> None:
-    records = orjson.loads(fx.expected.read_bytes())
+    # The expectation holds images inline, as read; the store names them by hash.
+    inline = orjson.loads(fx.expected.read_bytes())
+    records = images.stored({"kind": "traces", "trajectory": inline})[0]["trajectory"]
     result = run("good", "--trace", "--session", str(fx.path))
     assert result.stdout == f"good {fx.row_id('trace')} -> traces: {words(fx.user)}\n"
     row = row_at_head(project, fx.row_id("trace"))

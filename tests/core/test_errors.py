@@ -35,7 +35,8 @@ def test_every_error_class_has_a_documented_exit_code() -> None:
         (
             ["good", "--host", "nope"],
             "Error: Invalid value for '--host': 'nope' is not one of 'pi', "
-            "'letta', 'claude', 'codex', 'gemini', 'auto'. (see 'cli good --help')\n",
+            "'letta', 'claude', 'codex', 'gemini', 'opencode', 'auto'. "
+            "(see 'cli good --help')\n",
         ),
         (
             ["tagged", "-n", "x"],
