@@ -14,11 +14,12 @@ from machine_git.core.errors import UsageError
 
 # Every variable machine reads, and what it is for (docs/reference.md's table).
 VARIABLES = {
-    "MACHINE_DATA_DIR": "where stores live (default ~/.machine)",
+    "MACHINE_DATA_DIR": "where stores live, an absolute path (default ~/.machine)",
     "MACHINE_JOBS": "worker processes for whole-store reads (1 = none)",
     "MACHINE_LOCK_TIMEOUT": "seconds to wait for another writer (default 60)",
     "MACHINE_TINKER_TIMEOUT": "seconds for each Tinker call (default 20)",
     "MACHINE_GIT_TIMEOUT": "seconds a push, pull or fetch may take (default 300)",
+    "MACHINE_SECRETS_CACHE": "the secret engine's compiled rules (a private cache)",
     "MACHINE_FORK_PARENT": "set by machine fork: the row the forked run corrects",
     "MACHINE_TEST_TINKER": "tests only: module:callable standing in for Tinker",
 }
