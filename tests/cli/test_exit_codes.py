@@ -79,6 +79,7 @@ CASES: list[tuple[str, str, tuple[str, ...], int, str]] = [
     ("release activate", "store", ("BR-009",), NOT_FOUND, NO_RELEASE),
     ("release show", "store", ("BR-1",), USAGE, "bad release id 'BR-1'"),
     ("release signers add", "none", ("bob", "x"), NOT_FOUND, NO_STORE),
+    ("release signers adopt", "none", (), NOT_FOUND, NO_STORE),
     ("labels show", "none", (), NOT_FOUND, NO_STORE),
     ("labels set", "none", ("missing.json",), USAGE, "cannot read missing.json"),
     ("labels apply", "none", (ROW, "quality=4"), NOT_FOUND, NO_STORE),

@@ -14,8 +14,8 @@ def test_records_compare_by_fields_and_show_them() -> None:
     assert a != Change("s", {"rows/x": b"2"}, redaction=Redaction.SCANNED)
     # Fields in __slots__ order (ruff keeps it sorted).
     assert repr(a) == (
-        "Change(body='', files={'rows/x': b'1'}, "
-        "redaction=<Redaction.SCANNED: 'on'>, summary='s', trailers={})"
+        "Change(blobs={}, body='', files={'rows/x': b'1'}, "
+        "redaction=<Redaction.SCANNED: 'on'>, stream=None, summary='s', trailers={})"
     )
     assert a != ReadReport("s")  # another class is never equal
 
