@@ -15,12 +15,12 @@ from typing import Any
 import pygit2
 from pygit2 import Commit
 
-from machine_git.core import jsonio
 from machine_git.core.errors import TamperedReleaseError
 from machine_git.store.store import Store
 from machine_git.store.store import parse_row
 
 if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Row
     from machine_git.train.evals import HeldOut
 
 
@@ -44,7 +44,7 @@ def claim_problems(store: Store, run: dict[str, Any]) -> list[str]:
     that export, never held-out eval rows. A signature says who wrote a
     record; this says it is true of the data.
     """
-    from machine_git.export import export
+    from machine_git.train import runs
     from machine_git.train import selection
 
     dataset = run.get("dataset") or {}
@@ -54,27 +54,35 @@ def claim_problems(store: Store, run: dict[str, Any]) -> list[str]:
         return [f"dataset commit {str(dataset.get('commit'))[:12]} is not in the store"]
     fmt = "dpo" if run.get("method") == "dpo" else "tinker"
     context = dataset.get("context") is not False
-    digest = hashlib.sha256()
-    exported: set[str] = set()
+    eval_id = dataset.get("held_out_eval")
+    items: list[tuple[str, Row]] = []
     held: set[str] = set()
     for chosen in selection.training_rows(
         store,
         commit,
         str(dataset.get("kind")),
         keep_held_out=True,
-        held_out=held_out_by(store, dataset.get("held_out_eval")),
+        held_out=held_out_by(store, eval_id),
+        where=tuple(str(w) for w in dataset.get("where") or ()),
     ):
         if chosen.held_out:
             held.add(chosen.row_id)
-            continue
-        rendered = export.render(chosen.row, fmt, with_context=context)
-        if rendered is not None:
-            digest.update(jsonio.line(rendered))
-            exported.add(chosen.row_id)
+        else:
+            items.append((chosen.row_id, chosen.row))
+    # The run's export rebuilt by the function that wrote it (rows, then any
+    # rated pairs), so an honest record's count and sha256 match byte for byte.
+    picked = selection.Selection(items, len(held), str(eval_id) if eval_id else None)
+    digest = hashlib.sha256()
+    exported: set[str] = set()
+    lines = 0
+    for row_id, line in runs.export_lines(store, commit, picked, fmt, context):
+        digest.update(line)
+        exported.add(row_id)
+        lines += 1
     at = str(commit.id)[:12]
     out: list[str] = []
-    if dataset.get("rows") != len(exported):
-        out.append(f"{dataset.get('rows')} rows exported ({len(exported)} at {at})")
+    if dataset.get("rows") != lines:
+        out.append(f"{dataset.get('rows')} rows exported ({lines} at {at})")
     if dataset.get("sha256") != digest.hexdigest():
         claimed = str(dataset.get("sha256"))[:12]
         out.append(

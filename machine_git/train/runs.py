@@ -262,7 +262,7 @@ def write_export(
     ids: list[str] = []
     chosen = selection.select(store, commit, kind, where)
     with open(target, "wb") as out:
-        for row_id, line in _lines(store, commit, chosen, fmt, with_context):
+        for row_id, line in export_lines(store, commit, chosen, fmt, with_context):
             out.write(line)
             digest.update(line)
             ids.append(row_id)
@@ -288,7 +288,7 @@ def write_export(
     return Exported(count, chosen.held_out, digest.hexdigest())
 
 
-def _lines(
+def export_lines(
     store: Store,
     commit: Commit,
     chosen: selection.Selection,
@@ -296,7 +296,11 @@ def _lines(
     with_context: bool,
 ) -> Iterator[tuple[str, bytes]]:
     """Each row's line, then (pairs) the pairs of rows rated differently, each
-    with the row it comes from (the preferred one, for a pair of two)."""
+    with the row it comes from (the preferred one, for a pair of two).
+
+    A run's ``data.jsonl`` is these lines, and its record's claims are checked
+    by rebuilding them (releases/claims.py): one function, the same bytes.
+    """
     for row_id, row in chosen.items:
         found = export.row_line(row, fmt, with_context=with_context)
         if found is not None:

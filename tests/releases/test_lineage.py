@@ -151,6 +151,32 @@ def test_a_run_just_prepared_has_trained_no_rows_yet(
     )
 
 
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_an_honest_run_over_rows_with_context_is_not_tampering(
+    project: Path, run: Run, fake: FakeTinker, method: str
+) -> None:
+    # Rows whose turns carry their tools (in the agent's key order): the run's
+    # export keeps that order, and reading the run's claims must rebuild the
+    # very same bytes, or every honest run would be reported as tampered.
+    if method == "sft":
+        support.tag(run, project, ("context", "mixed", "basic"), "--trace")
+        args: tuple[str, ...] = ("train", "sft", "--kind", "traces", "--batch-size")
+        args += ("1", "--json")
+    else:
+        for name in ("context", "mixed", "basic"):
+            support.tag(run, project, (name,))
+            assert run("bad", "--as", f"A better answer for {name}.").exit_code == 0
+        args = ("train", "dpo", "--batch-size", "1", "--json")
+    made = run(*args)
+    assert made.exit_code == 0, made.stderr
+    record = orjson.loads(made.stdout)
+    assert record["dataset"]["rows"] == 3
+    shown = run("lineage", record["id"])
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stderr == ""
+    assert "of 3 exported" in shown.stdout
+
+
 def test_a_run_without_per_step_records_is_never_shown_as_all_rows(
     trained: dict[str, Any], run: Run
 ) -> None:
