@@ -148,24 +148,29 @@ def login(driver: Any, served: Served, path: str = "/queue") -> None:
 
 
 def card_id(driver: Any) -> str:
-    """The row the queue shows ("" while a page is loading)."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    """The row the queue shows ("" while a page is loading).
 
-    try:
-        cards = driver.find_elements("id", "card")
-        return str(cards[0].get_attribute("data-row-id")) if cards else ""
-    except StaleElementReferenceException:
-        return ""
+    Read in one script call: between finding the card and asking for its
+    attribute the page may replace it, and Chromium then reports an
+    unknown-node error rather than a stale element.
+    """
+    found = driver.execute_script(
+        "const card = document.getElementById('card');"
+        "return card ? (card.getAttribute('data-row-id') || '') : '';"
+    )
+    return str(found or "")
 
 
 def text_of(driver: Any, selector: str) -> str:
     """The text of the first element ``selector`` finds ("" while loading)."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
 
     try:
         found = driver.find_elements("css selector", selector)
         return str(found[0].text) if found else ""
-    except StaleElementReferenceException:
+    except WebDriverException:
+        # Stale, or Chromium's "does not belong to the document": the page
+        # swapped the node between the two calls; the next poll reads anew.
         return ""
 
 
@@ -369,7 +374,7 @@ def test_a_screenshot_of_every_main_page(
     served, run_id = served_demo
     login(browser, served)
     folder = tmp_path / "screenshots"
-    row_id = browser.find_element("css selector", "#card").get_attribute("data-row-id")
+    row_id = until(lambda: card_id(browser), "the first row")
     pages = {
         "queue": "/queue",
         "browse": "/browse",
