@@ -101,20 +101,30 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sizes", default="1000,100000")
     parser.add_argument("--work", type=Path, default=Path("/tmp/machine-bench-scale"))
     parser.add_argument("--tags", type=int, default=200, help="tags between two gcs")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds per command")
     opts = parser.parse_args(argv)
     # The stores live in the work folder, never in the user's ~/.machine.
     os.environ["MACHINE_DATA_DIR"] = str(opts.work / "data")
     machine = [sys.executable, "-m", "machine_git"]
     corpus = Corpus()
-    print("| rows | command | seconds | CPU s | peak anon MB | peak mapped MB | load |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
-    for n in (int(x) for x in opts.sizes.split(",")):
+    sizes = [int(x) for x in opts.sizes.split(",")]
+    projects: dict[int, Path] = {}
+    for n in sizes:
         name = f"scale-{n}"
         project = opts.work / name
         if not paths.store_path(project).exists():
             opts.work.mkdir(parents=True, exist_ok=True)
+            started = time.perf_counter()
             made = rowgen.make_rows(corpus, n, seed=n)
             stores.build_store_only(name, opts.work, made)  # repacked, as gc would
+            print(f"built {n:,} rows in {time.perf_counter() - started:.0f} s")
+        projects[n] = project
+    _per_command(projects, machine, corpus, opts)
+    print()
+    print("| rows | command | seconds | CPU s | peak anon MB | peak mapped MB | load |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for n, project in projects.items():
+        name = project.name
         where = ["--project", str(project)]
         steps: list[tuple[str, list[str]]] = [
             ("validate --store", [*machine, "validate", "--store", *where]),
@@ -134,6 +144,83 @@ def main(argv: list[str]) -> int:
         )
         _row(n, "gc --full", measure([*machine, "gc", "--full", *where], project))
     return 0
+
+
+def _per_command(
+    projects: dict[int, Path], machine: list[str], corpus: object, opts: object
+) -> None:
+    """Every daily command at every tier, interleaved round by round.
+
+    The ratio against the smallest tier is the median of per-round ratios, so
+    the load of this shared machine cancels out of it (bench/timing.py).
+    """
+    import json
+    import random
+
+    from bench import rowgen
+    from bench import timing
+
+    folder = Path(opts.work) / "sessions"  # type: ignore[attr-defined]
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(2027)
+    made = [0]
+
+    def session() -> Path:
+        made[0] += 1
+        spec = rowgen.spec(corpus, rng, 900_000 + made[0], with_tools=True)  # type: ignore[arg-type]
+        path = folder / f"s{made[0]:05d}.jsonl"
+        path.write_bytes(rowgen.pi_session(spec))
+        return path
+
+    cases: dict[str, timing.Case] = {}
+    for n, project in projects.items():
+        where = ["--project", str(project)]
+        listed = subprocess.run(
+            [*machine, "tagged", "-n", "1", "--json", *where],
+            check=True,
+            capture_output=True,
+        )
+        row_id = json.loads(listed.stdout)[0]["id"]
+        commands = {
+            "tagged -n 20": ["tagged", "-n", "20"],
+            "log -n 20": ["log", "-n", "20"],
+            "show ID": ["show", row_id],
+            "data": ["data"],
+            "versions": ["versions"],
+            "1-row diff": ["diff"],
+        }
+        for label, args in commands.items():
+            command = [*machine, *args, *where]
+            cases[f"{label}|{n}"] = lambda c=command: timing.run(c)  # type: ignore[misc]
+
+        def good(where: list[str] = where) -> float:
+            return timing.run([*machine, "good", "--session", str(session()), *where])
+
+        cases[f"good|{n}"] = good
+    times = timing.rounds(cases, opts.repeat)  # type: ignore[attr-defined]
+    smallest = min(projects)
+    print(f"Per-command medians of {opts.repeat} interleaved rounds; ratio = paired")  # type: ignore[attr-defined]
+    print(f"median of per-round ratios against {smallest:,} rows.")
+    print()
+    print("| command | " + " | ".join(f"{n:,} rows" for n in projects) + " | ratios |")
+    print("|---|" + "---:|" * len(projects) + "---|")
+    for label in [
+        "good",
+        "tagged -n 20",
+        "log -n 20",
+        "show ID",
+        "data",
+        "versions",
+        "1-row diff",
+    ]:
+        medians = [timing.ms(timing.median(times[f"{label}|{n}"])) for n in projects]
+        base = times[f"{label}|{smallest}"]
+        ratios = [
+            f"{n:,}: {timing.paired(times[f'{label}|{n}'], base):.2f}"
+            for n in projects
+            if n != smallest
+        ]
+        print(f"| {label} | " + " | ".join(medians) + " | " + ", ".join(ratios) + " |")
 
 
 def _tag(project: Path, corpus: object, count: int, n: int) -> None:
