@@ -2,8 +2,9 @@
 
 tests/fixtures/corpus/SOURCES.json names each file's source (repository,
 path, commit, licence, CLI version) and what its last turn is, written by
-reading the file; ``machine good`` and ``machine good --trace`` must give
-exactly that, or refuse with the recorded reason.
+reading the file; ``machine good`` and ``machine good --trace`` (with
+``--reasoning`` where the turn has thinking) must give exactly that, or
+refuse with the recorded reason.
 """
 
 from __future__ import annotations
@@ -46,7 +47,11 @@ def _row(project: Path, stdout: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda s: s["file"])
 def test_corpus_file_is_tagged_as_read(
-    project: Path, run: Run, source: dict[str, Any]
+    project: Path,
+    run: Run,
+    source: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = str(CORPUS / source["file"])
     expected = source["expected"]
@@ -62,7 +67,15 @@ def test_corpus_file_is_tagged_as_read(
         {"role": "user", "content": expected[0]["content"]},
         {"role": "assistant", "content": expected[-1]["content"]},
     ]
-    result = run("good", "--trace", "--session", path)
-    assert result.exit_code == 0, result.output
-    trajectory = _row(project, result.stdout)["trajectory"]
-    assert expected_turns.mismatches(trajectory, expected) == []
+    # Thinking is kept only with --reasoning; the expectations list it.
+    plain = [r for r in expected if r["role"] != "reasoning"]
+    runs = [(["--trace"], plain)]
+    if len(plain) < len(expected):
+        runs.append((["--trace", "--reasoning"], expected))
+    for flags, want in runs:
+        if "--reasoning" in flags:  # the same turn, tagged again: another store
+            monkeypatch.setenv("MACHINE_DATA_DIR", str(tmp_path / "data-reasoning"))
+        result = run("good", *flags, "--session", path)
+        assert result.exit_code == 0, result.output
+        trajectory = _row(project, result.stdout)["trajectory"]
+        assert expected_turns.mismatches(trajectory, want) == []
