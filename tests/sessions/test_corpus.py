@@ -24,6 +24,7 @@ from tests.conftest import git
 from tests.e2e import expected_turns
 
 CORPUS = FIXTURES / "corpus"
+NO_ANSWER = "the last turn has no answer yet"
 SOURCES: list[dict[str, Any]] = orjson.loads((CORPUS / "SOURCES.json").read_bytes())
 
 
@@ -60,13 +61,20 @@ def test_corpus_file_is_tagged_as_read(
             result = run("good", *trace, "--session", path)
             assert result.exit_code != 0
             assert result.stderr.endswith(f"{source['refused']}\n"), result.stderr
-        return
-    result = run("good", "--session", path)
-    assert result.exit_code == 0, result.output
-    assert _row(project, result.stdout)["messages"] == [
-        {"role": "user", "content": expected[0]["content"]},
-        {"role": "assistant", "content": expected[-1]["content"]},
-    ]
+        if not source["refused"].startswith(NO_ANSWER):
+            return
+        # The turn read so far, with the answer the user supplies after it.
+        supplied = {"role": "assistant", "content": "Supplied by hand."}
+        expected = [*expected, supplied]
+        extra = ["--as", supplied["content"]]
+    else:
+        extra = []
+        result = run("good", "--session", path)
+        assert result.exit_code == 0, result.output
+        assert _row(project, result.stdout)["messages"] == [
+            {"role": "user", "content": expected[0]["content"]},
+            {"role": "assistant", "content": expected[-1]["content"]},
+        ]
     # Thinking is kept only with --reasoning; the expectations list it.
     plain = [r for r in expected if r["role"] != "reasoning"]
     runs = [(["--trace"], plain)]
@@ -75,7 +83,7 @@ def test_corpus_file_is_tagged_as_read(
     for flags, want in runs:
         if "--reasoning" in flags:  # the same turn, tagged again: another store
             monkeypatch.setenv("MACHINE_DATA_DIR", str(tmp_path / "data-reasoning"))
-        result = run("good", *flags, "--session", path)
+        result = run("good", *flags, *extra, "--session", path)
         assert result.exit_code == 0, result.output
         trajectory = _row(project, result.stdout)["trajectory"]
         assert expected_turns.mismatches(trajectory, want) == []
