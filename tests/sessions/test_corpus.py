@@ -87,3 +87,82 @@ def test_corpus_file_is_tagged_as_read(
         assert result.exit_code == 0, result.output
         trajectory = _row(project, result.stdout)["trajectory"]
         assert expected_turns.mismatches(trajectory, want) == []
+
+
+# -- the copies ----------------------------------------------------------------------
+# The files were copied page by page through a search index's text view. Claude
+# Code writes much of a row twice (a tool's input in the call and again in
+# ``toolUseResult``, a usage total and its parts), so a mistyped copy shows up
+# as a row that disagrees with itself.
+
+
+def _claude_rows(name: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (CORPUS / name).read_bytes().splitlines()]
+
+
+def _blocks(row: dict[str, Any]) -> list[dict[str, Any]]:
+    message = row.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return (
+        [b for b in content or [] if isinstance(b, dict)]
+        if isinstance(content, list)
+        else []
+    )
+
+
+def _usage_problems(row: dict[str, Any]) -> list[str]:
+    message = row.get("message")
+    usage = message.get("usage") if isinstance(message, dict) else None
+    if not isinstance(usage, dict) or not isinstance(usage.get("cache_creation"), dict):
+        return []
+    parts = usage["cache_creation"]
+    total = parts.get("ephemeral_5m_input_tokens", 0) + parts.get(
+        "ephemeral_1h_input_tokens", 0
+    )
+    if usage.get("cache_creation_input_tokens") != total:
+        return [f"usage of {row.get('uuid')} does not add up"]
+    return []
+
+
+def _result_problems(
+    row: dict[str, Any], block: dict[str, Any], calls: dict[str, Any]
+) -> list[str]:
+    call = calls.get(block["tool_use_id"])
+    if call is None:
+        return [f"{row.get('uuid')} answers an unknown call"]
+    echo = row.get("toolUseResult")
+    if not isinstance(echo, dict):
+        return []
+    said = call["input"]
+    if "oldString" in echo and (said.get("old_string"), said.get("new_string")) != (
+        echo["oldString"],
+        echo["newString"],
+    ):
+        return [f"{row.get('uuid')}: Edit input differs from its echo"]
+    if echo.get("type") == "create" and said.get("content") != echo.get("content"):
+        return [f"{row.get('uuid')}: Write input differs from its echo"]
+    if "stdout" in echo and echo["stdout"] not in str(block.get("content")):
+        return [f"{row.get('uuid')}: Bash output differs from its echo"]
+    return []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [s["file"] for s in SOURCES if s["host"] == "claude"],
+)
+def test_claude_copy_agrees_with_itself(name: str) -> None:
+    rows = _claude_rows(name)
+    uuids = {row.get("uuid") for row in rows}
+    calls: dict[str, Any] = {}
+    problems: list[str] = []
+    for row in rows:
+        parent = row.get("parentUuid")
+        if parent and parent not in uuids:
+            problems.append(f"{row.get('uuid')}: parent {parent} is missing")
+        problems += _usage_problems(row)
+        for block in _blocks(row):
+            if block.get("type") == "tool_use":
+                calls[block["id"]] = block
+            elif block.get("type") == "tool_result":
+                problems += _result_problems(row, block, calls)
+    assert problems == []
