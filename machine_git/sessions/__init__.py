@@ -157,8 +157,15 @@ class Turn(Plain):
 
     @property
     def answer(self) -> str | None:
-        """The last thing the assistant said in words, if it said anything."""
+        """The last thing the assistant said in words, if it said anything.
+
+        A turn whose last step is a tool call or a tool's result has not
+        answered yet (the file was cut, or the agent is still working): the
+        words it said before that call were a step, not the answer.
+        """
         for r in reversed(self.records):
+            if r["role"] == "tool" or r.get("tool_calls"):
+                return None
             if r["role"] == "assistant" and isinstance(r.get("content"), str):
                 return str(r["content"])
         return None
