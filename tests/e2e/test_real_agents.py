@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -294,6 +295,91 @@ def test_machine_runs_from_this_python() -> None:
     from machine_git.agents import claude_commands
 
     assert sys.executable in claude_commands.render("good")
+
+
+def _codex_installed(url: str, run: Run) -> dict[str, str]:
+    """``machine install codex`` over the fake provider's config; the run's env."""
+    env = realagents.codex_env(Path.home(), url)  # writes config.toml first
+    result = run("install", "codex")
+    assert result.exit_code == 0, result.output
+    return env
+
+
+def _codex_exec(binary: Path, project: Path, env: dict[str, str], *args: str) -> str:
+    argv = [str(binary), "exec", "--skip-git-repo-check", *args]
+    done = realagents.run(argv, project, env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# Codex runs a hook only once the user trusted it (/hooks in the TUI); this
+# flag is Codex's own way to run hooks in automation without that review.
+TRUST = "--dangerously-bypass-hook-trust"
+
+
+def test_good_typed_in_codex_tags_that_turn(
+    codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
+) -> None:
+    env = _codex_installed(responses.url, run)
+    _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
+    asked = len(responses.requests)
+    resume = ("resume", "--last")
+    said = _codex_exec(codex_bin, workdir, env, TRUST, *resume, "/good --trace")
+    # The hook blocked the prompt: the model was not asked, nothing was said.
+    assert len(responses.requests) == asked
+    assert said == ""
+    result = run("good", "--trace", "--host", "codex")
+    found = re.fullmatch(
+        r"already tagged (\S+) as traces; nothing changed\n", result.stdout
+    )
+    assert found, result.output
+    row = tagged(workdir, f"good {found.group(1)} ")
+    expected, _, _ = expected_turns.CODEX["basic"]
+    records = [r for r in expected if r["role"] != "reasoning"]
+    assert expected_turns.mismatches(row["trajectory"], records) == []
+    assert row["source"]["host"] == "codex"
+    # A second /good still means that turn: the blocked one left no trace.
+    _codex_exec(codex_bin, workdir, env, TRUST, *resume, "/good")
+    result = run("good", "--host", "codex")
+    found = re.fullmatch(
+        r"already tagged (\S+) as train; nothing changed\n", result.stdout
+    )
+    assert found, result.output
+    assert tagged(workdir, f"good {found.group(1)} ")["messages"][0]["content"] == (
+        "Please run `echo hello-from-tool`."
+    )
+    # /machine runs any machine command.
+    _codex_exec(codex_bin, workdir, env, TRUST, *resume, "/machine auto on")
+    assert run("auto", "status").stdout.startswith("auto-capture on for "), said
+    assert len(responses.requests) == asked
+    # Without trust, Codex skips the hook: /good goes to the model as text.
+    _codex_exec(codex_bin, workdir, env, *resume, "/good")
+    assert len(responses.requests) > asked
+    sent = responses.requests[asked]["body"]["input"][-1]
+    assert sent["role"] == "user" and "/good" in json.dumps(sent["content"]), sent
+
+
+def test_codex_notify_records_each_turn_when_auto_is_on(
+    codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
+) -> None:
+    env = _codex_installed(responses.url, run)
+    _codex_exec(codex_bin, workdir, env, "no-tools: what is 2 + 2?")
+    assert run("auto", "on").exit_code == 0
+    _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
+    # Codex does not wait for notify: wait for the row (at most 30 s).
+    deadline = time.monotonic() + 30
+    listed = run("observed").stdout
+    while "hello-from-tool" not in listed and time.monotonic() < deadline:
+        time.sleep(0.2)
+        listed = run("observed").stdout
+    assert "Please run `echo hello-from-tool`." in listed, listed
+    assert "2 + 2" not in listed  # finished while auto was off
+    result = run("uninstall", "codex")
+    assert result.exit_code == 0, result.output
+    assert (Path.home() / ".codex" / "config.toml").read_text() == (
+        fake_openai_responses.config_toml(responses.url)
+    )
+    assert not (Path.home() / ".codex" / "hooks.json").exists()
 
 
 # -- Gemini CLI ------------------------------------------------------------------
