@@ -1,0 +1,118 @@
+"""The command Codex runs for each prompt and each finished turn, run as Codex does.
+
+Codex starts the hook with ``sh -c <command>`` in the session's folder, the
+prompt as JSON on stdin; ``notify`` with the turn as its last argument.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from machine_git.agents import codex_hook
+from machine_git.agents import codex_install
+from machine_git.core import paths
+from machine_git.rows import rows
+from tests.conftest import Run
+from tests.conftest import git
+
+FIXTURE = next(
+    (Path(__file__).parents[1] / "fixtures" / "codex" / "sessions").rglob(
+        "rollout-*.jsonl"
+    )
+)
+MACHINE = [sys.executable, "-m", "machine_git"]
+
+
+def hook(project: Path, payload: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["sh", "-c", codex_install.hook_command()],
+        cwd=project,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("prompt", "argv"),
+    [
+        ("Fix the bug in /good/path.py", None),
+        ("/goodness", None),
+        ("please /good", None),
+        ("/good", [*MACHINE, "good", "--host", "codex", "--session", "R"]),
+        (
+            "  /bad --note 'wrong file'\n",
+            [
+                *MACHINE,
+                "bad",
+                "--host",
+                "codex",
+                "--session",
+                "R",
+                "--note",
+                "wrong file",
+            ],
+        ),
+        ("/machine tagged -n 3", [*MACHINE, "tagged", "-n", "3"]),
+    ],
+)
+def test_which_prompts_run_machine(prompt: str, argv: list[str] | None) -> None:
+    assert codex_hook.command_for(prompt, "R") == argv
+
+
+def test_an_ordinary_prompt_passes_untouched(project: Path) -> None:
+    done = hook(project, {"prompt": "Run the tests.", "cwd": str(project)})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_good_typed_as_the_prompt_tags_the_turn_before_it(
+    project: Path, run: Run
+) -> None:
+    rollout = project.parent / FIXTURE.name
+    shutil.copyfile(FIXTURE, rollout)
+    payload = {
+        "prompt": "/good --note 'from codex'",
+        "cwd": str(project),
+        "transcript_path": str(rollout),
+        "hook_event_name": "UserPromptSubmit",
+    }
+    done = hook(project, payload)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["decision"] == "block"
+    found = re.fullmatch(
+        r"good (\S+) -> train: Now add a test for it.*", answer["reason"]
+    )
+    assert found, answer
+    # The row is in the store, from that rollout, with the note.
+    path = rows.row_path(found.group(1))
+    row = json.loads(git(paths.store_path(project), "show", f"HEAD:{path}"))
+    assert row["source"]["host"] == "codex"
+    assert row["source"]["session_id"] == "01a226bf-4900-7a3c-9d41-5e8f2b6c0a17"
+    assert "from codex" in json.dumps(row)
+    assert run("tagged").stdout.count(found.group(1)) == 1
+
+
+def test_an_open_quote_blocks_the_prompt_and_runs_nothing(project: Path) -> None:
+    done = hook(project, {"prompt": "/good --note 'oops", "cwd": str(project)})
+    answer = json.loads(done.stdout)
+    assert answer == {
+        "decision": "block",
+        "reason": "machine: No closing quotation; nothing ran",
+    }
+
+
+def test_notify_finds_no_rollout_for_an_id_that_is_a_path(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    assert codex_hook.rollout_of("../../etc/passwd", tmp_path) is None
+    payload = {"type": "agent-turn-complete", "thread-id": "x/..", "turn-id": "t"}
+    assert codex_hook.on_notify(payload, tmp_path) == 0
