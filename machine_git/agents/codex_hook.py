@@ -21,6 +21,7 @@ machine as a child process, with a time limit and no terminal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -84,6 +85,9 @@ def on_prompt(payload: dict[str, Any]) -> dict[str, str] | None:
     if not isinstance(prompt, str):
         return None
     rollout = payload.get("transcript_path")
+    asked = _COMMAND.fullmatch(prompt.strip())
+    if isinstance(rollout, str) and asked and asked.group(1) != "machine":
+        rollout = _turns_in(Path(rollout))
     try:
         argv = command_for(prompt, rollout if isinstance(rollout, str) else None)
     except ValueError as e:
@@ -94,6 +98,62 @@ def on_prompt(payload: dict[str, Any]) -> dict[str, str] | None:
     _, said = _run(argv, cwd if isinstance(cwd, str) else None)
     # Codex refuses a block without a reason, and shows the reason to the user.
     return {"decision": "block", "reason": said or "machine: done"}
+
+
+def _first_cwd(rollout: Path) -> str | None:
+    try:
+        with rollout.open("rb") as f:
+            first = json.loads(f.readline(1 << 20) or b"{}")
+    except (OSError, ValueError):
+        return None
+    payload = first.get("payload") if isinstance(first, dict) else None
+    cwd = payload.get("cwd") if isinstance(payload, dict) else None
+    return cwd if isinstance(cwd, str) else None
+
+
+def has_prompt(rollout: Path) -> bool:
+    """Whether a rollout holds a prompt of the user's (a blocked one adds none)."""
+    from machine_git.sessions.codex.turn import INJECTED_PREFIXES
+
+    try:
+        lines = rollout.read_bytes().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        if b'"user' not in line:
+            continue
+        try:
+            payload = json.loads(line).get("payload") or {}
+        except (ValueError, AttributeError):
+            continue
+        if payload.get("type") == "user_message":  # older Codex writes this too
+            return True
+        if payload.get("type") != "message" or payload.get("role") != "user":
+            continue
+        parts = payload.get("content") or []
+        text = "".join(c.get("text", "") for c in parts if isinstance(c, dict)).lstrip()
+        if text and not text.startswith(INJECTED_PREFIXES):
+            return True
+    return False
+
+
+def _turns_in(rollout: Path) -> str | None:
+    """The rollout ``/good`` means: this session's, or, in a session with no
+    prompt yet (``codex exec "/good"`` starts one), the newest earlier session
+    started in the same folder. None: let machine choose."""
+    if has_prompt(rollout):
+        return str(rollout)
+    cwd = _first_cwd(rollout)
+    root = _codex_home() / "sessions"
+    others: list[tuple[float, Path]] = []
+    for path in root.rglob("rollout-*.jsonl"):
+        if path != rollout and _first_cwd(path) == cwd:
+            with contextlib.suppress(OSError):
+                others.append((path.stat().st_mtime, path))
+    for _, path in sorted(others, reverse=True):
+        if has_prompt(path):
+            return str(path)
+    return None
 
 
 def rollout_of(thread_id: str, codex_home: Path) -> Path | None:

@@ -116,3 +116,37 @@ def test_notify_finds_no_rollout_for_an_id_that_is_a_path(tmp_path: Path) -> Non
     assert codex_hook.rollout_of("../../etc/passwd", tmp_path) is None
     payload = {"type": "agent-turn-complete", "thread-id": "x/..", "turn-id": "t"}
     assert codex_hook.on_notify(payload, tmp_path) == 0
+
+
+def test_good_in_a_session_with_no_prompt_means_the_session_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day = tmp_path / "sessions" / "2026" / "11" / "29"
+    day.mkdir(parents=True)
+    earlier = day / FIXTURE.name
+    shutil.copyfile(FIXTURE, earlier)
+    context = "<environment_context>\n  <cwd>/workspace/greeter</cwd>\n"
+    fresh = (
+        day / "rollout-2026-11-29T11-00-00-01a226bf-0000-7000-8000-000000000000.jsonl"
+    )
+    fresh.write_text(
+        json.dumps({"type": "session_meta", "payload": {"cwd": "/workspace/greeter"}})
+        + "\n"
+        + json.dumps(
+            {
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": context}],
+                },
+            }
+        )
+        + "\n"
+    )
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    assert codex_hook.has_prompt(earlier) and not codex_hook.has_prompt(fresh)
+    assert codex_hook._turns_in(earlier) == str(earlier)
+    assert codex_hook._turns_in(fresh) == str(earlier)
+    earlier.write_text(earlier.read_text().replace("/workspace/greeter", "/elsewhere"))
+    assert codex_hook._turns_in(fresh) is None  # only a session of the same folder

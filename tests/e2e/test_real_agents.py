@@ -359,6 +359,21 @@ def test_good_typed_in_codex_tags_that_turn(
     assert sent["role"] == "user" and "/good" in json.dumps(sent["content"]), sent
 
 
+def test_good_in_a_new_codex_exec_session_tags_the_turn_before(
+    codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
+) -> None:
+    env = _codex_installed(responses.url, run)
+    _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
+    asked = len(responses.requests)
+    # `codex exec "/good"` starts a session with no turn: the one before counts.
+    _codex_exec(codex_bin, workdir, env, TRUST, "/good")
+    assert len(responses.requests) == asked
+    listed = run("tagged").stdout
+    assert re.fullmatch(
+        r"\S+  train  \S+ \S+  Please run `echo hello-from-tool`\.\n", listed
+    ), listed
+
+
 def test_codex_notify_records_each_turn_when_auto_is_on(
     codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
 ) -> None:
