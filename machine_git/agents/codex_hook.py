@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -59,24 +60,29 @@ def command_for(prompt: str, rollout: str | None) -> list[str] | None:
 
 
 def _run(argv: list[str], cwd: str | None) -> tuple[int, str]:
+    """Run machine with no terminal; past the limit, stop it and all it started."""
     env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             argv,
             cwd=cwd if cwd and os.path.isdir(cwd) else None,
             env=env,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=TIMEOUT,
             start_new_session=True,
-            check=False,
         )
-    except subprocess.TimeoutExpired:
-        return 1, f"machine did not finish within {TIMEOUT:.0f} s; stopped"
     except OSError as e:
         return 1, f"cannot run machine: {e.strerror}"
-    return done.returncode, (done.stdout + done.stderr).strip()
+    try:
+        out, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return 1, f"machine did not finish within {TIMEOUT:.0f} s; stopped"
+    return process.returncode, out.strip()
 
 
 def on_prompt(payload: dict[str, Any]) -> dict[str, str] | None:

@@ -45,7 +45,6 @@ HOOK_MODULE = "machine_git.agents.codex_hook"
 EVENT = "UserPromptSubmit"
 NOTIFY_MARKER = "# machine-generated: notify. `machine uninstall codex` removes it."
 HOOK_TIMEOUT = 180  # seconds: above the hook's own 120 s limit for machine
-STATUS = "machine"
 
 
 def hooks_path(project: Path | None = None) -> Path:
@@ -127,8 +126,7 @@ def _handler() -> dict[str, Any]:
     return {
         "type": "command",
         "command": hook_command(),
-        "timeout": HOOK_TIMEOUT,
-        "statusMessage": STATUS,
+        "timeout": HOOK_TIMEOUT,  # no statusMessage: ordinary prompts show nothing
     }
 
 

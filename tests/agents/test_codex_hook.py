@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,16 @@ def test_good_in_a_session_with_no_prompt_means_the_session_before(
     assert codex_hook._turns_in(fresh) == str(earlier)
     earlier.write_text(earlier.read_text().replace("/workspace/greeter", "/elsewhere"))
     assert codex_hook._turns_in(fresh) is None  # only a session of the same folder
+
+
+def test_machine_past_its_time_limit_is_stopped_with_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(codex_hook, "TIMEOUT", 1.0)
+    mark = tmp_path / "child-ran"
+    # The child's own child would touch the file after the limit if left alive.
+    script = f"sh -c 'sleep 3; touch {mark}' & wait"
+    code, said = codex_hook._run(["sh", "-c", script], str(tmp_path))
+    assert (code, said) == (1, "machine did not finish within 1 s; stopped")
+    time.sleep(3)
+    assert not mark.exists()

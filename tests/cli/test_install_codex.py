@@ -42,7 +42,6 @@ OURS = {
     "type": "command",
     "command": f"{sys.executable} -m machine_git.agents.codex_hook prompt",
     "timeout": 180,
-    "statusMessage": "machine",
 }
 NOTIFY = (
     f"{codex_install.NOTIFY_MARKER}\n"

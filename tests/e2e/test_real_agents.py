@@ -295,6 +295,10 @@ def test_machine_runs_from_this_python() -> None:
     from machine_git.agents import claude_commands
 
     assert sys.executable in claude_commands.render("good")
+    # and so do the hook and notify machine install codex writes.
+    from machine_git.agents import codex_install
+
+    assert codex_install.hook_argv("prompt")[0] == sys.executable
 
 
 def _codex_installed(url: str, run: Run) -> dict[str, str]:
