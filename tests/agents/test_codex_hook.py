@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ FIXTURE = next(
 MACHINE = [sys.executable, "-m", "machine_git"]
 
 
-def hook(project: Path, payload: dict[str, object]) -> subprocess.CompletedProcess[str]:
+def hook(
+    project: Path, payload: Mapping[str, object]
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["sh", "-c", codex_install.hook_command()],
         cwd=project,
