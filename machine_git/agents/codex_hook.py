@@ -15,8 +15,9 @@ program, run after every finished turn with the turn as its last argument
 it records that turn's rollout as an observed row (``machine observe
 --if-auto``); with auto off it does nothing more. Codex does not wait for it.
 
-Both start often, so this module imports nothing of machine's: it runs
-machine as a child process, with a time limit and no terminal.
+Both start often, so this module imports nothing of machine's for an
+ordinary prompt: it runs machine as a child process, with a time limit and no
+terminal.
 """
 
 from __future__ import annotations
@@ -117,36 +118,12 @@ def _first_cwd(rollout: Path) -> str | None:
     return cwd if isinstance(cwd, str) else None
 
 
-def has_prompt(rollout: Path) -> bool:
-    """Whether a rollout holds a prompt of the user's (a blocked one adds none)."""
-    from machine_git.sessions.codex.turn import INJECTED_PREFIXES
-
-    try:
-        lines = rollout.read_bytes().splitlines()
-    except OSError:
-        return False
-    for line in lines:
-        if b'"user' not in line:
-            continue
-        try:
-            payload = json.loads(line).get("payload") or {}
-        except (ValueError, AttributeError):
-            continue
-        if payload.get("type") == "user_message":  # older Codex writes this too
-            return True
-        if payload.get("type") != "message" or payload.get("role") != "user":
-            continue
-        parts = payload.get("content") or []
-        text = "".join(c.get("text", "") for c in parts if isinstance(c, dict)).lstrip()
-        if text and not text.startswith(INJECTED_PREFIXES):
-            return True
-    return False
-
-
 def _turns_in(rollout: Path) -> str | None:
     """The rollout ``/good`` means: this session's, or, in a session with no
     prompt yet (``codex exec "/good"`` starts one), the newest earlier session
     started in the same folder. None: let machine choose."""
+    from machine_git.sessions.codex.find import has_prompt
+
     if has_prompt(rollout):
         return str(rollout)
     cwd = _first_cwd(rollout)

@@ -21,6 +21,7 @@ from machine_git.agents import codex_hook
 from machine_git.agents import codex_install
 from machine_git.core import paths
 from machine_git.rows import rows
+from machine_git.sessions.codex.find import has_prompt
 from tests.conftest import Run
 from tests.conftest import git
 
@@ -149,7 +150,7 @@ def test_good_in_a_session_with_no_prompt_means_the_session_before(
         + "\n"
     )
     monkeypatch.setenv("CODEX_HOME", str(tmp_path))
-    assert codex_hook.has_prompt(earlier) and not codex_hook.has_prompt(fresh)
+    assert has_prompt(earlier) and not has_prompt(fresh)
     assert codex_hook._turns_in(earlier) == str(earlier)
     assert codex_hook._turns_in(fresh) == str(earlier)
     earlier.write_text(earlier.read_text().replace("/workspace/greeter", "/elsewhere"))

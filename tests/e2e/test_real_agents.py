@@ -376,6 +376,11 @@ def test_good_in_a_new_codex_exec_session_tags_the_turn_before(
     assert re.fullmatch(
         r"\S+  train  \S+ \S+  Please run `echo hello-from-tool`\.\n", listed
     ), listed
+    # and machine good from a shell passes over that session with no prompt.
+    tag = listed.split(" ", 1)[0]
+    assert run("good", "--host", "codex").stdout == (
+        f"already tagged {tag} as train; nothing changed\n"
+    )
 
 
 def test_codex_notify_records_each_turn_when_auto_is_on(
