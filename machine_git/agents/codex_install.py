@@ -18,6 +18,12 @@ What Codex 0.171 allows, and what machine does with it:
   every finished turn. machine sets it to ``codex_hook notify``, which records
   the turn when ``machine auto`` is on, unless a notify program is set already.
 
+- Skills (``SKILL.md`` folders in ``~/.agents/skills`` or
+  ``<project>/.agents/skills``) replaced custom prompts. Codex lists each
+  skill's name and description to the model, which reads one when a task
+  matches (or when typed as ``$name``). machine copies its four skills there,
+  marked, as it does for Letta Code; uninstall removes the marked copies.
+
 ``hooks.json`` is edited as JSON: machine's handler is the one whose command
 runs ``-m machine_git.agents.codex_hook prompt``; everything else in the file
 stays as it was, and uninstall removes only that handler (and the file, if
@@ -29,6 +35,7 @@ two lines, so the user's formatting and comments survive.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
@@ -44,6 +51,9 @@ from machine_git.sessions import codex as codex_sessions
 HOOK_MODULE = "machine_git.agents.codex_hook"
 EVENT = "UserPromptSubmit"
 NOTIFY_MARKER = "# machine-generated: notify. `machine uninstall codex` removes it."
+SKILL_MARKER = (
+    "<!-- machine-generated: skill. `machine uninstall codex` removes it. -->"
+)
 HOOK_TIMEOUT = 180  # seconds: above the hook's own 120 s limit for machine
 
 
@@ -72,25 +82,71 @@ def notify_line() -> str:
     return f"notify = {json.dumps(hook_argv('notify'))}"
 
 
+def skills_dir(project: Path | None = None) -> Path:
+    """Where Codex finds skills: ``~/.agents/skills``, ``<project>/.agents/skills``."""
+    return (project or Path.home()) / ".agents" / "skills"
+
+
 def install_codex(project: Path | None = None) -> list[Outcome]:
-    """Add the prompt hook (user or project scope) and, for the user, notify."""
+    """Add the prompt hook and machine's skills (user or project scope) and, for
+    the user, notify."""
     path = hooks_path(project)
     hooks = _read_hooks(path)  # refuse a broken file before writing anything
     config = None if project is not None else _read_config(config_path())
+    skills = {
+        skills_dir(project) / name / install.SKILL_FILE: text
+        for name, text in install.skills().items()
+    }
+    for target in skills:
+        install._refuse_foreign(target, _our_skill)
     done = [_add_hook(path, hooks)]
     if config is not None:
         done.append(_add_notify(config_path(), config))
+    for target, text in skills.items():
+        marked = install.marked_skill(text, SKILL_MARKER)
+        done.append(install._place(target, marked, _our_skill))
+    done += [_remove_skill(p) for p in _copied_skills(project) if p not in skills]
     return done
 
 
 def uninstall_codex(project: Path | None = None) -> list[Outcome]:
-    """Remove machine's hook handler and, for the user, machine's notify lines."""
+    """Remove machine's hook handler, its skills and, for the user, its notify
+    lines; folders machine's files were the last thing in go too."""
     path = hooks_path(project)
     done = [_remove_hook(path)]
     if project is None:
         done.append(_remove_notify(config_path()))
     elif done[0].action == "removed":
         install._remove_empty(path.parent, project)
+    done += [_remove_skill(p) for p in _copied_skills(project)]
+    install._remove_empty(skills_dir(project), project or Path.home())
+    return done
+
+
+# -- skills ----------------------------------------------------------------------
+
+
+def _our_skill(path: Path) -> bool:
+    try:
+        head = path.read_text(errors="replace")[:8192]
+    except OSError:
+        return False
+    return f"\n---\n{SKILL_MARKER}\n" in head
+
+
+def _copied_skills(project: Path | None) -> list[Path]:
+    try:
+        children = sorted(skills_dir(project).iterdir())
+    except OSError:
+        return []
+    found = [c / install.SKILL_FILE for c in children]
+    return [p for p in found if _our_skill(p)]
+
+
+def _remove_skill(path: Path) -> Outcome:
+    done = install._remove(path, _our_skill)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only if machine's file was all it held
     return done
 
 

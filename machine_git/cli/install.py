@@ -96,8 +96,9 @@ def install(host: str, project: str | None, as_json: bool) -> None:
     and the row counts as its status line (settings.json), unless one is set.
     Codex: a prompt hook in $CODEX_HOME/hooks.json (or --project
     <project>/.codex/hooks.json) that runs /good, /bad and /machine typed as
-    the prompt, and notify in $CODEX_HOME/config.toml (records each turn when
-    machine auto is on), unless a notify program is set.
+    the prompt, machine's skills in ~/.agents/skills (or
+    <project>/.agents/skills), and notify in $CODEX_HOME/config.toml (records
+    each turn when machine auto is on), unless a notify program is set.
 
     \b
     Example usage:

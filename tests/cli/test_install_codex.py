@@ -49,8 +49,16 @@ NOTIFY = (
 )
 
 
+SKILLS = ("machine-dataset", "machine-release", "machine-tagging", "machine-tinker-sft")
+
+
 def _files() -> tuple[Path, Path]:
     return codex.home() / "hooks.json", codex.home() / "config.toml"
+
+
+def _skills(action: str, project: Path | None = None) -> str:
+    root = (project or Path.home()) / ".agents" / "skills"
+    return "".join(f"{action} {root / name / 'SKILL.md'}\n" for name in SKILLS)
 
 
 def test_install_codex_keeps_the_users_config_and_uninstall_restores_it(
@@ -63,7 +71,9 @@ def test_install_codex_keeps_the_users_config_and_uninstall_restores_it(
     result = run("install", "codex")
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        f"installed the /good hook in {hooks}\ninstalled notify in {config}\n{NEXT}"
+        f"installed the /good hook in {hooks}\ninstalled notify in {config}\n"
+        + _skills("installed")
+        + NEXT
     )
     assert config.read_text() == NOTIFY + CONFIG
     events = json.loads(hooks.read_text())["hooks"]
@@ -75,11 +85,14 @@ def test_install_codex_keeps_the_users_config_and_uninstall_restores_it(
     assert config.stat().st_mode & 0o777 == 0o600
     again = run("install", "codex")
     assert again.stdout == (
-        f"up to date: the /good hook in {hooks}\nup to date: notify in {config}\n{NEXT}"
+        f"up to date: the /good hook in {hooks}\nup to date: notify in {config}\n"
+        + _skills("up to date:")
+        + NEXT
     )
     result = run("uninstall", "codex")
     assert result.stdout == (
         f"removed the /good hook from {hooks}\nremoved notify from {config}\n"
+        + _skills("removed")
     )
     assert config.read_text() == CONFIG
     assert json.loads(hooks.read_text()) == HOOKS
@@ -93,8 +106,13 @@ def test_install_codex_from_nothing_leaves_nothing(project: Path, run: Run) -> N
     assert json.loads(hooks.read_text()) == {
         "hooks": {"UserPromptSubmit": [{"hooks": [OURS]}]}
     }
+    skill = Path.home() / ".agents" / "skills" / "machine-tagging" / "SKILL.md"
+    text = skill.read_text()
+    assert text.startswith("---\nname: machine-tagging\n")
+    assert f"\n---\n{codex_install.SKILL_MARKER}\n" in text
     assert run("uninstall", "codex").exit_code == 0
     assert not hooks.exists() and not config.exists()
+    assert not (Path.home() / ".agents").exists()
 
 
 def test_a_users_notify_program_is_left_alone(project: Path, run: Run) -> None:
@@ -146,7 +164,9 @@ def test_install_codex_again_from_another_python_replaces_its_hook(
     config.write_text(config.read_text().replace(sys.executable, "/old/bin/python"))
     result = run("install", "codex")
     assert result.stdout == (
-        f"updated the /good hook in {hooks}\nupdated notify in {config}\n{NEXT}"
+        f"updated the /good hook in {hooks}\nupdated notify in {config}\n"
+        + _skills("up to date:")
+        + NEXT
     )
     assert json.loads(hooks.read_text()) == {
         "hooks": {"UserPromptSubmit": [{"hooks": [OURS]}]}
@@ -160,11 +180,31 @@ def test_install_codex_in_the_project_writes_only_there(
     result = run("install", "codex", "--project")
     assert result.exit_code == 0, result.output
     hooks = project / ".codex" / "hooks.json"
-    assert result.stdout == f"installed the /good hook in {hooks}\n{NEXT}"
+    assert result.stdout == (
+        f"installed the /good hook in {hooks}\n" + _skills("installed", project) + NEXT
+    )
     assert json.loads(hooks.read_text()) == {
         "hooks": {"UserPromptSubmit": [{"hooks": [OURS]}]}
     }
     assert not codex.home().exists()  # notify is the user's: not touched
+    assert not (Path.home() / ".agents").exists()
     result = run("uninstall", "codex", "--project")
-    assert result.stdout == f"removed the /good hook from {hooks}\n"
+    assert result.stdout == (
+        f"removed the /good hook from {hooks}\n" + _skills("removed", project)
+    )
     assert not (project / ".codex").exists()
+    assert not (project / ".agents").exists()
+
+
+def test_install_codex_never_overwrites_a_users_skill(project: Path, run: Run) -> None:
+    mine = project / ".agents" / "skills" / "machine-tagging" / "SKILL.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\nname: machine-tagging\ndescription: mine\n---\nMine.\n")
+    result = run("install", "codex", "--project")
+    assert result.exit_code != 0
+    assert result.stderr.endswith(
+        f"{mine} exists and was not written by machine; move it away first\n"
+    )
+    assert not (project / ".codex").exists()  # refused before writing anything
+    assert run("uninstall", "codex", "--project").exit_code == 0
+    assert mine.read_text().endswith("Mine.\n")

@@ -325,7 +325,11 @@ def test_good_typed_in_codex_tags_that_turn(
     codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
 ) -> None:
     env = _codex_installed(responses.url, run)
+    start = len(responses.requests)
     _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
+    # Codex offered machine's skills (copied to ~/.agents/skills) to the model.
+    sent = json.dumps(responses.requests[start]["body"])
+    assert "machine-tagging" in sent and "machine-release" in sent
     asked = len(responses.requests)
     resume = ("resume", "--last")
     said = _codex_exec(codex_bin, workdir, env, TRUST, *resume, "/good --trace")
@@ -387,7 +391,9 @@ def test_codex_notify_records_each_turn_when_auto_is_on(
     codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
 ) -> None:
     env = _codex_installed(responses.url, run)
-    _codex_exec(codex_bin, workdir, env, "no-tools: what is 2 + 2?")
+    # (With auto off, notify records nothing: machine observe --if-auto. Not
+    # checked here: Codex does not wait for notify, so there is no moment at
+    # which "nothing was recorded" is final.)
     assert run("auto", "on").exit_code == 0
     _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
     # Codex does not wait for notify: wait for the row (at most 30 s).
@@ -397,7 +403,13 @@ def test_codex_notify_records_each_turn_when_auto_is_on(
         time.sleep(0.2)
         listed = run("observed").stdout
     assert "Please run `echo hello-from-tool`." in listed, listed
-    assert "2 + 2" not in listed  # finished while auto was off
+    found = re.match(r"(\S+) ", listed)
+    assert found, listed
+    row = tagged(workdir, f"good {found.group(1)} ")
+    assert row["source"]["host"] == "codex"
+    expected, _, _ = expected_turns.CODEX["basic"]
+    records = [r for r in expected if r["role"] != "reasoning"]
+    assert expected_turns.mismatches(row["trajectory"], records) == []
     result = run("uninstall", "codex")
     assert result.exit_code == 0, result.output
     assert (Path.home() / ".codex" / "config.toml").read_text() == (
