@@ -2,7 +2,8 @@
 servers, write sessions that machine tags: ``machine good`` and ``machine good
 --trace`` find the session themselves, and every row is compared with what the
 turn was (tests/e2e/expected_turns.py). ``/good`` typed in a real ``claude -p``
-run, after ``machine install claude``, tags that very turn.
+run, after ``machine install claude``, tags that very turn; so does ``/good``
+typed as a real ``codex exec`` prompt after ``machine install codex``.
 """
 
 from __future__ import annotations
