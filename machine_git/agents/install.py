@@ -382,7 +382,7 @@ def add_letta_model(handle: str) -> Outcome:
 # -- skills ----------------------------------------------------------------------
 
 
-def marked_skill(text: str) -> str:
+def marked_skill(text: str, marker: str = SKILL_MARKER) -> str:
     """A skill's SKILL.md with machine's marker as the first line after the front
     matter (the front matter must stay first: hosts parse it from line one)."""
     lines = text.splitlines(keepends=True)
@@ -390,7 +390,7 @@ def marked_skill(text: str) -> str:
         raise InstallError("a shipped skill has no front matter")
     for i in range(1, len(lines)):
         if lines[i].rstrip() == "---":
-            return "".join([*lines[: i + 1], SKILL_MARKER + "\n", *lines[i + 1 :]])
+            return "".join([*lines[: i + 1], marker + "\n", *lines[i + 1 :]])
     raise InstallError("a shipped skill's front matter is not closed")
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The commands import machine_git.agents.install when they run: its templates
 # and JSON handling stay off the start-up path of every other command.
-HOSTS = ("pi", "letta", "claude")  # agents.install.HOSTS and Claude Code
+HOSTS = ("pi", "letta", "claude", "codex")  # agents.install.HOSTS, Claude Code, Codex
 
 
 def _project_flag(f: Any) -> Any:
@@ -31,7 +31,7 @@ def _project_flag(f: Any) -> Any:
         metavar="[DIR]",
         help=(
             "Only for this project (<project>/.pi/extensions, "
-            "<project>/.claude/commands), not globally."
+            "<project>/.claude/commands, <project>/.codex/hooks.json), not globally."
         ),
     )(f)
 
@@ -47,6 +47,8 @@ def _where(project: str | None, host: str) -> Path | None:
 _WHAT = {
     "models.json": "the Tinker provider in ",
     "settings.json": "the status line in ",
+    "hooks.json": "the /good hook in ",
+    "config.toml": "notify in ",
 }
 
 
@@ -92,6 +94,11 @@ def install(host: str, project: str | None, as_json: bool) -> None:
     and /machine as custom commands in ~/.claude/commands (or
     $CLAUDE_CONFIG_DIR/commands), or with --project <project>/.claude/commands,
     and the row counts as its status line (settings.json), unless one is set.
+    Codex: a prompt hook in $CODEX_HOME/hooks.json (or --project
+    <project>/.codex/hooks.json) that runs /good, /bad and /machine typed as
+    the prompt, machine's skills in ~/.agents/skills (or
+    <project>/.agents/skills), and notify in $CODEX_HOME/config.toml (records
+    each turn when machine auto is on), unless a notify program is set.
 
     \b
     Example usage:
@@ -99,6 +106,7 @@ def install(host: str, project: str | None, as_json: bool) -> None:
         machine install pi --project
         machine install letta
         machine install claude
+        machine install codex
     """
     from machine_git.agents import install as installer
 
@@ -107,11 +115,21 @@ def install(host: str, project: str | None, as_json: bool) -> None:
 
         files = claude_commands.install_claude(_where(project, host))
         done = installer.Installed(files, [], installer.skills_dir())
+    elif host == "codex":
+        from machine_git.agents import codex_install
+
+        files = codex_install.install_codex(_where(project, host))
+        done = installer.Installed(files, [], installer.skills_dir())
     else:
         done = installer.install(host, _where(project, host))
     _show(done.outcomes, as_json)
     if host == "claude":
         lines = ["type /good, /bad or /machine in Claude Code (claude -p too)"]
+    elif host == "codex":
+        lines = [
+            "type /good, /bad or /machine as the prompt (in the TUI: a space first)",
+            "run /hooks in Codex once to trust the hook (Codex skips it until then)",
+        ]
     elif host == "pi":
         names = ", ".join(done.skills)
         lines = [
@@ -146,6 +164,7 @@ def uninstall(host: str, project: str | None, as_json: bool) -> None:
     Example usage:
         machine uninstall pi
         machine uninstall letta
+        machine uninstall codex
     """
     from machine_git.agents import install as installer
 
@@ -153,6 +172,10 @@ def uninstall(host: str, project: str | None, as_json: bool) -> None:
         from machine_git.agents import claude_commands
 
         outcomes = claude_commands.uninstall_claude(_where(project, host))
+    elif host == "codex":
+        from machine_git.agents import codex_install
+
+        outcomes = codex_install.uninstall_codex(_where(project, host))
     else:
         outcomes = installer.uninstall(host, _where(project, host))
     _show(outcomes, as_json)

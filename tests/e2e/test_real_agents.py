@@ -2,7 +2,8 @@
 servers, write sessions that machine tags: ``machine good`` and ``machine good
 --trace`` find the session themselves, and every row is compared with what the
 turn was (tests/e2e/expected_turns.py). ``/good`` typed in a real ``claude -p``
-run, after ``machine install claude``, tags that very turn.
+run, after ``machine install claude``, tags that very turn; so does ``/good``
+typed as a real ``codex exec`` prompt after ``machine install codex``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -294,6 +296,127 @@ def test_machine_runs_from_this_python() -> None:
     from machine_git.agents import claude_commands
 
     assert sys.executable in claude_commands.render("good")
+    # and so do the hook and notify machine install codex writes.
+    from machine_git.agents import codex_install
+
+    assert codex_install.hook_argv("prompt")[0] == sys.executable
+
+
+def _codex_installed(url: str, run: Run) -> dict[str, str]:
+    """``machine install codex`` over the fake provider's config; the run's env."""
+    env = realagents.codex_env(Path.home(), url)  # writes config.toml first
+    result = run("install", "codex")
+    assert result.exit_code == 0, result.output
+    return env
+
+
+def _codex_exec(binary: Path, project: Path, env: dict[str, str], *args: str) -> str:
+    argv = [str(binary), "exec", "--skip-git-repo-check", *args]
+    done = realagents.run(argv, project, env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# Codex runs a hook only once the user trusted it (/hooks in the TUI); this
+# flag is Codex's own way to run hooks in automation without that review.
+TRUST = "--dangerously-bypass-hook-trust"
+
+
+def test_good_typed_in_codex_tags_that_turn(
+    codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
+) -> None:
+    env = _codex_installed(responses.url, run)
+    start = len(responses.requests)
+    _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
+    # Codex offered machine's skills (copied to ~/.agents/skills) to the model.
+    sent = json.dumps(responses.requests[start]["body"])
+    assert "machine-tagging" in sent and "machine-release" in sent
+    asked = len(responses.requests)
+    resume = ("resume", "--last")
+    said = _codex_exec(codex_bin, workdir, env, TRUST, *resume, "/good --trace")
+    # The hook blocked the prompt: the model was not asked, nothing was said.
+    assert len(responses.requests) == asked
+    assert said == ""
+    result = run("good", "--trace", "--host", "codex")
+    found = re.fullmatch(
+        r"already tagged (\S+) as traces; nothing changed\n", result.stdout
+    )
+    assert found, result.output
+    row = tagged(workdir, f"good {found.group(1)} ")
+    expected, _, _ = expected_turns.CODEX["basic"]
+    records = [r for r in expected if r["role"] != "reasoning"]
+    assert expected_turns.mismatches(row["trajectory"], records) == []
+    assert row["source"]["host"] == "codex"
+    # A second /good still means that turn: the blocked one left no trace.
+    _codex_exec(codex_bin, workdir, env, TRUST, *resume, "/good")
+    result = run("good", "--host", "codex")
+    found = re.fullmatch(
+        r"already tagged (\S+) as train; nothing changed\n", result.stdout
+    )
+    assert found, result.output
+    assert tagged(workdir, f"good {found.group(1)} ")["messages"][0]["content"] == (
+        "Please run `echo hello-from-tool`."
+    )
+    # /machine runs any machine command.
+    _codex_exec(codex_bin, workdir, env, TRUST, *resume, "/machine auto on")
+    assert run("auto", "status").stdout.startswith("auto-capture on for "), said
+    assert len(responses.requests) == asked
+    # Without trust, Codex skips the hook: /good goes to the model as text.
+    _codex_exec(codex_bin, workdir, env, *resume, "/good")
+    assert len(responses.requests) > asked
+    sent = responses.requests[asked]["body"]["input"][-1]
+    assert sent["role"] == "user" and "/good" in json.dumps(sent["content"]), sent
+
+
+def test_good_in_a_new_codex_exec_session_tags_the_turn_before(
+    codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
+) -> None:
+    env = _codex_installed(responses.url, run)
+    _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
+    asked = len(responses.requests)
+    # `codex exec "/good"` starts a session with no turn: the one before counts.
+    _codex_exec(codex_bin, workdir, env, TRUST, "/good")
+    assert len(responses.requests) == asked
+    listed = run("tagged").stdout
+    assert re.fullmatch(
+        r"\S+  train  \S+ \S+  Please run `echo hello-from-tool`\.\n", listed
+    ), listed
+    # and machine good from a shell passes over that session with no prompt.
+    tag = listed.split(" ", 1)[0]
+    assert run("good", "--host", "codex").stdout == (
+        f"already tagged {tag} as train; nothing changed\n"
+    )
+
+
+def test_codex_notify_records_each_turn_when_auto_is_on(
+    codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
+) -> None:
+    env = _codex_installed(responses.url, run)
+    # (With auto off, notify records nothing: machine observe --if-auto. Not
+    # checked here: Codex does not wait for notify, so there is no moment at
+    # which "nothing was recorded" is final.)
+    assert run("auto", "on").exit_code == 0
+    _codex_exec(codex_bin, workdir, env, "Please run `echo hello-from-tool`.")
+    # Codex does not wait for notify: wait for the row (at most 30 s).
+    deadline = time.monotonic() + 30
+    listed = run("observed").stdout
+    while "hello-from-tool" not in listed and time.monotonic() < deadline:
+        time.sleep(0.2)
+        listed = run("observed").stdout
+    assert "Please run `echo hello-from-tool`." in listed, listed
+    found = re.match(r"(\S+) ", listed)
+    assert found, listed
+    row = tagged(workdir, f"good {found.group(1)} ")
+    assert row["source"]["host"] == "codex"
+    expected, _, _ = expected_turns.CODEX["basic"]
+    records = [r for r in expected if r["role"] != "reasoning"]
+    assert expected_turns.mismatches(row["trajectory"], records) == []
+    result = run("uninstall", "codex")
+    assert result.exit_code == 0, result.output
+    assert (Path.home() / ".codex" / "config.toml").read_text() == (
+        fake_openai_responses.config_toml(responses.url)
+    )
+    assert not (Path.home() / ".codex" / "hooks.json").exists()
 
 
 # -- Gemini CLI ------------------------------------------------------------------

@@ -286,6 +286,21 @@ def test_find_session_picks_the_newest_rollout_of_the_project(project: Path) -> 
     assert codex.find_session(project) == newest
 
 
+def test_a_newer_session_with_no_prompt_is_passed_over(project: Path) -> None:
+    # codex exec "/good" with machine's hook: a rollout whose only prompt was
+    # blocked holds the injected context and no prompt of the user's.
+    older = install(project, "a", 1_800_000_000)
+    first = ROLLOUT.read_text().replace("/workspace/greeter", str(project))
+    context = first.splitlines()[:3]
+    assert all("Add a greet" not in line for line in context)
+    empty = codex.home() / "sessions" / "2026" / "11" / "29" / "rollout-b.jsonl"
+    empty.write_text("\n".join(context) + "\n")
+    os.utime(empty, (1_800_000_100, 1_800_000_100))
+    assert codex.find_session(project) == older
+    older.unlink()  # nothing else: the empty one, for the reader to refuse
+    assert codex.find_session(project) == empty
+
+
 def test_no_session_says_where_it_looked(project: Path) -> None:
     with pytest.raises(NoSessionError) as e:
         codex.find_session(project)
