@@ -600,6 +600,53 @@ def test_claude_code_read_of_a_png_keeps_the_image_on_its_result(
     ]
 
 
+def test_codex_prompt_and_view_image_pictures_are_stored_once_and_shown(
+    project: Path, run: Run
+) -> None:
+    # The real rollouts: `codex exec -i pixel.png`, and the view_image tool.
+    real = PI_SESSIONS.parents[1] / "codex" / "real"
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    reference = {"sha256": sha, "media_type": "image/png", "size": len(png)}
+    ids = []
+    for name in ("image", "view-image"):
+        path = str(real / f"{name}.jsonl")
+        done = run("good", "--trace", "--host", "codex", "--session", path, "--json")
+        assert done.exit_code == 0, done.stderr
+        ids.append(orjson.loads(done.stdout)["id"])
+    prompt, viewed = (stored_row(project, i)["trajectory"] for i in ids)
+    assert prompt[1]["role"] == "user"
+    assert prompt[1]["content"] == (
+        '<image name=[Image #1] path="pixel.png">\n[image]\n</image>\n'
+        "no-tools: what is in this image?"
+    )
+    assert prompt[1]["images"] == [reference]
+    assert viewed[3] == {**viewed[3], "role": "tool", "content": "[image]"}
+    assert viewed[3]["images"] == [reference]
+    assert files(project, "images/") == [images.path_of(sha)]
+    line = f"image {sha[:12]} image/png {len(png)} bytes 2x2"
+    assert run("show", ids[0]).stdout.endswith(f"}}\n{line} (trajectory[1])\n")
+    assert run("show", ids[1]).stdout.endswith(f"}}\n{line} (trajectory[3])\n")
+
+
+def test_an_input_image_is_kept_only_from_a_png_or_jpeg_data_url() -> None:
+    from machine_git.sessions.values import images_of
+    from machine_git.sessions.values import text_of
+
+    data = base64.b64encode(fixture_png()).decode()
+    content = [
+        {"type": "input_image", "image_url": f"data:image/png;base64,{data}"},
+        {"type": "input_image", "image_url": "data:image/gif;base64,R0lGODlh"},
+        {"type": "input_image", "image_url": "file:///home/alice/shot.png"},
+        {"type": "input_image", "image_url": "https://example.com/shot.png"},
+        {"type": "input_image", "image_url": "data:image/png,not-base64"},
+        {"type": "input_image"},
+    ]
+    # machine never opens or fetches what a session only points at
+    assert images_of(content) == [{"media_type": "image/png", "base64": data}]
+    assert text_of(content) == "\n".join(["[image]"] * 6)
+
+
 def test_the_pre_receive_check_refuses_an_image_not_named_by_its_hash() -> None:
     from machine_git.sync import hooks
 
