@@ -188,6 +188,15 @@ CLAUDE: dict[str, tuple[Expected, str | None, str | None]] = {
         "end_turn",
         None,
     ),
+    # An image block in the prompt itself (stream-json input, as an SDK sends).
+    "prompt-image": (
+        [
+            user("no-tools: what is in this image?\n[image]", images=[PIXEL]),
+            says("Plain answer without tools: 2 + 2 = 4."),
+        ],
+        "end_turn",
+        None,
+    ),
     "subagent": (
         [
             user("subagent: delegate the job."),

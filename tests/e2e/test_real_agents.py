@@ -97,10 +97,12 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def claude(binary: Path, url: str, project: Path, *args: str) -> str:
+def claude(
+    binary: Path, url: str, project: Path, *args: str, stdin: str | None = None
+) -> str:
     # The agent's HOME is the test's HOME: machine finds its sessions there.
     env = realagents.claude_env(Path.home(), url)
-    done = realagents.run([str(binary), *args], project, env)
+    done = realagents.run([str(binary), *args], project, env, stdin=stdin)
     assert done.returncode == 0, done.stderr + done.stdout
     return done.stdout
 
@@ -192,6 +194,31 @@ def test_claude_code_sessions_are_tagged(
     claude(claude_bin, anthropic.url, workdir, "-p", prompt)
     expected, _, _ = expected_turns.CLAUDE[name]
     check_rows(run, workdir, "claude", in_project(expected, workdir))
+
+
+def test_claude_code_prompt_image_is_stored_once_and_shown(
+    claude_bin: Path, anthropic: fake_anthropic.Server, workdir: Path, run: Run
+) -> None:
+    png = base64.b64decode(expected_turns.PIXEL["base64"])
+    line = realagents.claude_user_line("no-tools: what is in this image?", png)
+    claude(
+        claude_bin,
+        anthropic.url,
+        workdir,
+        *realagents.claude_stream_args(),
+        stdin=line,
+    )
+    expected, _, _ = expected_turns.CLAUDE["prompt-image"]
+    trace = check_rows(run, workdir, "claude", expected)
+    sha = hashlib.sha256(png).hexdigest()
+    store = paths.store_path(workdir)
+    listed = git(store, "ls-tree", "-r", "--name-only", "HEAD", "images").split()
+    assert listed == [images.path_of(sha)]  # the answer row and the trace share it
+    shown = run("show", trace)
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.endswith(
+        f"}}\nimage {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[1])\n"
+    )
 
 
 def test_claude_code_prompt_command_is_a_turn(

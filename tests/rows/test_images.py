@@ -600,6 +600,27 @@ def test_claude_code_read_of_a_png_keeps_the_image_on_its_result(
     ]
 
 
+def test_claude_code_prompt_image_is_kept_on_the_user_record(
+    project: Path, run: Run
+) -> None:
+    # The real session: an image block in the prompt (stream-json input).
+    path = PI_SESSIONS.parents[1] / "claude" / "real" / "prompt-image.jsonl"
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    done = run("good", "--host", "claude", "--session", str(path), "--json")
+    assert done.exit_code == 0, done.stderr
+    row_id = orjson.loads(done.stdout)["id"]
+    (user, _) = stored_row(project, row_id)["messages"]
+    assert user == {
+        "role": "user",
+        "content": "no-tools: what is in this image?\n[image]",
+        "images": [{"sha256": sha, "media_type": "image/png", "size": len(png)}],
+    }
+    assert files(project, "images/") == [images.path_of(sha)]
+    line = f"image {sha[:12]} image/png {len(png)} bytes 2x2 (messages[0])"
+    assert run("show", row_id).stdout.endswith(f"}}\n{line}\n")
+
+
 def test_codex_prompt_and_view_image_pictures_are_stored_once_and_shown(
     project: Path, run: Run
 ) -> None:
