@@ -330,6 +330,84 @@ def test_diff_names_the_images_a_row_gained_and_the_file_is_not_other(
     )
 
 
+def write_row(project: Path, row: dict[str, Any], extra: dict[str, bytes]) -> None:
+    """Commit ``row`` as it is (and ``extra`` files), as an edit would."""
+    from machine_git.core import jsonio
+    from machine_git.store.store import Change
+    from machine_git.store.store import Redaction
+
+    files = {rows.row_path(row["id"]): jsonio.canonical(row), **extra}
+    Store.open(store_of(project)).write(
+        lambda snap: Change(
+            summary="edit images",
+            files=files,
+            trailers={"Action": "test"},
+            redaction=Redaction.KEPT,
+        )
+    )
+
+
+def field_lines(run: Run, *args: str) -> list[str]:
+    """The field view of ``machine diff``: the lines under the changed row."""
+    done = run("diff", *args)
+    assert done.exit_code == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith("    ")]
+
+
+def test_diff_field_view_prints_each_changed_image_as_its_line(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "image")
+    row_id = tag(run, "--trace")
+    out = io.BytesIO()
+    Image.new("RGB", (3, 1), (0, 0, 255)).save(out, "PNG")
+    wide = out.getvalue()
+    sha_a = hashlib.sha256(fixture_png()).hexdigest()
+    sha_b = hashlib.sha256(wide).hexdigest()
+    line_a = f"image {sha_a[:12]} image/png {len(fixture_png())} bytes 2x2"
+    line_b = f"image {sha_b[:12]} image/png {len(wide)} bytes 3x1"
+    row = stored_row(project, row_id)
+    user = row["trajectory"][1]
+    ref_a = user["images"][0]
+    ref_b = {"sha256": sha_b, "media_type": "image/png", "size": len(wide)}
+    # changed: one image for another, at the same place
+    user["images"] = [ref_b]
+    write_row(project, row, {images.path_of(sha_b): wide})
+    assert field_lines(run) == [
+        "    $.trajectory[1].images[0]:",
+        f"      - {line_a}",
+        f"      + {line_b}",
+    ]
+    # added
+    user["images"] = [ref_b, ref_a]
+    write_row(project, row, {})
+    assert field_lines(run) == ["    $.trajectory[1].images[1]:", f"      + {line_a}"]
+    # removed, the whole list
+    del user["images"]
+    write_row(project, row, {})
+    assert field_lines(run) == [
+        "    $.trajectory[1].images:",
+        f"      - {line_b}",
+        f"      - {line_a}",
+    ]
+    # a whole record with an image: the record, then its image
+    added = {"role": "user", "content": "[image]", "images": [ref_a]}
+    row["trajectory"].append({**added, "timestamp": user["timestamp"]})
+    write_row(project, row, {})
+    at = len(row["trajectory"]) - 1
+    head, image = field_lines(run)
+    assert head.startswith(f"    $.trajectory[{at}]: (absent) -> {{") and (
+        "sha256" not in head and "images" not in head
+    ), head
+    assert image == f"      + {line_a}"
+    # --json keeps the reference whole, at the image's path
+    first = run("diff", "HEAD~4", "HEAD~3", "--json")
+    (change,) = orjson.loads(first.stdout)["rows"]
+    assert change["fields"] == [
+        {"path": "$.trajectory[1].images[0]", "old": ref_a, "new": ref_b}
+    ]
+
+
 # -- exported and imported -----------------------------------------------------------
 
 
