@@ -212,18 +212,38 @@ def test_an_image_over_the_limit_is_refused_naming_the_setting(
     project: Path, run: Run
 ) -> None:
     install_session(project, "image")
-    tag(run, "--trace", "--no-images")  # makes the store
-    store = Store.open(store_of(project))
-    settings.write(store, "image_max_bytes", 50)
+    set_limit = run("data", "--image-max-bytes", "50")
+    assert set_limit.exit_code == 0, set_limit.stderr
     head = git(store_of(project), "rev-parse", "HEAD")
+    assert set_limit.stdout == (
+        f"images at most 50 bytes each from now on ({head[:12]})\n"
+    )
+    assert git(store_of(project), "log", "-1", "--format=%s") == (
+        "set image_max_bytes = 50\n"
+    )
+    assert settings.image_limit(Store.open(store_of(project)).snapshot()) == 50
+    assert "images   at most 50 bytes each\n" in run("data").stdout
     done = run("good")
     assert done.exit_code == 4
     assert done.stderr == (
         f"Error: an image of {len(fixture_png())} bytes is over the limit of 50 "
-        "(setting image_max_bytes; or tag with --no-images)\n"
+        "(setting image_max_bytes: machine data --image-max-bytes N; "
+        "or tag with --no-images)\n"
     )
     assert git(store_of(project), "rev-parse", "HEAD") == head
     assert files(project, "images/") == []
+    # raised again: the same turn is kept
+    again = run("data", "--image-max-bytes", "75", "--json")
+    assert orjson.loads(again.stdout)["image_max_bytes"] == 75
+    assert tag(run)
+    assert len(files(project, "images/")) == 1
+    same = run("data", "--image-max-bytes", "75")
+    assert same.stdout == "images were already at most 75 bytes each; nothing changed\n"
+    for bad in ("0", "-3", "5MB"):
+        refused = run("data", "--image-max-bytes", bad)
+        assert refused.exit_code == 2, bad
+        assert "Invalid value for '--image-max-bytes'" in refused.stderr
+    assert orjson.loads(run("data", "--json").stdout)["image_max_bytes"] == 75
 
 
 def test_gc_drops_an_image_once_no_row_names_it(project: Path, run: Run) -> None:
