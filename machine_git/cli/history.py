@@ -248,7 +248,7 @@ def _print_changes(
     result: diffs.Diff, detail: bool, reads: tuple[Any, Any] | None = None
 ) -> None:
     columns = table.width()
-    sides = reads if reads is not None else (_nothing, _nothing)
+    old_read, new_read = reads if reads is not None else (_nothing, _nothing)
     listing = []
     for change in result.rows:
         row = change.new or change.old or {}
@@ -266,7 +266,8 @@ def _print_changes(
         click.echo(line)
         if detail:
             for field in change.fields:
-                for shown in diffs.shown_field(field, *sides, columns - 4):
+                shown_lines = diffs.shown_field(field, old_read, new_read, columns - 4)
+                for shown in shown_lines:
                     click.echo(f"    {shown}")
             # An added or removed row has no fields: say which images it holds.
             if reads is not None and change.status in ("added", "removed"):

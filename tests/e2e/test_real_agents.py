@@ -151,7 +151,8 @@ def check_rows(
     the trace row's id."""
     # The expectation holds images inline, as read; the store names them by hash.
     inline = [r for r in expected if r["role"] != "reasoning"]
-    records = images.stored({"kind": "traces", "trajectory": inline})[0]["trajectory"]
+    trace: dict[str, Any] = {"kind": "traces", "trajectory": inline}
+    records: expected_turns.Expected = images.stored(trace)[0]["trajectory"]
     result = run("good", "--host", host)
     assert result.exit_code == 0, result.output
     row = tagged(project, result.stdout)

@@ -356,11 +356,14 @@ def write_row(project: Path, row: dict[str, Any], extra: dict[str, bytes]) -> No
     from machine_git.store.store import Change
     from machine_git.store.store import Redaction
 
-    files = {rows.row_path(row["id"]): jsonio.canonical(row), **extra}
+    written: dict[str, bytes | None] = {
+        rows.row_path(row["id"]): jsonio.canonical(row),
+        **extra,
+    }
     Store.open(store_of(project)).write(
         lambda snap: Change(
             summary="edit images",
-            files=files,
+            files=written,
             trailers={"Action": "test"},
             redaction=Redaction.KEPT,
         )
