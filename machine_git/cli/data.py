@@ -13,6 +13,7 @@ from machine_git.cli import progress
 from machine_git.cli.common import emit_json
 from machine_git.cli.common import json_option
 from machine_git.cli.common import limit_option
+from machine_git.cli.common import open_store
 from machine_git.cli.common import project_of
 from machine_git.cli.common import project_option
 from machine_git.core import inputs
@@ -23,6 +24,7 @@ from machine_git.core.errors import DAMAGED
 from machine_git.core.errors import INVALID
 from machine_git.history import history
 from machine_git.recovery import validate as checks
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.rows.schemas import KINDS
 from machine_git.store import settings
@@ -34,16 +36,28 @@ VALIDATE_FORMATS = tuple(checks.FORMATS)
 
 
 @click.command()
+@click.option(
+    "--image-max-bytes",
+    "image_max_bytes",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Set the largest image a tag keeps, in bytes (a committed setting; "
+    "default 5000000).",
+)
 @project_option
 @json_option
-def data(project: Path | None, as_json: bool) -> None:
+def data(project: Path | None, image_max_bytes: int | None, as_json: bool) -> None:
     """Show this project's store: where it is, row counts, settings, head.
 
     \b
     Example usage:
         machine data
         machine data --json
+        machine data --image-max-bytes 1000000
     """
+    if image_max_bytes is not None:
+        _set_image_limit(project, image_max_bytes, as_json)
+        return
     root = project_of(project)
     location = paths.store_path(root)
     if not store_exists(location):
@@ -53,6 +67,7 @@ def data(project: Path | None, as_json: bool) -> None:
             "exists": False,
             "counts": dict.fromkeys(KINDS, 0),
             "auto": False,
+            "image_max_bytes": images.DEFAULT_MAX_BYTES,
             "head": None,
         }
     else:
@@ -64,6 +79,7 @@ def data(project: Path | None, as_json: bool) -> None:
             "exists": True,
             "counts": stats.counts(store),
             "auto": settings.auto(store),
+            "image_max_bytes": settings.image_limit(store.snapshot()),
             "head": None
             if head is None
             else {
@@ -84,12 +100,23 @@ def data(project: Path | None, as_json: bool) -> None:
     click.echo(f"project  {info['project']}")
     click.echo(f"rows     {total} ({shown})")
     click.echo(f"auto     {'on' if info['auto'] else 'off'}")
+    click.echo(f"images   at most {info['image_max_bytes']:,} bytes each")
     if info["head"] is not None:
         head_info = info["head"]
         start = f"head     {head_info['commit'][:12]} "
         end = f" ({_shown(head_info['time'])})"
         room = table.width() - len(start) - len(end)
         click.echo(start + table.clip(head_info["summary"], room) + end)
+
+
+def _set_image_limit(project: Path | None, limit: int, as_json: bool) -> None:
+    commit = settings.write(open_store(project, create=True), images.SETTING, limit)
+    if as_json:
+        emit_json({images.SETTING: limit, "commit": commit})
+    elif commit is None:
+        click.echo(f"images were already at most {limit:,} bytes each; nothing changed")
+    else:
+        click.echo(f"images at most {limit:,} bytes each from now on ({commit[:12]})")
 
 
 @click.command()

@@ -240,10 +240,15 @@ def _image_lines(change: Any, old_read: Any, new_read: Any) -> list[str]:
     return out
 
 
+def _nothing(path: str) -> bytes | None:
+    return None
+
+
 def _print_changes(
     result: diffs.Diff, detail: bool, reads: tuple[Any, Any] | None = None
 ) -> None:
     columns = table.width()
+    old_read, new_read = reads if reads is not None else (_nothing, _nothing)
     listing = []
     for change in result.rows:
         row = change.new or change.old or {}
@@ -261,10 +266,11 @@ def _print_changes(
         click.echo(line)
         if detail:
             for field in change.fields:
-                old = diffs.show_value(field.old, columns)
-                new = diffs.show_value(field.new, columns)
-                click.echo(table.pair(f"    {field.path}: ", old, new, columns))
-            if reads is not None:
+                shown_lines = diffs.shown_field(field, old_read, new_read, columns - 4)
+                for shown in shown_lines:
+                    click.echo(f"    {shown}")
+            # An added or removed row has no fields: say which images it holds.
+            if reads is not None and change.status in ("added", "removed"):
                 for line in _image_lines(change, *reads):
                     click.echo(f"    {line}")
     if result.other_files:

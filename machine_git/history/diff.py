@@ -10,6 +10,7 @@ JSON arguments are compared key by key.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import pygit2
 from pygit2 import Commit
 
 from machine_git.core import jsonio
+from machine_git.core import table
 from machine_git.core.errors import TrainingError
 from machine_git.history import history
 from machine_git.history import revs
@@ -368,12 +370,16 @@ def diff_values(old: Any, new: Any, path: str = "$") -> list[FieldChange]:
         return out
     if isinstance(old, list) and isinstance(new, list):
         out = []
+        # An image reference is one value: its hash, type and size go together.
+        atomic = path.endswith(f".{images.FIELD}")
         for index in range(max(len(old), len(new))):
             sub = f"{path}[{index}]"
             if index >= len(old):
                 out.append(FieldChange(sub, MISSING, new[index]))
             elif index >= len(new):
                 out.append(FieldChange(sub, old[index], MISSING))
+            elif atomic and old[index] != new[index]:
+                out.append(FieldChange(sub, old[index], new[index]))
             else:
                 out.extend(diff_values(old[index], new[index], sub))
         return out
@@ -433,6 +439,67 @@ def show_value(value: Any, limit: int = 70) -> str:
         return "(absent)"
     text = jsonio.compact(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+Reader = Callable[[str], bytes | None]
+_IMAGE_AT = re.compile(rf"\.{images.FIELD}\[\d+\]$")
+
+
+def shown_field(
+    change: FieldChange, old_read: Reader, new_read: Reader, columns: int
+) -> list[str]:
+    """``change`` as lines for the terminal: ``path: old -> new``, cut to
+    ``columns``. An image is its line instead of its reference's JSON (``-
+    image 3f2a9c01b2d4 image/png 75 bytes 2x2``, read from that side's tree,
+    ``+`` for the new side), under its path, never cut; a whole record is shown
+    without its images, then one line for each."""
+    old, new, path = change.old, change.new, change.path
+    sides = (old_read, new_read)
+    if _IMAGE_AT.search(path):
+        return [f"{path}:", *_pictures([old], [new], *sides)]
+    if path.endswith(f".{images.FIELD}") and _lists_or_missing(old, new):
+        return [f"{path}:", *_pictures(old, new, *sides)]
+    if _has_images(old) or _has_images(new):
+        head = table.pair(
+            f"{path}: ",
+            show_value(_bare(old), columns),
+            show_value(_bare(new), columns),
+            columns,
+        )
+        return [head, *_pictures(_list_of(old), _list_of(new), *sides)]
+    plain = show_value(old, columns), show_value(new, columns)
+    return [table.pair(f"{path}: ", *plain, columns)]
+
+
+def _pictures(old: Any, new: Any, old_read: Reader, new_read: Reader) -> list[str]:
+    """``- image ...`` for each old image, ``+ image ...`` for each new one."""
+    lines = [f"  - {images.describe(i, old_read)}" for i in _references(old)]
+    return lines + [f"  + {images.describe(i, new_read)}" for i in _references(new)]
+
+
+def _references(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [i for i in value if isinstance(i, dict)]
+
+
+def _lists_or_missing(*values: Any) -> bool:
+    return all(v is MISSING or isinstance(v, list) for v in values)
+
+
+def _has_images(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get(images.FIELD), list)
+
+
+def _bare(value: Any) -> Any:
+    """A record without its images (they get their own lines)."""
+    if not _has_images(value):
+        return value
+    return {k: v for k, v in value.items() if k != images.FIELD}
+
+
+def _list_of(value: Any) -> Any:
+    return value[images.FIELD] if _has_images(value) else MISSING
 
 
 def touched(store: Store, commit: Commit) -> Diff:

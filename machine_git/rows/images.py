@@ -330,7 +330,8 @@ def _check_size(size: int, limit: int | None) -> None:
     if size > most:
         raise ImageTooLargeError(
             f"an image of {size:,} bytes is over the limit of {most:,} "
-            f"(setting {SETTING}; or tag with --no-images)"
+            f"(setting {SETTING}: machine data --image-max-bytes N; "
+            "or tag with --no-images)"
         )
 
 

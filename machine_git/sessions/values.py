@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 IMAGE = "[image]"
 KEPT_IMAGE_TYPES = ("image/png", "image/jpeg")  # rows/images.py MEDIA_TYPES
 EPOCH = "1970-01-01T00:00:00Z"
+_IMAGE_BLOCKS = ("image", "input_image")
 _TIMESTAMP = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$"
 )
@@ -49,7 +50,7 @@ def text_of(content: Any, *, joiner: str = "\n") -> str:
                 text = block.get("text")
                 if isinstance(text, str):
                     parts.append(text)
-            elif kind in ("image", "input_image"):
+            elif kind in _IMAGE_BLOCKS:
                 parts.append(IMAGE)
     return joiner.join(parts)
 
@@ -57,27 +58,42 @@ def text_of(content: Any, *, joiner: str = "\n") -> str:
 def images_of(content: Any) -> list[Image]:
     """The images of a list of content blocks, inline (rows/images.py).
 
-    Pi's ``{"type": "image", "data": <base64>, "mimeType": ...}`` blocks and
+    Pi's ``{"type": "image", "data": <base64>, "mimeType": ...}`` blocks,
     Claude Code's ``{"type": "image", "source": {"type": "base64", "data",
-    "media_type"}}``, in order; a type machine does not keep (not PNG or JPEG) stays the
-    ``[image]`` placeholder alone.
+    "media_type"}}`` and Codex's ``{"type": "input_image", "image_url":
+    "data:image/png;base64,..."}``, in order; a type machine does not keep (not
+    PNG or JPEG), or an image only named by a URL or path, stays the ``[image]``
+    placeholder alone: machine never fetches or opens what a session points at.
     """
     if not isinstance(content, list):
         return []
     found: list[Image] = []
     for block in content:
-        if not isinstance(block, dict) or block.get("type") != "image":
+        if not isinstance(block, dict) or block.get("type") not in _IMAGE_BLOCKS:
             continue
         data, media_type = block.get("data"), block.get("mimeType")
         source = block.get("source")
         if isinstance(source, dict) and source.get("type") == "base64":
             # Claude Code (the Anthropic API's shape)
             data, media_type = source.get("data"), source.get("media_type")
+        elif block.get("type") == "input_image":
+            media_type, data = _data_url(block.get("image_url"))
         if isinstance(data, str) and data and media_type in KEPT_IMAGE_TYPES:
             found.append(
                 cast("InlineImage", {"media_type": media_type, "base64": data})
             )
     return found
+
+
+def _data_url(url: Any) -> tuple[str | None, str | None]:
+    """The media type and base64 data of a ``data:<type>;base64,<data>`` URL."""
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None, None
+    head, comma, data = url[5:].partition(",")
+    media_type, _, encoding = head.partition(";")
+    if not comma or encoding != "base64":
+        return None, None
+    return media_type, data
 
 
 def string(value: Any) -> str | None:

@@ -27,6 +27,7 @@ def test_data_before_anything_is_tagged(project: Path, run: Run) -> None:
         f"project  {project}\n"
         "rows     0 (train 0, traces 0, rejected 0, observed 0)\n"
         "auto     off\n"
+        "images   at most 5,000,000 bytes each\n"
     )
     assert not location.exists()
 
@@ -45,7 +46,7 @@ def test_data_shows_counts_and_head(project: Path, run: Run) -> None:
     assert info["exists"] is True and info["auto"] is False
     text = run("data").stdout.splitlines()
     assert text[2] == "rows     3 (train 1, traces 1, rejected 1, observed 0)"
-    assert text[4].startswith(f"head     {head[:12]} bad ")
+    assert text[5].startswith(f"head     {head[:12]} bad ")
 
 
 def test_counts_follow_moves_and_stay_right_after_outside_commits(

@@ -23,8 +23,11 @@ Expected = list[dict[str, Any]]
 CLAUDE_CWD = "/tmp/machine-fixture/claude-proj"
 
 
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
+def user(text: str, images: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {"role": "user", "content": text}
+    if images is not None:
+        record["images"] = images  # kept inline by the reader (rows/images.py)
+    return record
 
 
 def thinks(text: str) -> dict[str, Any]:
@@ -181,6 +184,15 @@ CLAUDE: dict[str, tuple[Expected, str | None, str | None]] = {
             ),
             result("toolu_fake_72170c9b_0_0", "[image]", images=[PIXEL]),
             says("The image is a tiny 2x2 picture."),
+        ],
+        "end_turn",
+        None,
+    ),
+    # An image block in the prompt itself (stream-json input, as an SDK sends).
+    "prompt-image": (
+        [
+            user("no-tools: what is in this image?\n[image]", images=[PIXEL]),
+            says("Plain answer without tools: 2 + 2 = 4."),
         ],
         "end_turn",
         None,
@@ -406,9 +418,21 @@ CODEX: dict[str, tuple[Expected, str | None, str | None]] = {
         [
             user(
                 '<image name=[Image #1] path="pixel.png">\n[image]\n</image>\n'
-                "no-tools: what is in this image?"
+                "no-tools: what is in this image?",
+                images=[PIXEL],
             ),
             says("Plain answer without tools: 2 + 2 = 4."),
+        ],
+        None,
+        None,
+    ),
+    # view_image answers with the picture alone (an input_image part).
+    "view-image": (
+        [
+            user("view-image: look at pixel.png."),
+            calls(("call_fake_aedb2ef7_0_0", "view_image", '{"path": "pixel.png"}')),
+            result("call_fake_aedb2ef7_0_0", "[image]", images=[PIXEL]),
+            says("The image is a tiny 2x2 picture."),
         ],
         None,
         None,

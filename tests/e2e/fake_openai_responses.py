@@ -21,6 +21,7 @@ came back since that prompt. Answers stream as server-sent events
 | ``slow-answer`` | streams text slowly (a turn to interrupt) |
 | a compaction request | a summary; after it, ``Done, going on from the summary.`` |
 | ``long-output`` | ``seq 1 3000``, then text |
+| ``view-image`` | the ``view_image`` tool on ``pixel.png``, then text |
 
 Every request is kept in ``requests`` (and appended to the ``--log`` file
 when run as a script). Run as a script: ``python fake_openai_responses.py
@@ -142,13 +143,16 @@ class _Ask:
         self.crc = zlib.crc32(self.prompt.encode())
 
     def call(self, k: int, command: str) -> dict[str, Any]:
+        return self.tool(k, self.name, _args(self.kind, command))
+
+    def tool(self, k: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
         tag = f"{self.crc:08x}_{self.step}_{k}"
         return {
             "type": "function_call",
             "id": f"fc_fake_{tag}",
             "call_id": f"call_fake_{tag}",
-            "name": self.name,
-            "arguments": json.dumps(_args(self.kind, command)),
+            "name": name,
+            "arguments": json.dumps(args),
             "status": "completed",
         }
 
@@ -214,6 +218,13 @@ SCRIPTS: list[tuple[str, Any]] = [
     (
         "long-output",
         lambda a: [[a.call(0, "seq 1 3000")], [a.say("Printed 3000 numbers.")]],
+    ),
+    (
+        "view-image",
+        lambda a: [
+            [a.tool(0, "view_image", {"path": "pixel.png"})],
+            [a.say("The image is a tiny 2x2 picture.")],
+        ],
     ),
 ]
 

@@ -9,6 +9,7 @@ and by the fixture generators (tests/fixtures/{claude,codex}/make_sessions.py).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -76,6 +77,30 @@ def claude_env(home: Path, url: str) -> dict[str, str]:
     return env
 
 
+def claude_stream_args() -> list[str]:
+    """``claude -p`` reading its prompt as stream-json on stdin."""
+    return [
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+
+
+def claude_user_line(text: str, png: bytes) -> str:
+    """One stream-json user message: ``text``, then ``png`` as an image block."""
+    source = {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": base64.b64encode(png).decode(),
+    }
+    content = [{"type": "text", "text": text}, {"type": "image", "source": source}]
+    message = {"role": "user", "content": content}
+    return json.dumps({"type": "user", "message": message}) + "\n"
+
+
 def codex_env(home: Path, url: str) -> dict[str, str]:
     """The environment of a ``codex`` run against the fake Responses API at ``url``.
 
@@ -121,13 +146,15 @@ def run(
     env: dict[str, str],
     timeout: float = 60,
     interrupt_after: float | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run one CLI call to its end (or SIGINT it after ``interrupt_after`` s)."""
+    """Run one CLI call to its end (or SIGINT it after ``interrupt_after`` s),
+    ``stdin`` its input (else none)."""
     process = subprocess.Popen(
         argv,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -137,7 +164,7 @@ def run(
         time.sleep(interrupt_after)
         process.send_signal(signal.SIGINT)
     try:
-        out, err = process.communicate(timeout=timeout)
+        out, err = process.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()

@@ -8,6 +8,8 @@ typed as a real ``codex exec`` prompt after ``machine install codex``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -23,6 +25,7 @@ import orjson
 import pytest
 
 from machine_git.core import paths
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.sessions import claude as claude_sessions
 from machine_git.sessions import codex as codex_sessions
@@ -96,10 +99,12 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def claude(binary: Path, url: str, project: Path, *args: str) -> str:
+def claude(
+    binary: Path, url: str, project: Path, *args: str, stdin: str | None = None
+) -> str:
     # The agent's HOME is the test's HOME: machine finds its sessions there.
     env = realagents.claude_env(Path.home(), url)
-    done = realagents.run([str(binary), *args], project, env)
+    done = realagents.run([str(binary), *args], project, env, stdin=stdin)
     assert done.returncode == 0, done.stderr + done.stdout
     return done.stdout
 
@@ -143,9 +148,13 @@ def check_rows(
     host: str,
     expected: expected_turns.Expected,
     context: bool = True,
-) -> None:
-    """``machine good`` then ``machine good --trace``: both rows are the turn."""
-    records = [r for r in expected if r["role"] != "reasoning"]
+) -> str:
+    """``machine good`` then ``machine good --trace``: both rows are the turn;
+    the trace row's id."""
+    # The expectation holds images inline, as read; the store names them by hash.
+    inline = [r for r in expected if r["role"] != "reasoning"]
+    trace: dict[str, Any] = {"kind": "traces", "trajectory": inline}
+    records: expected_turns.Expected = images.stored(trace)[0]["trajectory"]
     result = run("good", "--host", host)
     assert result.exit_code == 0, result.output
     row = tagged(project, result.stdout)
@@ -164,6 +173,7 @@ def check_rows(
     )
     # Claude Code and Codex record their system prompt; Gemini CLI does not.
     assert (row["context"] is not None) == context
+    return str(row["id"])
 
 
 # -- Claude Code -----------------------------------------------------------------
@@ -187,6 +197,31 @@ def test_claude_code_sessions_are_tagged(
     claude(claude_bin, anthropic.url, workdir, "-p", prompt)
     expected, _, _ = expected_turns.CLAUDE[name]
     check_rows(run, workdir, "claude", in_project(expected, workdir))
+
+
+def test_claude_code_prompt_image_is_stored_once_and_shown(
+    claude_bin: Path, anthropic: fake_anthropic.Server, workdir: Path, run: Run
+) -> None:
+    png = base64.b64decode(expected_turns.PIXEL["base64"])
+    line = realagents.claude_user_line("no-tools: what is in this image?", png)
+    claude(
+        claude_bin,
+        anthropic.url,
+        workdir,
+        *realagents.claude_stream_args(),
+        stdin=line,
+    )
+    expected, _, _ = expected_turns.CLAUDE["prompt-image"]
+    trace = check_rows(run, workdir, "claude", expected)
+    sha = hashlib.sha256(png).hexdigest()
+    store = paths.store_path(workdir)
+    listed = git(store, "ls-tree", "-r", "--name-only", "HEAD", "images").split()
+    assert listed == [images.path_of(sha)]  # the answer row and the trace share it
+    shown = run("show", trace)
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.endswith(
+        f"}}\nimage {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[1])\n"
+    )
 
 
 def test_claude_code_prompt_command_is_a_turn(
@@ -270,6 +305,29 @@ def test_codex_sessions_are_tagged(
     assert len(list((codex_sessions.home() / "sessions").rglob("rollout-*.jsonl"))) == 1
     expected, _, _ = expected_turns.CODEX[name]
     check_rows(run, workdir, "codex", expected)
+
+
+def test_codex_images_are_read_stored_once_and_shown(
+    codex_bin: Path, responses: fake_openai_responses.Server, workdir: Path, run: Run
+) -> None:
+    png = base64.b64decode(expected_turns.PIXEL["base64"])
+    (workdir / "pixel.png").write_bytes(png)
+    # attached to the prompt (-i), then seen by the view_image tool
+    prompt = "no-tools: what is in this image?"
+    codex(codex_bin, responses.url, workdir, prompt, "-i", "pixel.png")  # -i takes many
+    check_rows(run, workdir, "codex", expected_turns.CODEX["image"][0])
+    codex(codex_bin, responses.url, workdir, "view-image: look at pixel.png.")
+    trace = check_rows(run, workdir, "codex", expected_turns.CODEX["view-image"][0])
+    # four rows, one image file
+    sha = hashlib.sha256(png).hexdigest()
+    store = paths.store_path(workdir)
+    listed = git(store, "ls-tree", "-r", "--name-only", "HEAD", "images").split()
+    assert listed == [images.path_of(sha)]
+    shown = run("show", trace)
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.endswith(
+        f"}}\nimage {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[3])\n"
+    )
 
 
 def test_codex_failed_request_is_refused_and_kept_as_bad(

@@ -212,18 +212,38 @@ def test_an_image_over_the_limit_is_refused_naming_the_setting(
     project: Path, run: Run
 ) -> None:
     install_session(project, "image")
-    tag(run, "--trace", "--no-images")  # makes the store
-    store = Store.open(store_of(project))
-    settings.write(store, "image_max_bytes", 50)
+    set_limit = run("data", "--image-max-bytes", "50")
+    assert set_limit.exit_code == 0, set_limit.stderr
     head = git(store_of(project), "rev-parse", "HEAD")
+    assert set_limit.stdout == (
+        f"images at most 50 bytes each from now on ({head[:12]})\n"
+    )
+    assert git(store_of(project), "log", "-1", "--format=%s") == (
+        "set image_max_bytes = 50\n"
+    )
+    assert settings.image_limit(Store.open(store_of(project)).snapshot()) == 50
+    assert "images   at most 50 bytes each\n" in run("data").stdout
     done = run("good")
     assert done.exit_code == 4
     assert done.stderr == (
         f"Error: an image of {len(fixture_png())} bytes is over the limit of 50 "
-        "(setting image_max_bytes; or tag with --no-images)\n"
+        "(setting image_max_bytes: machine data --image-max-bytes N; "
+        "or tag with --no-images)\n"
     )
     assert git(store_of(project), "rev-parse", "HEAD") == head
     assert files(project, "images/") == []
+    # raised again: the same turn is kept
+    again = run("data", "--image-max-bytes", "75", "--json")
+    assert orjson.loads(again.stdout)["image_max_bytes"] == 75
+    assert tag(run)
+    assert len(files(project, "images/")) == 1
+    same = run("data", "--image-max-bytes", "75")
+    assert same.stdout == "images were already at most 75 bytes each; nothing changed\n"
+    for bad in ("0", "-3", "5MB"):
+        refused = run("data", "--image-max-bytes", bad)
+        assert refused.exit_code == 2, bad
+        assert "Invalid value for '--image-max-bytes'" in refused.stderr
+    assert orjson.loads(run("data", "--json").stdout)["image_max_bytes"] == 75
 
 
 def test_gc_drops_an_image_once_no_row_names_it(project: Path, run: Run) -> None:
@@ -328,6 +348,87 @@ def test_diff_names_the_images_a_row_gained_and_the_file_is_not_other(
         f"    - image {sha[:12]} image/png {len(png)} bytes 2x2 (trajectory[1])\n"
         in gone.stdout
     )
+
+
+def write_row(project: Path, row: dict[str, Any], extra: dict[str, bytes]) -> None:
+    """Commit ``row`` as it is (and ``extra`` files), as an edit would."""
+    from machine_git.core import jsonio
+    from machine_git.store.store import Change
+    from machine_git.store.store import Redaction
+
+    written: dict[str, bytes | None] = {
+        rows.row_path(row["id"]): jsonio.canonical(row),
+        **extra,
+    }
+    Store.open(store_of(project)).write(
+        lambda snap: Change(
+            summary="edit images",
+            files=written,
+            trailers={"Action": "test"},
+            redaction=Redaction.KEPT,
+        )
+    )
+
+
+def field_lines(run: Run, *args: str) -> list[str]:
+    """The field view of ``machine diff``: the lines under the changed row."""
+    done = run("diff", *args)
+    assert done.exit_code == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith("    ")]
+
+
+def test_diff_field_view_prints_each_changed_image_as_its_line(
+    project: Path, run: Run
+) -> None:
+    install_session(project, "image")
+    row_id = tag(run, "--trace")
+    out = io.BytesIO()
+    Image.new("RGB", (3, 1), (0, 0, 255)).save(out, "PNG")
+    wide = out.getvalue()
+    sha_a = hashlib.sha256(fixture_png()).hexdigest()
+    sha_b = hashlib.sha256(wide).hexdigest()
+    line_a = f"image {sha_a[:12]} image/png {len(fixture_png())} bytes 2x2"
+    line_b = f"image {sha_b[:12]} image/png {len(wide)} bytes 3x1"
+    row = stored_row(project, row_id)
+    user = row["trajectory"][1]
+    ref_a = user["images"][0]
+    ref_b = {"sha256": sha_b, "media_type": "image/png", "size": len(wide)}
+    # changed: one image for another, at the same place
+    user["images"] = [ref_b]
+    write_row(project, row, {images.path_of(sha_b): wide})
+    assert field_lines(run) == [
+        "    $.trajectory[1].images[0]:",
+        f"      - {line_a}",
+        f"      + {line_b}",
+    ]
+    # added
+    user["images"] = [ref_b, ref_a]
+    write_row(project, row, {})
+    assert field_lines(run) == ["    $.trajectory[1].images[1]:", f"      + {line_a}"]
+    # removed, the whole list
+    del user["images"]
+    write_row(project, row, {})
+    assert field_lines(run) == [
+        "    $.trajectory[1].images:",
+        f"      - {line_b}",
+        f"      - {line_a}",
+    ]
+    # a whole record with an image: the record, then its image
+    added = {"role": "user", "content": "[image]", "images": [ref_a]}
+    row["trajectory"].append({**added, "timestamp": user["timestamp"]})
+    write_row(project, row, {})
+    at = len(row["trajectory"]) - 1
+    head, image = field_lines(run)
+    assert head.startswith(f"    $.trajectory[{at}]: (absent) -> {{") and (
+        "sha256" not in head and "images" not in head
+    ), head
+    assert image == f"      + {line_a}"
+    # --json keeps the reference whole, at the image's path
+    first = run("diff", "HEAD~4", "HEAD~3", "--json")
+    (change,) = orjson.loads(first.stdout)["rows"]
+    assert change["fields"] == [
+        {"path": "$.trajectory[1].images[0]", "old": ref_a, "new": ref_b}
+    ]
 
 
 # -- exported and imported -----------------------------------------------------------
@@ -598,6 +699,74 @@ def test_claude_code_read_of_a_png_keeps_the_image_on_its_result(
     assert tool["images"] == [
         {"sha256": sha, "media_type": "image/png", "size": len(fixture_png())}
     ]
+
+
+def test_claude_code_prompt_image_is_kept_on_the_user_record(
+    project: Path, run: Run
+) -> None:
+    # The real session: an image block in the prompt (stream-json input).
+    path = PI_SESSIONS.parents[1] / "claude" / "real" / "prompt-image.jsonl"
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    done = run("good", "--host", "claude", "--session", str(path), "--json")
+    assert done.exit_code == 0, done.stderr
+    row_id = orjson.loads(done.stdout)["id"]
+    (user, _) = stored_row(project, row_id)["messages"]
+    assert user == {
+        "role": "user",
+        "content": "no-tools: what is in this image?\n[image]",
+        "images": [{"sha256": sha, "media_type": "image/png", "size": len(png)}],
+    }
+    assert files(project, "images/") == [images.path_of(sha)]
+    line = f"image {sha[:12]} image/png {len(png)} bytes 2x2 (messages[0])"
+    assert run("show", row_id).stdout.endswith(f"}}\n{line}\n")
+
+
+def test_codex_prompt_and_view_image_pictures_are_stored_once_and_shown(
+    project: Path, run: Run
+) -> None:
+    # The real rollouts: `codex exec -i pixel.png`, and the view_image tool.
+    real = PI_SESSIONS.parents[1] / "codex" / "real"
+    png = fixture_png()
+    sha = hashlib.sha256(png).hexdigest()
+    reference = {"sha256": sha, "media_type": "image/png", "size": len(png)}
+    ids = []
+    for name in ("image", "view-image"):
+        path = str(real / f"{name}.jsonl")
+        done = run("good", "--trace", "--host", "codex", "--session", path, "--json")
+        assert done.exit_code == 0, done.stderr
+        ids.append(orjson.loads(done.stdout)["id"])
+    prompt, viewed = (stored_row(project, i)["trajectory"] for i in ids)
+    assert prompt[1]["role"] == "user"
+    assert prompt[1]["content"] == (
+        '<image name=[Image #1] path="pixel.png">\n[image]\n</image>\n'
+        "no-tools: what is in this image?"
+    )
+    assert prompt[1]["images"] == [reference]
+    assert viewed[3] == {**viewed[3], "role": "tool", "content": "[image]"}
+    assert viewed[3]["images"] == [reference]
+    assert files(project, "images/") == [images.path_of(sha)]
+    line = f"image {sha[:12]} image/png {len(png)} bytes 2x2"
+    assert run("show", ids[0]).stdout.endswith(f"}}\n{line} (trajectory[1])\n")
+    assert run("show", ids[1]).stdout.endswith(f"}}\n{line} (trajectory[3])\n")
+
+
+def test_an_input_image_is_kept_only_from_a_png_or_jpeg_data_url() -> None:
+    from machine_git.sessions.values import images_of
+    from machine_git.sessions.values import text_of
+
+    data = base64.b64encode(fixture_png()).decode()
+    content = [
+        {"type": "input_image", "image_url": f"data:image/png;base64,{data}"},
+        {"type": "input_image", "image_url": "data:image/gif;base64,R0lGODlh"},
+        {"type": "input_image", "image_url": "file:///home/alice/shot.png"},
+        {"type": "input_image", "image_url": "https://example.com/shot.png"},
+        {"type": "input_image", "image_url": "data:image/png,not-base64"},
+        {"type": "input_image"},
+    ]
+    # machine never opens or fetches what a session only points at
+    assert images_of(content) == [{"media_type": "image/png", "base64": data}]
+    assert text_of(content) == "\n".join(["[image]"] * 6)
 
 
 def test_the_pre_receive_check_refuses_an_image_not_named_by_its_hash() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from machine_git.core.errors import SessionError
@@ -23,6 +24,9 @@ from machine_git.sessions.records import Records
 from machine_git.sessions.values import images_of
 from machine_git.sessions.values import string
 from machine_git.sessions.values import text_of
+
+if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Image
 
 HOST = "claude"
 SOURCE = "claude-code"  # meta.source (agent-trajectory's name)
@@ -473,6 +477,15 @@ def _user_text(row: _Row) -> str:
     return text if text.strip() else ""
 
 
+def _prompt_images(row: _Row) -> list[Image]:
+    """The images of the prompt, inline: base64 ``image`` blocks of the row
+    the user typed (a pasted picture, an SDK client's image). A command's
+    expansion is Claude Code's text: no images. The ``[Image: source: …]``
+    companion row naming the file Claude Code saved it to is meta, not read.
+    """
+    return images_of(row.message.get("content")) if _user_text(row) else []
+
+
 def _noise(text: str) -> bool:
     head = text.lstrip()
     return head.startswith(NOISE_PREFIXES) or head.startswith(_INTERRUPTED)
@@ -497,7 +510,7 @@ def _turn(
         stamp = builder.moment(row.data.get("timestamp"))
         where = f"line {row.line}"
         if index == 0:
-            builder.user(text, stamp)
+            builder.user(text, stamp, _prompt_images(row))
         elif row.is_user:
             if _has_results(row):
                 _results(builder, row, stamp, where)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
 
@@ -22,8 +23,12 @@ from machine_git.sessions import Turn
 from machine_git.sessions import files
 from machine_git.sessions.records import Records
 from machine_git.sessions.records import window
+from machine_git.sessions.values import images_of
 from machine_git.sessions.values import string
 from machine_git.sessions.values import text_of
+
+if TYPE_CHECKING:
+    from machine_git.rows.rowtypes import Image
 
 HOST = "codex"
 SOURCE = "codex"
@@ -103,7 +108,7 @@ def read_turn(
         row = rows[index]
         stamp = builder.moment(row.timestamp)
         if index == start:
-            builder.user(turn.texts[index], stamp)
+            builder.user(turn.texts[index], stamp, _user_images(row))
         elif index in summaries:
             continue  # a compaction's summary: Codex's, not an answer
         elif row.kind == "turn_context":
@@ -185,6 +190,18 @@ def _user(row: _Row) -> str:
     return _user_text(row.payload) if row.kind == "response_item" else ""
 
 
+def _user_images(row: _Row) -> list[Image]:
+    """The images pasted or attached (``-i``) with the prompt, inline.
+
+    Codex writes each as an ``input_image`` part with a data URL, between
+    ``<image>`` text parts. A prompt read from an ``event_msg`` keeps its
+    text alone: the event has no placeholder to put an image at.
+    """
+    if row.kind != "response_item":
+        return []
+    return images_of(row.payload.get("content"))
+
+
 def _user_event(row: _Row) -> str:
     if row.kind != "event_msg" or row.payload.get("type") != "user_message":
         return ""
@@ -257,7 +274,9 @@ def _item(builder: Records, row: _Row, stamp: str, line_id: str, events: bool) -
             text, failed = jsonio.compact(payload.get("tools") or []), None
         else:
             text, failed = _output(payload.get("output"))
-        builder.result(payload.get("call_id"), None, text, failed, stamp, where)
+        # view_image answers with the picture itself: input_image parts.
+        shown = images_of(payload.get("output"))
+        builder.result(payload.get("call_id"), None, text, failed, stamp, where, shown)
     else:
         return False
     return True
