@@ -475,8 +475,8 @@ def _line(
         shape = _conversation_problem(item)
         if shape:
             return None, f"not a conversation ({shape})"
-        line = cast("dict[str, Any]", item)
-        return (line if with_images else datasets.without_images(line)), ""
+        value = cast("dict[str, Any]", item)
+        return (value if with_images else datasets.without_images(value)), ""
     errors = schemas.row_problems(item)
     if errors:
         return None, f"schema: {errors[0]}"

@@ -22,6 +22,7 @@ import tinker
 
 from machine_git.core import jsonio
 from machine_git.core.errors import TrainingError
+from machine_git.export import export
 from machine_git.store.store import Store
 from machine_git.train import runs
 from machine_git.train import validate
@@ -268,3 +269,18 @@ def test_an_exported_file_with_image_parts_validates_as_its_model_takes_it(
         "blocking  does not render (ValueError: an image part is not a PNG or "
         "JPEG data URI ('http://127.0.0.1:9/pixel.png')): odd.jsonl:1"
     ) in refused.stdout
+
+
+def test_a_row_not_read_with_its_images_keeps_the_placeholder(
+    project: Path, run: Run
+) -> None:
+    # An eval prompt renders the stored row (its images by reference): no
+    # empty data URI, the placeholder as before.
+    ids = _tag(run, project)
+    row = _store(project).read_row(ids["image"])
+    assert row is not None
+    line = export.to_tinker(row)
+    assert line["messages"][0]["content"] == (
+        '<file name="/tmp/machine-fixture/proj/pixel.png"></file>\n'
+        "What is in this image?\n[image]"
+    )

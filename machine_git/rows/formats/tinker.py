@@ -47,10 +47,18 @@ def read(value: dict[str, Any], found: Found) -> Parsed | None:
 
 
 def _with_parts(message: chat.Message) -> chat.Message:
-    """A message with inline images as cookbook content parts (else as is)."""
-    found = message.get("images")
-    if not found:
-        return {k: v for k, v in message.items() if k != "images"}
+    """A message with inline images as cookbook content parts (else as is).
+
+    An image still a store reference (a row not read with its images, e.g.
+    an eval prompt) keeps its ``[image]`` placeholder: a part needs bytes.
+    """
     out = {k: v for k, v in message.items() if k != "images"}
-    out["content"] = chat.image_parts(str(message.get("content") or ""), message, True)
+    found = [
+        i
+        for i in message.get("images") or ()
+        if isinstance(i, dict) and ("base64" in i or "url" in i)
+    ]
+    if found:
+        text = str(message.get("content") or "")
+        out["content"] = chat.image_parts(text, {"images": found}, True)
     return out
