@@ -135,7 +135,7 @@ def check(
     Rows are rendered from their export line (``with_context=False``: as
     ``--no-context`` exports them), their images read with ``read``;
     ``with_images=False`` (``--no-images``) leaves the ``[image]``
-    placeholders instead. A model that takes no images blocks a row that
+    placeholders instead. Any other model than a vision one blocks a row that
     holds some."""
     seen = rendering.rendering(base_model, renderer)
     report = Report(
@@ -494,8 +494,8 @@ LEFT_OUT = "left out of the export (no assistant answer)"
 def no_images(base_model: str) -> str:
     """Why a row with images is blocked for a model that takes none."""
     return (
-        f"holds images, which {base_model} does not take (--no-images trains on "
-        "the [image] placeholder instead; a Qwen3-VL model renders them)"
+        "holds images, which machine renders only for Qwen3-VL Instruct, not "
+        f"{base_model} (--no-images trains on the [image] placeholder instead)"
     )
 
 
@@ -511,9 +511,9 @@ def refuse_images(items: Iterable[Item], base_model: str, shown: int = 3) -> Non
     more = f" and {len(found) - shown} more" if len(found) > shown else ""
     rows = "row holds" if len(found) == 1 else "rows hold"
     raise TrainingError(
-        f"{base_model} takes no images, and {len(found)} {rows} them: "
-        f"{names}{more} (--no-images trains on the [image] placeholder instead; "
-        "a Qwen3-VL base model renders them)"
+        f"{base_model}: machine renders images only for Qwen3-VL Instruct, and "
+        f"{len(found)} {rows} them: {names}{more} (--no-images trains on the "
+        "[image] placeholder instead)"
     )
 
 

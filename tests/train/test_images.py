@@ -1,4 +1,4 @@
-"""Image rows in training: refused by a model that takes no images (or
+"""Image rows in training: refused by a model machine renders no images for (or
 trained on their placeholder with ``--no-images``), rendered for Qwen3-VL
 offline with the cookbook's renderer, and sent as the dump shows.
 
@@ -34,15 +34,12 @@ from tests.train import conftest as support
 from tests.train.conftest import FakeTinker
 
 VL = "Qwen/Qwen3-VL-30B-A3B-Instruct"
-TEXT = support.MODEL  # Qwen/Qwen3-30B-A3B: takes no images
+TEXT = support.MODEL  # Qwen/Qwen3-30B-A3B: text only
 # Qwen3-VL's smart resize of a 2x2 image with the published parameters
 # (patch 16, merge 2, at least 65,536 pixels): 256x256, 16x16 patches, 2x2
 # merged: 64 tokens.
 PIXEL_TOKENS = 64
-HINT = (
-    "(--no-images trains on the [image] placeholder instead; a Qwen3-VL base "
-    "model renders them)"
-)
+HINT = "(--no-images trains on the [image] placeholder instead)"
 
 
 def _pixel() -> bytes:
@@ -82,7 +79,7 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return tried
 
 
-# -- a model that takes no images -------------------------------------------------
+# -- a model without images --------------------------------------------------------
 
 
 def test_a_text_model_refuses_image_rows_naming_them(project: Path, run: Run) -> None:
@@ -90,16 +87,16 @@ def test_a_text_model_refuses_image_rows_naming_them(project: Path, run: Run) ->
     result = run("train", "sft", "--batch-size", "1")
     assert result.exit_code != 0
     assert result.stderr == (
-        f"Error: {TEXT} takes no images, and 1 row holds them: {ids['image']} {HINT}\n"
+        f"Error: {TEXT}: machine renders images only for Qwen3-VL Instruct, and "
+        f"1 row holds them: {ids['image']} {HINT}\n"
     )
     assert runs.all_runs(_store(project)) == []  # nothing prepared
     # train validate says the same, as a blocking problem of that row
     checked = run("train", "validate", "--batch-size", "1")
     assert checked.exit_code == 1
     assert (
-        f"blocking  holds images, which {TEXT} does not take (--no-images trains "
-        "on the [image] placeholder instead; a Qwen3-VL model renders them): "
-        f"{ids['image']}\n"
+        "blocking  holds images, which machine renders only for Qwen3-VL "
+        f"Instruct, not {TEXT} {HINT}: {ids['image']}\n"
     ) in checked.stdout
 
 
@@ -113,7 +110,8 @@ def test_the_refusal_names_a_few_rows_then_how_many_more(
     with pytest.raises(TrainingError) as e:
         validate.refuse_images(items, TEXT)
     assert str(e.value) == (
-        f"{TEXT} takes no images, and 5 rows hold them: row1, row2, row3 and "
+        f"{TEXT}: machine renders images only for Qwen3-VL Instruct, and 5 rows "
+        "hold them: row1, row2, row3 and "
         f"2 more {HINT}"
     )
     validate.refuse_images(items, VL)  # a vision model takes them
@@ -249,8 +247,10 @@ def test_an_exported_file_with_image_parts_validates_as_its_model_takes_it(
     label = f"data.jsonl:{sorted(ids.values()).index(ids['image']) + 1}"
     text = run("train", "validate", str(out), "--batch-size", "1")
     assert text.exit_code == 1
-    assert f"blocking  holds images, which {TEXT} does not take" in text.stdout
-    assert text.stdout.rstrip().endswith(f"renders them): {label}")
+    assert text.stdout.rstrip().endswith(
+        f"blocking  holds images, which machine renders only for Qwen3-VL "
+        f"Instruct, not {TEXT} {HINT}: {label}"
+    )
     plain = run("train", "validate", str(out), "--batch-size", "1", "--no-images")
     assert plain.exit_code == 0, plain.stdout
     seen = run("train", "validate", str(out), "--batch-size", "1", "--base-model", VL)
