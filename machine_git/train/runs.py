@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -310,7 +311,8 @@ def export_lines(
     Images are read from the store at ``commit`` (a format that carries them:
     tinker's image parts), or left as ``[image]`` (``with_images=False``).
     """
-    read = store.snapshot(commit).read
+    # Many rows often share one screenshot: keep the last few images read.
+    read = functools.lru_cache(maxsize=16)(store.snapshot(commit).read)
     for row_id, row in chosen.items:
         if with_images and images.has_images(row):
             row = images.inline(row, read)

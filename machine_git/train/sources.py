@@ -10,6 +10,7 @@ Light: no training stack.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,7 +69,7 @@ def of_store(store: Store, commit: Commit, revision: str | None, kind: str) -> S
     eval_set = evals.active(store)
     overlap = evals.overlap(store, eval_set, picked.items) if eval_set else []
     return Source(
-        read=store.snapshot(pinned).read,
+        read=functools.lru_cache(maxsize=16)(store.snapshot(pinned).read),
         items=picked.items,
         kind=kind,
         conversations=False,

@@ -284,3 +284,21 @@ def test_a_row_not_read_with_its_images_keeps_the_placeholder(
         '<file name="/tmp/machine-fixture/proj/pixel.png"></file>\n'
         "What is in this image?\n[image]"
     )
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "tokens"),
+    [
+        (2, 2, 64),  # resized up to 256x256 (65,536 pixels at least): 16x16 / 4
+        (1280, 800, 1000),  # multiples of 32 already: 80x50 patches / 4
+        (1001, 333, 310),  # rounded to 992x320: 62x20 patches / 4
+    ],
+)
+def test_image_token_counts_follow_the_published_parameters(
+    width: int, height: int, tokens: int
+) -> None:
+    # Qwen's smart resize by hand: each side to the nearest multiple of
+    # patch 16 x merge 2 = 32, the area kept within [65,536, 16,777,216].
+    assert vision.parameters()["patch_size"] == 16
+    assert vision.parameters()["merge_size"] == 2
+    assert vision.image_tokens(width, height) == tokens
