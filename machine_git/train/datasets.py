@@ -211,7 +211,8 @@ def picture(url: Any) -> Any:
         with Image.open(io.BytesIO(raw)) as opened:
             opened.load()
             return opened.copy()
-    except (binascii.Error, OSError, SyntaxError) as e:
+    except (binascii.Error, OSError, SyntaxError, Image.DecompressionBombError) as e:
+        # (a bomb: more pixels than Pillow opens, whatever its size in bytes)
         raise ValueError(f"an image part does not decode: {e}") from None
 
 

@@ -39,13 +39,20 @@ def parameters() -> dict[str, Any]:
 @functools.cache
 def image_processor() -> Any:
     """Qwen3-VL's image processor, built offline from :func:`parameters`."""
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        Qwen2VLImageProcessorPil,
-    )
+    # transformers 5 has the PIL build in its own module; in 4.57 (which the
+    # cookbook allows too) the default class is the PIL one.
+    try:
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+            Qwen2VLImageProcessorPil as Processor,
+        )
+    except ImportError:
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import (  # type: ignore[assignment]
+            Qwen2VLImageProcessor as Processor,
+        )
 
     config = parameters()
     kwargs = {k: config[k] for k in (*_KEYS, *_NORMALIZE) if k in config}
-    return Qwen2VLImageProcessorPil(**kwargs)
+    return Processor(**kwargs)
 
 
 def image_tokens(width: int, height: int) -> int:
