@@ -45,6 +45,13 @@ _no_context = click.option(
     is_flag=True,
     help="Leave the turns' system prompts and tools out of the training data.",
 )
+_no_images = click.option(
+    "--no-images",
+    "no_images",
+    is_flag=True,
+    help="Train on the [image] placeholder instead of the turns' images "
+    "(a model that takes no images refuses rows with images without it).",
+)
 _base_model = click.option(
     "--base-model",
     default=DEFAULT_BASE_MODEL,
@@ -107,6 +114,7 @@ def train() -> None:
     help="Write each datum a run sends (tokens, weights, marked text) as JSONL.",
 )
 @_no_context
+@_no_images
 @project_option
 @json_option
 def validate(
@@ -117,6 +125,7 @@ def validate(
     batch_size: int,
     dump: Path | None,
     no_context: bool,
+    no_images: bool,
     project: Path | None,
     as_json: bool,
 ) -> None:
@@ -146,6 +155,7 @@ def validate(
             dump=out,
             progress=shown,
             with_context=not no_context,
+            with_images=not no_images,
         )
     if as_json:
         emit_json(report.to_json())
@@ -267,6 +277,7 @@ def _where(f: Callable[..., None]) -> Callable[..., None]:
 @click.option("--force", is_flag=True, help="Prepare the same run again.")
 @_hyper_options(_DEFAULTS.learning_rate, _DEFAULTS.batch_size)
 @_no_context
+@_no_images
 @_where
 @project_option
 @json_option
@@ -277,6 +288,7 @@ def sft(
     force: bool,
     hyper: Hyper,
     no_context: bool,
+    no_images: bool,
     where: tuple[str, ...],
     project: Path | None,
     as_json: bool,
@@ -291,6 +303,7 @@ def sft(
         machine train sft --kind traces
         machine train sft --rev v1 --epochs 3
         machine train sft --where 'quality>=4'
+        machine train sft --base-model Qwen/Qwen3-VL-30B-A3B-Instruct
     """
     _prepare(
         project,
@@ -302,6 +315,7 @@ def sft(
         hyper=hyper,
         context=not no_context,
         where=_conditions(where),
+        images=not no_images,
     )
 
 

@@ -167,9 +167,10 @@ def _prepare(row: Row, redact: bool = True) -> Row:
     return redaction.redact_row(row)[0]
 
 
-# Formats that carry images: OpenAI's as image_url parts, rows as they are
-# (inline). Every other format gets the ``[image]`` placeholders, as before.
-IMAGE_FORMATS = frozenset({"openai", "rows"})
+# Formats that carry images: OpenAI's as image_url parts, tinker's as the
+# cookbook's image parts, rows as they are (inline). Every other format gets
+# the ``[image]`` placeholders, as before.
+IMAGE_FORMATS = frozenset({"openai", "tinker", "rows"})
 
 
 def prepared(row: Row, with_context: bool = True, redact: bool = True) -> Row:

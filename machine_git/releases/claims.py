@@ -54,6 +54,7 @@ def claim_problems(store: Store, run: dict[str, Any]) -> list[str]:
         return [f"dataset commit {str(dataset.get('commit'))[:12]} is not in the store"]
     fmt = "dpo" if run.get("method") == "dpo" else "tinker"
     context = dataset.get("context") is not False
+    with_images = dataset.get("images") is not False
     eval_id = dataset.get("held_out_eval")
     items: list[tuple[str, Row]] = []
     held: set[str] = set()
@@ -75,7 +76,9 @@ def claim_problems(store: Store, run: dict[str, Any]) -> list[str]:
     digest = hashlib.sha256()
     exported: set[str] = set()
     lines = 0
-    for row_id, line in runs.export_lines(store, commit, picked, fmt, context):
+    for row_id, line in runs.export_lines(
+        store, commit, picked, fmt, context, with_images
+    ):
         digest.update(line)
         exported.add(row_id)
         lines += 1

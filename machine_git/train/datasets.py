@@ -33,6 +33,7 @@ from machine_git.core import inputs
 from machine_git.core import jsonio
 from machine_git.core.errors import TrainingError
 from machine_git.export import export
+from machine_git.rows import images
 from machine_git.train import config
 from machine_git.train import rendering
 from machine_git.train import runs
@@ -83,9 +84,64 @@ def conversation_of(line: dict[str, Any]) -> Conversation:
     return Conversation(list(line["messages"]), specs)
 
 
-def row_line(row: Row, with_context: bool = True) -> bytes | None:
-    """The line a run's export holds for ``row`` (None: the export skips it)."""
-    return export.row_line(row, "tinker", with_context=with_context)
+def row_line(
+    row: Row,
+    with_context: bool = True,
+    with_images: bool = True,
+    read: images.Reader | None = None,
+) -> bytes | None:
+    """The line a run's export holds for ``row`` (None: the export skips it).
+
+    Its images are read with ``read`` (the store at the run's commit) and
+    carried as the cookbook's image parts; ``with_images=False``
+    (``--no-images``) leaves the ``[image]`` placeholders instead.
+    """
+    if with_images and read is not None and images.has_images(row):
+        row = images.inline(row, read)
+    return export.row_line(
+        row, "tinker", with_context=with_context, with_images=with_images
+    )
+
+
+def image_rows(items: Iterable[tuple[str, Any]]) -> list[str]:
+    """The labels of the items (rows or exported lines) that hold images."""
+    return [label for label, item in items if holds_images(item)]
+
+
+def holds_images(item: Any) -> bool:
+    """True if a row, or an exported line, carries an image."""
+    if not isinstance(item, dict):
+        return False
+    if images.has_images(item):
+        return True
+    for message in item.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") in ("image", "image_url")
+            for p in content
+        ):
+            return True
+    return False
+
+
+def without_images(value: dict[str, Any]) -> dict[str, Any]:
+    """An exported line with each image part as the ``[image]`` placeholder
+    (``--no-images`` on a file of conversations)."""
+    messages = []
+    for message in value.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            text = "".join(
+                images.PLACEHOLDER
+                if isinstance(p, dict) and p.get("type") in ("image", "image_url")
+                else str(p.get("text") or "")
+                if isinstance(p, dict)
+                else ""
+                for p in content
+            )
+            message = {**message, "content": text}
+        messages.append(message)
+    return {**value, "messages": messages}
 
 
 def row_conversation(row: Row, with_context: bool = True) -> Conversation:
@@ -114,6 +170,8 @@ def cookbook_messages(messages: Iterable[dict[str, Any]]) -> list[renderers.Mess
     for message in messages:
         m = {k: v for k, v in message.items() if v is not None}
         m.setdefault("content", "")
+        if isinstance(m["content"], list):
+            m["content"] = [_part(p) for p in m["content"]]
         calls = m.pop("tool_calls", None)
         if calls:
             m["tool_calls"] = [
@@ -121,6 +179,41 @@ def cookbook_messages(messages: Iterable[dict[str, Any]]) -> list[renderers.Mess
             ]
         out.append(m)  # type: ignore[arg-type]  # a Message is a TypedDict
     return out
+
+
+def _part(part: Any) -> Any:
+    """A content part as the cookbook's renderers take it: an image part's
+    data URI opened here as a PIL image, so the renderer never opens a URL
+    (``image_to_chunk`` would fetch one with urllib)."""
+    if not isinstance(part, dict) or part.get("type") not in ("image", "image_url"):
+        return part
+    url = part.get("image")
+    if part.get("type") == "image_url":
+        url = (part.get("image_url") or {}).get("url")
+    return {"type": "image", "image": picture(url)}
+
+
+def picture(url: Any) -> Any:
+    """The PIL image of a ``data:image/png|jpeg;base64,`` URI; ValueError for
+    anything else (a URL or a path is never opened)."""
+    import base64
+    import binascii
+    import io
+
+    from PIL import Image
+
+    head, _, data = str(url).partition(",")
+    if head not in ("data:image/png;base64", "data:image/jpeg;base64"):
+        shown = str(url)[:40]
+        raise ValueError(f"an image part is not a PNG or JPEG data URI ({shown!r})")
+    try:
+        raw = base64.b64decode(data, validate=True)
+        with Image.open(io.BytesIO(raw)) as opened:
+            opened.load()
+            return opened.copy()
+    except (binascii.Error, OSError, SyntaxError, Image.DecompressionBombError) as e:
+        # (a bomb: more pixels than Pillow opens, whatever its size in bytes)
+        raise ValueError(f"an image part does not decode: {e}") from None
 
 
 def _call(call: dict[str, Any]) -> dict[str, Any]:

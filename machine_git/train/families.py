@@ -29,7 +29,14 @@ QWEN3_5 = Family("Qwen3.5", "Qwen35Tokenizer", "qwen3_5", "qwen3_5")
 KIMI_K2_THINKING = Family(
     "Kimi K2 Thinking", "KimiK2ThinkingTokenizer", "kimi_k2", "kimi_k2_thinking"
 )
-ACCEPTED = (QWEN3, QWEN3_5, KIMI_K2_THINKING)
+# Qwen3-VL: the vision family. Its tokenizer is Qwen3's (the same vocabulary
+# and vision tokens, which tml-renderers ships); its image processor is built
+# offline from the published preprocessor parameters (train/vision.py). No copy
+# of its chat template is reachable, so unlike the others it is rendered with
+# the cookbook's renderer unchecked (template "").
+QWEN3_VL = Family("Qwen3-VL", "Qwen3Tokenizer", "qwen3_vl_instruct", "")
+ACCEPTED = (QWEN3, QWEN3_5, KIMI_K2_THINKING, QWEN3_VL)
+VISION = (QWEN3_VL,)  # the families whose rows may hold images
 
 _NO_TEMPLATE = (
     "its published chat template is not among machine's fixtures, so its "
@@ -53,7 +60,11 @@ _REFUSED = (
         "a base model's renderer (role_colon) follows no chat template and drops "
         "tool calls",
     ),
-    ("-VL-", "vision-language models are not rendered offline"),
+    (
+        "-VL-",
+        "of the vision-language models machine renders only Qwen3-VL Instruct "
+        "(its image processor and tokenizer are offline)",
+    ),
     ("Qwen/Qwen3.6-", f"{_NO_TEMPLATE} (it differs from Qwen3.5's)"),
     ("Qwen/Qwen3.8-", f"{_NO_TEMPLATE} (it differs from Qwen3.5's)"),
     (
@@ -96,6 +107,14 @@ _ACCEPTED = (
 )
 
 
+def takes_images(base_model: str) -> bool:
+    """True if machine renders images for ``base_model`` (a vision family)."""
+    try:
+        return family(base_model) in VISION
+    except TrainingError:
+        return False
+
+
 def refusal(base_model: str) -> str | None:
     """Why ``base_model`` is refused (a known reason), or None."""
     for part, why in _REFUSED:
@@ -108,6 +127,8 @@ def family(base_model: str) -> Family:
     """The accepted family of ``base_model``, or a one-line refusal."""
     if base_model == "moonshotai/Kimi-K2-Thinking":
         return KIMI_K2_THINKING  # before the refusal of the other Kimi models
+    if base_model.startswith("Qwen/Qwen3-VL-") and base_model.endswith("-Instruct"):
+        return QWEN3_VL  # before the refusal of the other vision models
     why = refusal(base_model)
     if why is not None:
         raise TrainingError(f"{base_model} is not accepted: {why}{_ACCEPTED}")
@@ -142,6 +163,13 @@ def verdict(base_model: str) -> Verdict:
     except TrainingError:
         why = refusal(base_model) or "not a model family machine renders"
         return Verdict(base_model, False, None, why)
+    if not chosen.template:
+        why = (
+            "images and text through the cookbook's renderer, with Qwen3's "
+            "tokenizer and the published image preprocessor (offline); not checked "
+            "against its chat template, which is not reachable here"
+        )
+        return Verdict(base_model, True, chosen.renderer, why)
     return Verdict(
         base_model,
         True,

@@ -43,6 +43,7 @@ class Options:
     dpo_beta: float = config.DPO_BETA
     context: bool = True
     where: tuple[str, ...] = ()  # labels the rows must meet (tagging.labels.Where)
+    images: bool = True  # False: --no-images, the [image] placeholders only
 
 
 def run(store: Store, options: Options) -> dict[str, Any]:
@@ -66,6 +67,7 @@ def run(store: Store, options: Options) -> dict[str, Any]:
         dpo_beta=options.dpo_beta,
         context=options.context,
         where=options.where,
+        images=options.images,
     )
 
 
@@ -79,12 +81,15 @@ def _refuse_what_validate_blocks(
     store: Store, commit: Commit, options: Options
 ) -> None:
     src = sources.of_store(store, commit, options.revision, options.kind)
+    if options.images:
+        validate.refuse_images(src.items, options.base_model)
     report = validate.check_source(
         src,
         base_model=options.base_model,
         max_length=options.hyper.max_length,
         batch_size=options.hyper.batch_size,
         with_context=options.context,
+        with_images=options.images,
     )
     validate.refuse_blocking(report)
 

@@ -121,6 +121,7 @@ class DatasetRecord(_Record):
     held_out_rows: Count = 0
     context: bool = True
     where: list[NonEmpty] = []  # the labels its rows had to meet (--where)
+    images: bool = True  # False: trained on the [image] placeholders (--no-images)
 
 
 class StepRecord(_Record):
@@ -230,3 +231,4 @@ class Manifest(_Record):
     held_out: HeldOut | None = None
     row_ids: list[NonEmpty] | None = None  # line n is row row_ids[n - 1]
     where: list[NonEmpty] = []  # the labels its rows had to meet (--where)
+    images: bool = True  # False: the [image] placeholders only (--no-images)

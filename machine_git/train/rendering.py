@@ -40,11 +40,12 @@ from machine_git.core.errors import TrainingError
 from machine_git.train.families import KIMI_K2_THINKING
 from machine_git.train.families import QWEN3
 from machine_git.train.families import QWEN3_5
+from machine_git.train.families import QWEN3_VL
 from machine_git.train.families import Family
 from machine_git.train.families import family
 
 # the families, from families.py
-__all__ = ["KIMI_K2_THINKING", "QWEN3", "QWEN3_5", "Family", "family"]
+__all__ = ["KIMI_K2_THINKING", "QWEN3", "QWEN3_5", "QWEN3_VL", "Family", "family"]
 
 _EOS = "<|im_end|>"
 
@@ -397,6 +398,14 @@ def rendering(base_model: str, name: str | None = None) -> Rendering:
     if chosen == KIMI_K2_THINKING.renderer:
         kimi = KimiK2ThinkingRenderer(cast(Any, tok))
         return Rendering(base_model, chosen, kimi, tok)
+    if chosen == QWEN3_VL.renderer:
+        from tinker_cookbook.renderers.qwen3 import Qwen3VLInstructRenderer
+
+        from machine_git.train import vision
+
+        processor = vision.image_processor()  # offline: no AutoImageProcessor
+        vl = Qwen3VLInstructRenderer(cast(Any, tok), processor)
+        return Rendering(base_model, chosen, vl, tok)
     try:
         renderer = renderers.get_renderer(chosen, cast(Any, tok), model_name=base_model)
     except (ConfigurationError, KeyError, ValueError) as e:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -41,6 +42,7 @@ from machine_git.core.errors import TrainingError
 from machine_git.export import export
 from machine_git.history import history
 from machine_git.history.revs import RUN_REFS
+from machine_git.rows import images
 from machine_git.rows import rows
 from machine_git.store.store import WORK
 from machine_git.store.store import Change
@@ -250,6 +252,7 @@ def write_export(
     fmt: str = "tinker",
     with_context: bool = True,
     where: tuple[str, ...] = (),
+    with_images: bool = True,
 ) -> Exported:
     """The run's data: ``machine export --format tinker`` (``dpo`` for pairs)
     minus the eval set; ``with_context=False`` is ``--no-context``.
@@ -262,7 +265,9 @@ def write_export(
     ids: list[str] = []
     chosen = selection.select(store, commit, kind, where)
     with open(target, "wb") as out:
-        for row_id, line in export_lines(store, commit, chosen, fmt, with_context):
+        for row_id, line in export_lines(
+            store, commit, chosen, fmt, with_context, with_images
+        ):
             out.write(line)
             digest.update(line)
             ids.append(row_id)
@@ -282,6 +287,8 @@ def write_export(
     ).as_dict()
     if where:
         manifest["where"] = list(where)
+    if not with_images:
+        manifest["images"] = False
     manifest["held_out"] = {"eval": chosen.eval_id, "rows": chosen.held_out}
     manifest["row_ids"] = ids  # line n of the export is row row_ids[n - 1]
     export.manifest_path(target).write_bytes(jsonio.canonical(manifest))
@@ -294,15 +301,24 @@ def export_lines(
     chosen: selection.Selection,
     fmt: str,
     with_context: bool,
+    with_images: bool = True,
 ) -> Iterator[tuple[str, bytes]]:
     """Each row's line, then (pairs) the pairs of rows rated differently, each
     with the row it comes from (the preferred one, for a pair of two).
 
     A run's ``data.jsonl`` is these lines, and its record's claims are checked
     by rebuilding them (releases/claims.py): one function, the same bytes.
+    Images are read from the store at ``commit`` (a format that carries them:
+    tinker's image parts), or left as ``[image]`` (``with_images=False``).
     """
+    # Many rows often share one screenshot: keep the last few images read.
+    read = functools.lru_cache(maxsize=16)(store.snapshot(commit).read)
     for row_id, row in chosen.items:
-        found = export.row_line(row, fmt, with_context=with_context)
+        if with_images and images.has_images(row):
+            row = images.inline(row, read)
+        found = export.row_line(
+            row, fmt, with_context=with_context, with_images=with_images
+        )
         if found is not None:
             yield row_id, found
     if fmt not in export.PAIR_FORMATS:
@@ -357,6 +373,7 @@ def prepare(
     dpo_beta: float = config.DPO_BETA,
     context: bool = True,
     where: tuple[str, ...] = (),
+    images: bool = True,
 ) -> dict[str, Any]:
     """Export the pinned revision into a new run folder, write the files, commit.
 
@@ -377,6 +394,8 @@ def prepare(
         extra["context"] = False
     if where:
         extra["where"] = list(where)
+    if not images:
+        extra["images"] = False
     run_id = make_id(kind, str(commit.id), base_model, hyper, keep_out.eval_id, extra)
     existing = read(store, run_id)
     if existing is not None and not force:
@@ -390,7 +409,7 @@ def prepare(
         fmt = "dpo" if method == "dpo" else "tinker"
         target = run_folder / config.DATA_FILE
         exported = write_export(
-            store, commit, revision, kind, target, fmt, context, where
+            store, commit, revision, kind, target, fmt, context, where, images
         )
         if exported.rows == 0:
             shutil.rmtree(run_folder, ignore_errors=True)
@@ -441,6 +460,7 @@ def prepare(
             "held_out_rows": exported.held_out,
             "context": context,
             **({"where": list(where)} if where else {}),
+            **({"images": False} if not images else {}),
         },
         "base_model": base_model,
         "renderer": renderer,

@@ -10,6 +10,7 @@ Light: no training stack.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ class Source(NamedTuple):
     held_out: int = 0
     eval_id: str | None = None
     overlap: tuple[str, ...] = ()  # labels sharing a session or content with evals
+    read: Callable[[str], bytes | None] | None = None  # the store's files (images)
 
 
 def of_target(
@@ -62,10 +64,12 @@ def of_store(store: Store, commit: Commit, revision: str | None, kind: str) -> S
     from machine_git.train import pins
     from machine_git.train import selection
 
-    picked = selection.select(store, pins.data_commit(commit), kind)
+    pinned = pins.data_commit(commit)
+    picked = selection.select(store, pinned, kind)
     eval_set = evals.active(store)
     overlap = evals.overlap(store, eval_set, picked.items) if eval_set else []
     return Source(
+        read=functools.lru_cache(maxsize=16)(store.snapshot(pinned).read),
         items=picked.items,
         kind=kind,
         conversations=False,

@@ -30,9 +30,11 @@ from machine_git.core.errors import UsageError
 from machine_git.core.progress import QUIET
 from machine_git.core.progress import Progress
 from machine_git.core.progress import track
+from machine_git.rows import images
 from machine_git.rows import schemas
 from machine_git.train import config
 from machine_git.train import datasets
+from machine_git.train import families
 from machine_git.train import rendering
 from machine_git.train import sources
 
@@ -125,11 +127,16 @@ def check(
     renderer: str | None = None,
     dump: IO[bytes] | None = None,
     with_context: bool = True,
+    with_images: bool = True,
+    read: images.Reader | None = None,
 ) -> Report:
     """Check and render every item; ``rows_are_conversations`` for export files.
 
     Rows are rendered from their export line (``with_context=False``: as
-    ``--no-context`` exports them)."""
+    ``--no-context`` exports them), their images read with ``read``;
+    ``with_images=False`` (``--no-images``) leaves the ``[image]``
+    placeholders instead. Any other model than a vision one blocks a row that
+    holds some."""
     seen = rendering.rendering(base_model, renderer)
     report = Report(
         source, kind, base_model, seen.renderer_name, max_length, batch_size
@@ -140,6 +147,8 @@ def check(
         datasets.train_on_what(kind),
         rows_are_conversations,
         with_context,
+        with_images,
+        read,
     )
     found: dict[str, list[str]] = {}
     for label, item in items:
@@ -168,6 +177,8 @@ class _Pass:
     train_on: Any
     conversations: bool
     with_context: bool = True
+    with_images: bool = True
+    read: images.Reader | None = None
     prompts: dict[str, list[str]] = field(default_factory=dict)
     cut: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
@@ -175,9 +186,14 @@ class _Pass:
         self, label: str, item: Row | dict[str, Any], dump: IO[bytes] | None
     ) -> list[str]:
         """What is wrong with one item (its counts go to the report)."""
-        value, why = _line(item, self.conversations, self.with_context)
+        value, why = _line(
+            item, self.conversations, self.with_context, self.with_images, self.read
+        )
         if value is None:
             return [why]
+        model = self.report.base_model
+        if datasets.holds_images(value) and not families.takes_images(model):
+            return [no_images(model)]
         messages, tools = datasets.conversation_of(value)
         self.prompts.setdefault(_prompt_key(messages), []).append(label)
         if _empty_answer(messages):
@@ -276,28 +292,66 @@ def dumped(label: str, number: int, datum: Any, seen: Any) -> dict[str, Any]:
     cut to ``--max-length``), ``weights`` 1 where the token carries loss
     (before the per-sequence mean; the first token is never a target);
     ``text`` the decoded sequence with each trained span between ⟦ and ⟧.
+    A sequence with images (a vision model) also has ``chunks``, the
+    datum's chunks in order: ``{"type": "text", "tokens": n}`` or ``{"type":
+    "image", "tokens": n, "format", "bytes", "sha256"}`` with the token count
+    the renderer computed (``expected_tokens``); in ``tokens`` each position
+    of an image is ``null``, and ``text`` shows it as ``⟨image n tokens⟩``.
     """
-    inputs = datum.model_input.to_ints()
+    ids, chunks = _positions(datum.model_input.chunks)
     targets = [int(t) for t in datum.loss_fn_inputs["target_tokens"].data]
-    ids = inputs + targets[-1:]
+    ids = ids + targets[-1:]
     sent = datum.loss_fn_inputs["weights"].data
     marks = [0] + [1 if float(w) > 0 else 0 for w in sent]
     pieces: list[str] = []
     start = 0
     for i in range(1, len(ids) + 1):
-        if i == len(ids) or marks[i] != marks[start]:
+        same = i < len(ids) and marks[i] == marks[start]
+        if same and (ids[i] is None) == (ids[start] is None):
+            continue  # the span goes on: same weight, text (or image) still
+        if ids[start] is None:
+            pieces.append(f"\u27e8image {i - start} tokens\u27e9")
+        else:
             text = seen.tokenizer.decode(ids[start:i])
             pieces.append(
                 f"{TRAINED_OPEN}{text}{TRAINED_CLOSE}" if marks[start] else text
             )
-            start = i
-    return {
+        start = i
+    out: dict[str, Any] = {
         "row": label,
         "example": number,
         "tokens": ids,
         "weights": marks,
         "text": "".join(pieces),
     }
+    if any(chunk["type"] == "image" for chunk in chunks):
+        out["chunks"] = chunks
+    return out
+
+
+def _positions(chunks: Iterable[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Token ids position by position (None where an image stands) and what
+    each chunk is."""
+    import hashlib
+
+    ids: list[Any] = []
+    shown: list[dict[str, Any]] = []
+    for chunk in chunks:
+        if chunk.type == "encoded_text":
+            ids.extend(int(t) for t in chunk.tokens)
+            shown.append({"type": "text", "tokens": len(chunk.tokens)})
+            continue
+        ids.extend([None] * chunk.length)
+        shown.append(
+            {
+                "type": "image",
+                "tokens": chunk.length,
+                "format": chunk.format,
+                "bytes": len(chunk.data),
+                "sha256": hashlib.sha256(chunk.data).hexdigest(),
+            }
+        )
+    return ids, shown
 
 
 def check_source(
@@ -310,6 +364,7 @@ def check_source(
     dump: IO[bytes] | None = None,
     progress: Progress = QUIET,
     with_context: bool = True,
+    with_images: bool = True,
 ) -> Report:
     """Check what ``src`` holds; rows that share a session or a prompt and
     answer with the eval set in force are blocking (they would train on it).
@@ -325,6 +380,8 @@ def check_source(
         renderer=renderer,
         dump=dump,
         with_context=with_context,
+        with_images=with_images,
+        read=src.read,
     )
     report.held_out = src.held_out
     if src.overlap:
@@ -406,7 +463,11 @@ def _is_blocking(what: str) -> bool:
 
 
 def _line(
-    item: Row | dict[str, Any], is_conversation: bool, with_context: bool
+    item: Row | dict[str, Any],
+    is_conversation: bool,
+    with_context: bool,
+    with_images: bool = True,
+    read: images.Reader | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """The exported line ``item`` renders from (a row's: the bytes its run
     export holds, read back), or None and why it cannot."""
@@ -414,17 +475,46 @@ def _line(
         shape = _conversation_problem(item)
         if shape:
             return None, f"not a conversation ({shape})"
-        return cast("dict[str, Any]", item), ""
+        value = cast("dict[str, Any]", item)
+        return (value if with_images else datasets.without_images(value)), ""
     errors = schemas.row_problems(item)
     if errors:
         return None, f"schema: {errors[0]}"
-    line = datasets.row_line(cast("Row", item), with_context)  # schema-checked
+    line = datasets.row_line(  # schema-checked
+        cast("Row", item), with_context, with_images, read
+    )
     if line is None:
         return None, LEFT_OUT
     return cast("dict[str, Any]", jsonio.loads(line)), ""
 
 
 LEFT_OUT = "left out of the export (no assistant answer)"
+
+
+def no_images(base_model: str) -> str:
+    """Why a row with images is blocked for a model that takes none."""
+    return (
+        "holds images, which machine renders only for Qwen3-VL Instruct, not "
+        f"{base_model} (--no-images trains on the [image] placeholder instead)"
+    )
+
+
+def refuse_images(items: Iterable[Item], base_model: str, shown: int = 3) -> None:
+    """Refuse rows with images for a model that takes none, in one line that
+    names them (a few, then how many more)."""
+    if families.takes_images(base_model):
+        return
+    found = datasets.image_rows(items)
+    if not found:
+        return
+    names = ", ".join(found[:shown])
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    rows = "row holds" if len(found) == 1 else "rows hold"
+    raise TrainingError(
+        f"{base_model}: machine renders images only for Qwen3-VL Instruct, and "
+        f"{len(found)} {rows} them: {names}{more} (--no-images trains on the "
+        "[image] placeholder instead)"
+    )
 
 
 def _conversation_problem(item: Row | dict[str, Any]) -> str | None:

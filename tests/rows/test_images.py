@@ -467,9 +467,19 @@ def test_openai_export_carries_images_as_data_uris_in_their_place(
             run, project, "--kind", kind, "--format", "openai", "--no-images"
         )
         assert bare["messages"][0] == {"role": "user", "content": text + "\n[image]"}
-        # a format without images: the placeholder, as before
+        # tinker: the cookbook's ImagePart, the data URI in its place
         (tinker,) = exported(run, project, "--kind", kind, "--format", "tinker")
-        assert tinker["messages"][0] == {"role": "user", "content": text + "\n[image]"}
+        assert tinker["messages"][0] == {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": text + "\n"},
+                {"type": "image", "image": uri},
+            ],
+        }
+        (plain,) = exported(
+            run, project, "--kind", kind, "--format", "tinker", "--no-images"
+        )
+        assert plain["messages"][0] == {"role": "user", "content": text + "\n[image]"}
 
 
 def test_rows_without_images_export_the_same_bytes_with_or_without_no_images(
@@ -510,6 +520,43 @@ def test_an_openai_export_imports_back_with_the_same_image_blobs(
         str(target),
     )
     assert again.read_bytes() == out.read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["train", "traces"])
+def test_a_tinker_export_imports_back_and_exports_the_same_bytes(
+    project: Path, run: Run, tmp_path: Path, kind: str
+) -> None:
+    install_edited(project, with_text_chunks(fixture_png()))  # stripped on tagging
+    tag(run, "--trace")
+    tag(run)
+    out = tmp_path / "data.jsonl"
+    done = run("export", "--kind", kind, "--format", "tinker", "-o", str(out))
+    assert done.exit_code == 0, done.stderr
+    uri = "data:image/png;base64," + base64.b64encode(fixture_png()).decode()
+    assert out.read_bytes().count(orjson.dumps({"image": uri, "type": "image"})) == 1
+    again = tmp_path / "again.jsonl"
+    run("export", "--kind", kind, "--format", "tinker", "-o", str(again))
+    assert again.read_bytes() == out.read_bytes()  # the same revision, the same bytes
+    target = other_project(tmp_path, "copy")
+    given = run("import", str(out), "--kind", kind, "--project", str(target))
+    assert given.exit_code == 0, given.stderr
+    assert files(target, "images/") == files(project, "images/")
+    (path,) = files(target, "images/")
+    assert blob(target, path) == blob(project, path) == fixture_png()
+    back = tmp_path / "back.jsonl"
+    done = run(
+        "export",
+        "--kind",
+        kind,
+        "--format",
+        "tinker",
+        "-o",
+        str(back),
+        "--project",
+        str(target),
+    )
+    assert done.exit_code == 0, done.stderr
+    assert back.read_bytes() == out.read_bytes()
 
 
 def test_a_rows_export_imports_back_to_the_same_rows_and_images(

@@ -41,7 +41,9 @@ def rated(project: Path, run: Run, tmp_path: Path) -> dict[str, str]:
     ids = {}
     for name in SESSIONS:
         install_session(project, name)
-        assert run("good").exit_code == 0
+        # a text model trains these rows: the image stays its placeholder
+        flags = ("--no-images",) if name == "image" else ()
+        assert run("good", *flags).exit_code == 0
         ids[name] = json.loads(run("tagged", "--json", "-n", "1").stdout)[0]["id"]
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))

@@ -40,6 +40,8 @@ def test_fim_and_repo_tokens_are_not_special_as_in_hugging_face() -> None:
         ("Qwen/Qwen3-30B-A3B", rendering.QWEN3),
         ("Qwen/Qwen3-8B", rendering.QWEN3),
         ("Qwen/Qwen3.5-9B", rendering.QWEN3_5),
+        ("Qwen/Qwen3-VL-30B-A3B-Instruct", rendering.QWEN3_VL),
+        ("Qwen/Qwen3-VL-235B-A22B-Instruct", rendering.QWEN3_VL),
     ],
 )
 def test_accepted_families(model: str, family: rendering.Family) -> None:
@@ -60,7 +62,6 @@ def test_accepted_families(model: str, family: rendering.Family) -> None:
             "a base model's renderer (role_colon) follows no chat template and "
             "drops tool calls",
         ),
-        ("Qwen/Qwen3-VL-30B-A3B-Instruct", "vision-language models are not rendered"),
     ],
 )
 def test_families_without_a_checked_template_are_refused(model: str, why: str) -> None:

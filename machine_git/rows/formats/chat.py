@@ -161,13 +161,18 @@ def openai_message(message: Message) -> Message:
     return out
 
 
-def image_parts(text: str, message: Message) -> list[dict[str, Any]]:
+def image_parts(
+    text: str, message: Message, tinker: bool = False
+) -> list[dict[str, Any]]:
     """OpenAI content parts of ``text`` with ``message``'s inline images.
 
     Each ``[image]`` placeholder becomes the next image; images left over
-    (more images than placeholders) follow the text.
+    (more images than placeholders) follow the text. ``tinker``: each image
+    is the cookbook's ``ImagePart`` (``{"type": "image", "image": <data
+    URI>}``, what its vision renderers read) instead of an ``image_url``.
     """
     found = [i for i in message.get("images") or [] if isinstance(i, dict)]
+    part = _image_part if tinker else _image_url
     pieces = text.split(PLACEHOLDER)
     parts: list[dict[str, Any]] = []
     for index, piece in enumerate(pieces):
@@ -175,11 +180,16 @@ def image_parts(text: str, message: Message) -> list[dict[str, Any]]:
             parts.append({"type": "text", "text": piece})
         if index < len(pieces) - 1:
             if found:
-                parts.append(_image_url(found.pop(0)))
+                parts.append(part(found.pop(0)))
             else:
                 parts.append({"type": "text", "text": PLACEHOLDER})
-    parts.extend(_image_url(image) for image in found)
+    parts.extend(part(image) for image in found)
     return parts
+
+
+def _image_part(image: dict[str, Any]) -> dict[str, Any]:
+    # tinker-cookbook's ImagePart; its renderers open a data URI offline.
+    return {"type": "image", "image": _image_url(image)["image_url"]["url"]}
 
 
 def _image_url(image: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +207,7 @@ def text_and_images(content: Any) -> tuple[Any, list[dict[str, str]]]:
     ``[image]`` placeholder per image, and its images inline (data URIs only;
     anything else is left as it was, for the schema to name)."""
     if not isinstance(content, list) or not any(
-        isinstance(p, dict) and p.get("type") == "image_url" for p in content
+        isinstance(p, dict) and p.get("type") in _IMAGE_PARTS for p in content
     ):
         return content, []
     text: list[str] = []
@@ -208,13 +218,26 @@ def text_and_images(content: Any) -> tuple[Any, list[dict[str, str]]]:
         if part.get("type") == "text" and isinstance(part.get("text"), str):
             text.append(part["text"])
             continue
-        url = (part.get("image_url") or {}).get("url")
+        url = _url_of(part)
         match = _DATA_URI.match(url) if isinstance(url, str) else None
-        if part.get("type") != "image_url" or match is None:
+        if match is None:
             return content, []
         text.append(PLACEHOLDER)
         found.append({"media_type": match.group(1), "base64": match.group(2)})
     return "".join(text), found
+
+
+_IMAGE_PARTS = ("image_url", "image")  # OpenAI's, tinker-cookbook's
+
+
+def _url_of(part: dict[str, Any]) -> Any:
+    """The URL of an image part (OpenAI ``image_url`` or cookbook ``image``)."""
+    if part.get("type") == "image_url":
+        found = part.get("image_url")
+        return found.get("url") if isinstance(found, dict) else None
+    if part.get("type") == "image":
+        return part.get("image")
+    return None
 
 
 def string_content(messages: Iterable[Message]) -> list[Message]:

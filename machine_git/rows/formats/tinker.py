@@ -2,8 +2,12 @@
 tinker-cookbook reads a conversation file (``schemas/line-tinker``).
 
 Every content is a string (an assistant message that only calls tools has
-``""``); ``tools`` are the cookbook's ``ToolSpec`` dicts, which machine's
-builder renders as the model family's tool declaration. A line carries the
+``""``), except a message with images: its content is the cookbook's parts,
+its text split at the ``[image]`` placeholders and each image an
+``ImagePart`` with a data URI in its place (``{"type": "image", "image":
+"data:image/png;base64,..."}``), which the cookbook's vision renderers
+(Qwen3-VL) read. ``tools`` are the cookbook's ``ToolSpec`` dicts, which
+machine's builder renders as the model family's tool declaration. A line carries the
 conversation, the system prompt (its first message) and the tools; not the
 row's id, kind, note, time, source, original answer or redactions.
 """
@@ -27,7 +31,7 @@ OWN = ("messages", "tools")
 def write(row: Row) -> dict[str, Any]:
     """``{"messages": [...], "tools": [...]}`` as tinker-cookbook reads it."""
     messages = chat.string_content(chat.conversation(row, null_content=False))
-    out: dict[str, Any] = {"messages": messages}
+    out: dict[str, Any] = {"messages": [_with_parts(m) for m in messages]}
     tools = chat.tool_specs(row)
     if tools:
         out["tools"] = tools
@@ -40,3 +44,21 @@ def read(value: dict[str, Any], found: Found) -> Parsed | None:
     conv = chat.split(value["messages"], value.get("tools"))
     fields, ignored = carried(value, OWN)
     return Parsed("messages", conv.messages, conv.context, None, fields, ignored)
+
+
+def _with_parts(message: chat.Message) -> chat.Message:
+    """A message with inline images as cookbook content parts (else as is).
+
+    An image still a store reference (a row not read with its images, e.g.
+    an eval prompt) keeps its ``[image]`` placeholder: a part needs bytes.
+    """
+    out = {k: v for k, v in message.items() if k != "images"}
+    found = [
+        i
+        for i in message.get("images") or ()
+        if isinstance(i, dict) and ("base64" in i or "url" in i)
+    ]
+    if found:
+        text = str(message.get("content") or "")
+        out["content"] = chat.image_parts(text, {"images": found}, True)
+    return out
