@@ -439,3 +439,52 @@ def test_a_string_literal_with_a_cut_unicode_escape_is_still_scanned(cut: str) -
     clean = f'content: "an answer of some length {cut}… -> "Two."'
     assert scan_text(clean) == []
     assert redact_text(clean)[0] == clean
+
+
+_PRELOAD = """
+import sys
+{setup}
+from machine_git.secrets import engine
+engine.preload()  # machine good's start: the load runs in a thread of its own
+import time
+deadline = time.monotonic() + {wait}
+while engine._scanner is None and time.monotonic() < deadline:
+    time.sleep(0.01)  # loaded by the thread alone, no scan asked for it yet
+print("loaded" if engine._scanner is not None else "not loaded")
+try:
+    found = engine.scan_many(["token {token} here"])[0][0]
+except Exception as e:
+    print(type(e).__name__, e)
+else:
+    first = engine._scanner
+    engine.scan_many(["again {token}"])
+    print([kind for *_, kind in found], engine._scanner is first)
+"""
+
+
+@pytest.mark.parametrize(
+    ("setup", "wait", "said"),
+    [
+        # the scan waits for the preloading thread and uses what it loaded
+        ("", 60, "loaded\n['github-pat'] True\n"),
+        # the engine cannot load: the thread says nothing, the scan fails closed
+        (
+            "sys.modules['kingfisher_sdk'] = None",
+            0,
+            "not loaded\nSecretScanError the secret engine is not installed "
+            "(kingfisher-secret-scanner): import of kingfisher_sdk halted; "
+            "None in sys.modules\n",
+        ),
+    ],
+)
+def test_a_preloaded_engine_is_the_one_scans_use(
+    setup: str, wait: int, said: str
+) -> None:
+    import subprocess
+    import sys
+
+    code = _PRELOAD.format(setup=setup, wait=wait, token=GH)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert (done.stdout, done.stderr) == (said, "")
