@@ -145,10 +145,6 @@ def not_text(args: list[str]) -> str | None:
 
 
 def _tag(label: Literal["good", "bad"], params: dict[str, Any]) -> int:
-    if not params["no_redact"]:
-        from machine_git.secrets import engine
-
-        engine.preload()  # beside the imports below: see preload's why
     from machine_git.core import paths
     from machine_git.tagging import tagcommand
 

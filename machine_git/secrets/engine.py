@@ -107,24 +107,6 @@ def _load() -> Any:
         return _scanner
 
 
-def preload() -> None:
-    """Start loading the engine in a thread of its own, for a scan to come.
-
-    Loading is native code that releases the GIL (a third of a second with
-    a warm cache, most of ``machine good``'s time), so it runs beside the
-    imports and the reading of the session instead of after them. The scan
-    waits on the same lock; if loading fails here, the scan loads again and
-    reports why (fail closed).
-    """
-    if _scanner is None:
-        _thread.start_new_thread(_preload, ())
-
-
-def _preload() -> None:
-    with contextlib.suppress(Exception):  # the scan's own _load says why
-        _load()
-
-
 def _gates_file(folder: Path) -> Path:
     """The rule file of :data:`GATES` (written once; its content names it)."""
     import hashlib  # only when the engine loads: off machine good's start-up
