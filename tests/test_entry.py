@@ -195,8 +195,8 @@ _ENGINE_PROBE = (
 
 
 def test_only_a_tag_that_redacts_loads_the_secret_engine(project: Path) -> None:
-    # machine good starts loading the engine first thing (engine.preload),
-    # unless the row is not to be scanned at all.
+    # Loading the engine is most of a tag's time (bench/RESULTS.md, Notes):
+    # a tag that scans nothing must not pay it.
     def good(*args: str) -> list[str]:
         done = subprocess.run(
             [sys.executable, "-c", _ENGINE_PROBE, "good", *args],
