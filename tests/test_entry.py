@@ -184,3 +184,30 @@ def test_an_argument_that_is_not_utf8_is_one_line(
         f"Error: {shown} is not valid UTF-8; machine takes text (and file names) "
         "in UTF-8 only\n"
     )
+
+
+_ENGINE_PROBE = (
+    "import sys; sys.argv = ['machine', *sys.argv[1:]]\n"
+    "import machine_git.entry as e\n"
+    "try:\n    e.main()\nexcept SystemExit as x:\n    print('exit', x.code)\n"
+    "print('engine loaded:', 'kingfisher_sdk' in sys.modules)"
+)
+
+
+def test_only_a_tag_that_redacts_loads_the_secret_engine(project: Path) -> None:
+    # Loading the engine is most of a tag's time (bench/RESULTS.md, Notes):
+    # a tag that scans nothing must not pay it.
+    def good(*args: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", _ENGINE_PROBE, "good", *args],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout.splitlines()[-2:]
+
+    install_session(project, "basic")
+    assert good("--no-redact") == ["exit 0", "engine loaded: False"]
+    install_session(project, "multi-turn")
+    assert good() == ["exit 0", "engine loaded: True"]
