@@ -459,9 +459,13 @@ def _check_row(
         problem = "not a row path (rows/ab/cd/<12 hex>.json)"
         found.append(Finding(path, 1, "$", problem))
         return
-    value, problems = _parse(path, 1, data)
-    if problems:
-        found += problems
+    try:
+        value = _loads(data)
+    except jsonio.JSONDecodeError:
+        found += _parse(path, 1, data)[1]
+        return
+    if not _valid(value):
+        found += _parse(path, 1, data)[1]  # the problems, each with its path
     elif value.get("id") != row_id:
         problem = f"{value.get('id')!r} does not match the file name"
         found.append(Finding(path, 1, "$.id", problem))
@@ -487,6 +491,16 @@ def _check_row(
 
 
 _IMAGES_KEY = f'"{images.FIELD}"'.encode()
+_loads = jsonio.loads
+
+
+def _valid(value: Any) -> bool:
+    """True exactly when ``schemas.row_problems(value)`` is empty, in fewer
+    calls: it runs for every row, and nearly every row is valid."""
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("kind")
+    return kind in schemas.KINDS and schemas.validator(kind).is_valid(value)
 
 
 def _hash(data: bytes) -> bytes:
