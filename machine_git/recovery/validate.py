@@ -274,7 +274,7 @@ def check_store(
     never a traceback: this is the command to run when something is wrong.
     """
     objects = Objects(store.repo)
-    _PACKED.pop(os.path.join(store.repo.path, "objects"), None)  # packs as they are
+    _PACKED.clear()  # the packs as they are now, of this store only
     try:
         commit = store.head
     except DamagedStoreError as e:
@@ -310,11 +310,14 @@ def check_store(
     total = None if counted is None else sum(counted.values())
     progress.begin("checking rows", total)
     work = functools.partial(_check_part, known)
-    for found, count in parallel.run(objects, pieces, work, workers):
-        tally.rows += count
-        tally.damaged += sum(1 for f in found if f.damage)
-        progress.advance(count)
-        yield from found
+    try:
+        for found, count in parallel.run(objects, pieces, work, workers):
+            tally.rows += count
+            tally.damaged += sum(1 for f in found if f.damage)
+            progress.advance(count)
+            yield from found
+    finally:
+        _PACKED.clear()  # unmapped: a long-lived process keeps no old packs
     progress.end()
 
 
@@ -381,8 +384,7 @@ def _check_part(
 
 
 # The packs of the store being checked, mapped once per process (a worker
-# forked by parallel.py inherits its parent's); check_store drops the old
-# ones, so every run sees the packs as they are.
+# of parallel.py maps its own); check_store drops them before and after.
 _PACKED: dict[str, PackBlobs] = {}
 
 
