@@ -9,6 +9,7 @@ rows, the same tag done on one growing JSONL file in git, and Python start-up
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import random
@@ -49,7 +50,9 @@ from machine_git.rows import schemas
 from machine_git.rows.rowtypes import Row
 from machine_git.rows.schemas import KINDS
 from machine_git.store import gc
+from machine_git.store.objects import MAX_BLOB
 from machine_git.store.objects import Objects
+from machine_git.store.packread import PackBlobs
 from machine_git.store.store import Redaction
 from machine_git.store.store import Store
 from machine_git.tagging import turns
@@ -995,12 +998,21 @@ def _validate_traces(
     assert top is not None
     oids = [oid for _, oid in _row_entries(store.repo, top, "rows/")]
     objects = Objects(store.repo)
+    packed = PackBlobs(os.path.join(store.repo.path, "objects"))
+
+    def from_pack(oid: pygit2.Oid) -> bytes:
+        # As validate reads a row: from the pack, libgit2 for a delta.
+        data = packed.blob(oid.raw, MAX_BLOB)
+        return store.repo.read(oid)[1] if data is None else data
+
     with parallel.bulk_reads():
         datas = [store.repo.read(oid)[1] for oid in oids]
         stages = {
-            "read": lambda: [len(store.repo.read(oid)[1]) for oid in oids],
+            "libgit2": lambda: [len(store.repo.read(oid)[1]) for oid in oids],
+            "read": lambda: [len(from_pack(oid)) for oid in oids],
             "checked read": lambda: [
-                len(objects.blob(oid, verify=True)) for oid in oids
+                hashlib.sha1(b"blob %d\0" % len(d) + d).digest() == oid.raw
+                for oid, d in ((oid, from_pack(oid)) for oid in oids)
             ],
             "parse": lambda: [len(jsonio.loads(d)) for d in datas],
             "schema": lambda: [schemas.row_problems(jsonio.loads(d)) for d in datas],
@@ -1012,8 +1024,10 @@ def _validate_traces(
             name: min(timing.timer(work)() for _ in range(3)) / len(oids)
             for name, work in stages.items()
         }
+    deltas = sum(1 for oid in oids if packed.blob(oid.raw, MAX_BLOB) is None)
     spent = {
-        "read the blob (libgit2)": took["read"],
+        "read the blob (pack index and ISA-L inflate; libgit2 for the "
+        f"{deltas / len(oids):.0%} stored as deltas)": took["read"],
         "hash it (SHA-1)": took["checked read"] - took["read"],
         "parse (orjson)": took["parse"],
         "schema (jsonschema-rs)": took["schema"] - took["parse"],
@@ -1029,8 +1043,11 @@ def _validate_traces(
         f"(MACHINE_JOBS=1) and {count / median(runs):,.0f}/s in {workers} "
         f"(machine_git/store/parallel.py), so this machine's {os.cpu_count()} CPUs "
         f"give at most about {single * (os.cpu_count() or 1):,.0f}/s. Reading "
-        "alone is bound by zlib (see Machine speed), which runs at half the speed "
-        "of the machine in perf.md that the target came from."
+        "is bound by inflating: ISA-L, about twice zlib's speed (see Machine "
+        "speed for zlib, which runs at half the speed of the machine in perf.md "
+        "that the target came from); libgit2 (zlib, and a Python callback per "
+        f"read) takes {took['libgit2'] * 1e6:.0f} µs for the same blob "
+        "(machine_git/store/packread.py)."
     )
     return count / median(runs), count / median(whole), count
 

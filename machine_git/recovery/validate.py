@@ -11,6 +11,8 @@ need strings); without one they are both, and checked as tinker's.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 from collections.abc import Generator
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from machine_git.store.objects import MAX_BLOB
 from machine_git.store.objects import CorruptObjectError
 from machine_git.store.objects import Objects
 from machine_git.store.objects import TooLargeError
+from machine_git.store.packread import PackBlobs
 from machine_git.store.store import BRANCH
 from machine_git.store.store import Store
 
@@ -271,6 +274,7 @@ def check_store(
     never a traceback: this is the command to run when something is wrong.
     """
     objects = Objects(store.repo)
+    _PACKED.clear()  # the packs as they are now, of this store only
     try:
         commit = store.head
     except DamagedStoreError as e:
@@ -306,11 +310,14 @@ def check_store(
     total = None if counted is None else sum(counted.values())
     progress.begin("checking rows", total)
     work = functools.partial(_check_part, known)
-    for found, count in parallel.run(objects, pieces, work, workers):
-        tally.rows += count
-        tally.damaged += sum(1 for f in found if f.damage)
-        progress.advance(count)
-        yield from found
+    try:
+        for found, count in parallel.run(objects, pieces, work, workers):
+            tally.rows += count
+            tally.damaged += sum(1 for f in found if f.damage)
+            progress.advance(count)
+            yield from found
+    finally:
+        _PACKED.clear()  # unmapped: a long-lived process keeps no old packs
     progress.end()
 
 
@@ -366,11 +373,27 @@ def _check_part(
     """
     # Runs in a worker process for a large store: module level, picklable.
     tally = Tally()
+    found: list[Finding] = []
+    packed = _pack_blobs(objects)
     if is_tree:
-        found = list(_walk(objects, oid, f"{path}/", tally, known))
+        _walk(objects, packed, oid, f"{path}/", tally, known, found)
     else:
-        found = list(_check_row(objects, path, oid, tally, known))
+        tally.rows += 1
+        _check_row(objects, packed, path, oid, known, found)
     return found, tally.rows
+
+
+# The packs of the store being checked, mapped once per process (a worker
+# of parallel.py maps its own); check_store drops them before and after.
+_PACKED: dict[str, PackBlobs] = {}
+
+
+def _pack_blobs(objects: Objects) -> PackBlobs:
+    folder = os.path.join(objects.repo.path, "objects")
+    found = _PACKED.get(folder)
+    if found is None:
+        found = _PACKED[folder] = PackBlobs(folder)
+    return found
 
 
 _READ_ERRORS = (KeyError, ValueError, OSError, pygit2.GitError, CorruptObjectError)
@@ -385,11 +408,13 @@ def _why(e: BaseException) -> str:
 
 def _walk(
     objects: Objects,
+    packed: PackBlobs,
     tree_id: pygit2.Oid,
     prefix: str,
     tally: Tally,
     known: frozenset[str],
-) -> Iterator[Finding]:
+    found: list[Finding],
+) -> None:
     try:
         # type_str, not filemode (an enum built per entry): see trees.walk_blobs.
         entries = [
@@ -397,57 +422,91 @@ def _walk(
         ]
     except _READ_ERRORS as e:
         problem = f"unreadable tree object: {_why(e)}"
-        yield Finding(prefix.rstrip("/"), 0, "$", problem, damage=True)
+        found.append(Finding(prefix.rstrip("/"), 0, "$", problem, damage=True))
         return
     for name, oid, is_tree in entries:
         path = f"{prefix}{name}"
         if is_tree:
-            yield from _walk(objects, oid, f"{path}/", tally, known)
+            _walk(objects, packed, oid, f"{path}/", tally, known, found)
         else:
-            yield from _check_row(objects, path, oid, tally, known)
+            tally.rows += 1
+            _check_row(objects, packed, path, oid, known, found)
 
 
 def _check_row(
     objects: Objects,
+    packed: PackBlobs,
     path: str,
     oid: pygit2.Oid,
-    tally: Tally,
-    known: frozenset[str] = frozenset(),
-) -> Iterator[Finding]:
-    tally.rows += 1
-    try:
-        # The size from the object's header first: a huge blob (a remote's
-        # 512 MiB of zeros) is a finding, never read into memory.
-        data = objects.blob(oid, verify=True, limit=MAX_BLOB)
-    except TooLargeError as e:
-        yield Finding(path, 0, "$", str(e))
-        return
-    except _READ_ERRORS as e:
-        problem = f"missing or corrupt object: {_why(e)}"
-        yield Finding(path, 0, "$", problem, damage=True)
-        return
+    known: frozenset[str],
+    found: list[Finding],
+) -> None:
+    # Run once per row: findings are appended (rare), never yielded.
+    key = oid.raw
+    data = packed.blob(key, MAX_BLOB)
+    if data is None or _hash(data) != key:
+        try:
+            # The size from the object's header first: a huge blob (a remote's
+            # 512 MiB of zeros) is a finding, never read into memory.
+            data = objects.blob(oid, verify=True, limit=MAX_BLOB)
+        except TooLargeError as e:
+            found.append(Finding(path, 0, "$", str(e)))
+            return
+        except _READ_ERRORS as e:
+            problem = f"missing or corrupt object: {_why(e)}"
+            found.append(Finding(path, 0, "$", problem, damage=True))
+            return
     row_id = rows.id_of_path(path)
     if row_id is None:
-        yield Finding(path, 1, "$", "not a row path (rows/ab/cd/<12 hex>.json)")
+        problem = "not a row path (rows/ab/cd/<12 hex>.json)"
+        found.append(Finding(path, 1, "$", problem))
         return
-    value, found = _parse(path, 1, data)
-    if found:
-        yield from found
+    try:
+        value = _loads(data)
+    except jsonio.JSONDecodeError:
+        found += _parse(path, 1, data)[1]
+        return
+    if not _valid(value):
+        found += _parse(path, 1, data)[1]  # the problems, each with its path
     elif value.get("id") != row_id:
-        yield Finding(
-            path, 1, "$.id", f"{value.get('id')!r} does not match the file name"
-        )
+        problem = f"{value.get('id')!r} does not match the file name"
+        found.append(Finding(path, 1, "$.id", problem))
     elif jsonio.canonical(value) != data:
-        yield Finding(path, 1, "$", "not canonical JSON (sorted keys, indent 2)")
+        problem = "not canonical JSON (sorted keys, indent 2)"
+        found.append(Finding(path, 1, "$", problem))
     else:
         # the context it names is in the store (context/<sha>.json, valid)
-        named = context.reference_problem(
-            value, lambda p: context.sha_of_path(p) in known
-        )
-        if named is not None:
-            yield Finding(path, 1, "$.context", named)
-        pictured = images.reference_problem(
-            value, lambda p: images.sha_of_path(p) in known
-        )
-        if pictured is not None:
-            yield Finding(path, 1, "$", pictured)
+        if value.get(context.FIELD) is not None:
+            named = context.reference_problem(
+                value, lambda p: context.sha_of_path(p) in known
+            )
+            if named is not None:
+                found.append(Finding(path, 1, "$.context", named))
+        # The bytes are canonical JSON, so a row with any "images" key has
+        # these bytes in it; without them there is no image to look up.
+        if _IMAGES_KEY in data:
+            pictured = images.reference_problem(
+                value, lambda p: images.sha_of_path(p) in known
+            )
+            if pictured is not None:
+                found.append(Finding(path, 1, "$", pictured))
+
+
+_IMAGES_KEY = f'"{images.FIELD}"'.encode()
+_loads = jsonio.loads
+
+
+def _valid(value: Any) -> bool:
+    """True exactly when ``schemas.row_problems(value)`` is empty, in fewer
+    calls: it runs for every row, and nearly every row is valid."""
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("kind")
+    return kind in schemas.KINDS and schemas.validator(kind).is_valid(value)
+
+
+def _hash(data: bytes) -> bytes:
+    """The git id of a blob of ``data`` (what Objects.blob's verify checks)."""
+    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.digest()
