@@ -75,7 +75,7 @@ Batch = tuple[list[Cand], frozenset[str] | None]
 _lock = _thread.allocate_lock()  # threading costs a millisecond to import
 _scanner: Any = None
 _rules: Any = None
-_socket_path: Path | bool | None = False  # False: not looked up yet
+_warm_socket: list[Path | None] = []  # the warm scanner's socket, once looked up
 
 
 def cache_dir() -> Path:
@@ -238,11 +238,10 @@ def _engine_scan(data: bytes) -> list[Any]:
 
     A process that has loaded the rules itself keeps scanning in-process.
     """
-    global _socket_path
     if _scanner is None and warm.enabled():
-        if _socket_path is False:
-            _socket_path = warm.socket_path(cache_dir(), gates_digest())
-        found = warm.scan(_socket_path, data)
+        if not _warm_socket:
+            _warm_socket.append(warm.socket_path(cache_dir(), gates_digest()))
+        found = warm.scan(_warm_socket[0], data)
         if found is not None:
             return found
     return list(_load().scan(data))

@@ -29,6 +29,7 @@ from machine_git.secrets import engine
 from machine_git.secrets import warm
 from machine_git.secrets.daemon import Daemon
 from tests.conftest import PI_SESSIONS
+from tests.conftest import Run
 from tests.conftest import scanner_pids
 from tests.secrets import secrets_agents
 from tests.secrets import test_secrets_corpus
@@ -360,3 +361,17 @@ def test_switched_off_no_daemon_starts(
     time.sleep(1)
     assert scanner_pids(engine.cache_dir()) == []
     assert TOKEN.encode() not in _stored(project)
+
+
+def test_a_bad_switch_is_one_line(
+    project: Path, tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "_scanner", None)  # as a fresh process
+    monkeypatch.setenv(warm.SWITCH_ENV, "yes")
+    result = run("good", "--session", str(_session(tmp_path, "a", TOKEN)))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        "Error: MACHINE_SECRETS_DAEMON='yes': expected 0 (off) or 1 (on)\n"
+    )
+    assert not paths.store_path(project).exists()
