@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import tempfile
+import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +31,72 @@ PI_SESSIONS = FIXTURES / "pi" / "sessions"
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _secret_engine_cache() -> None:
+def _secret_engine_cache() -> Iterator[None]:
     # The secret engine compiles its rules (seconds) and caches them: the
     # user's own cache, found before the tests move HOME, serves every test,
     # subprocess and run (it holds compiled public rules, nothing of a test).
+    # The session works on a copy of it, so the warm scanners its commands
+    # start are its own (their sockets are in the cache) and are stopped when
+    # it ends: nothing outlives the test run.
     from machine_git.secrets import engine
+    from machine_git.secrets import warm
 
-    os.environ.setdefault(engine.CACHE_ENV, str(engine.cache_dir()))
+    user = engine.cache_dir()
+    folder = Path(tempfile.mkdtemp(prefix="machine-secrets-"))
+    for path in user.glob("*.vscdb") if user.is_dir() else ():
+        shutil.copy2(path, folder / path.name)
+    saved = {n: os.environ.get(n) for n in (engine.CACHE_ENV, warm.IDLE_ENV)}
+    os.environ[engine.CACHE_ENV] = str(folder)
+    os.environ.setdefault(warm.IDLE_ENV, "120")  # a backstop for the stop below
+    try:
+        yield
+    finally:
+        stop_scanners(folder)
+        with contextlib.suppress(OSError):  # rules compiled here: keep them
+            user.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for path in folder.glob("*.vscdb"):
+                if not (user / path.name).exists():
+                    shutil.copy2(path, user / path.name)
+        shutil.rmtree(folder, ignore_errors=True)  # one still starting then exits
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def scanner_pids(folder: Path) -> list[int]:
+    """The warm scanners (secrets/daemon.py) running for the cache ``folder``."""
+    pids = []
+    for lock in (folder / "run").glob("*.lock"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(lock.read_text() or "0")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if pid > 0 and b"machine_git.secrets.daemon" in cmdline:
+                pids.append(pid)
+    return pids
+
+
+def stop_scanners(folder: Path) -> None:
+    """Stop the warm scanners of ``folder`` and wait until they are gone."""
+    pids = scanner_pids(folder)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        time.sleep(0.02)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 @pytest.fixture(autouse=True, scope="session")

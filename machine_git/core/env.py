@@ -20,6 +20,8 @@ VARIABLES = {
     "MACHINE_TINKER_TIMEOUT": "seconds for each Tinker call (default 20)",
     "MACHINE_GIT_TIMEOUT": "seconds a push, pull or fetch may take (default 300)",
     "MACHINE_SECRETS_CACHE": "the secret engine's compiled rules (a private cache)",
+    "MACHINE_SECRETS_DAEMON": "0: no warm scanner, each process loads the rules",
+    "MACHINE_SECRETS_IDLE": "seconds the warm scanner waits idle (default 600)",
     "MACHINE_FORK_PARENT": "set by machine fork: the row the forked run corrects",
     "MACHINE_TEST_TINKER": "tests only: module:callable standing in for Tinker",
 }

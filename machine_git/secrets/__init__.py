@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from machine_git.core.errors import SecretScanError
+from machine_git.core.errors import UsageError
 from machine_git.secrets import engine
 from machine_git.secrets import names
 from machine_git.secrets import rules
@@ -88,7 +89,7 @@ def scan_text(text: str, engine_found: engine.Batch | None = None) -> list[Findi
         raise SecretScanError(f"scan_text expects str, got {type(text).__name__}")
     try:
         return scan(text, engine_found=engine_found)
-    except SecretScanError:
+    except (SecretScanError, UsageError):  # UsageError: a bad MACHINE_* setting
         raise
     except Exception as exc:  # fail closed: never hand back unscanned text
         raise SecretScanError(f"secret scan failed: {exc!r}") from exc
@@ -232,7 +233,7 @@ def redact(
     counts: dict[str, int] = {}
     try:
         result = _redact_value(value, counts, 0, skip, _engine_batch(value, skip))
-    except SecretScanError:
+    except (SecretScanError, UsageError):  # UsageError: a bad MACHINE_* setting
         raise
     except Exception as exc:  # fail closed
         raise SecretScanError(f"secret redaction failed: {exc!r}") from exc
@@ -250,7 +251,7 @@ def found_texts(
     out: set[tuple[str, str]] = set()
     try:
         _collect_texts(value, out, 0, skip, _engine_batch(value, skip))
-    except SecretScanError:
+    except (SecretScanError, UsageError):  # UsageError: a bad MACHINE_* setting
         raise
     except Exception as exc:  # fail closed
         raise SecretScanError(f"secret scan failed: {exc!r}") from exc

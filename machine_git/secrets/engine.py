@@ -15,7 +15,10 @@ the providers, are never used: nothing of a scanned text leaves the machine.
 Loading compiles the rules (seconds) or reads them back from a cache in
 ``$MACHINE_SECRETS_CACHE`` (default ``$XDG_CACHE_HOME/machine/secrets``,
 private to the user); it happens on the first scan of the process, so
-commands that never scan never pay it. The pinned version is in
+commands that never scan never pay it. Even from the cache it costs 0.4 s
+of CPU, so a process first asks the warm scanner (warm.py, daemon.py),
+which keeps the rules loaded for every process of the user; it loads them
+itself only when no warm scanner answers. The pinned version is in
 pyproject.toml; ``scripts/update-secret-engine`` moves the pin.
 """
 
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_git.core.errors import SecretScanError
+from machine_git.secrets import warm
 from machine_git.secrets.assignments import GATED as GATED_KEYWORDS
 from machine_git.secrets.found import ENGINE
 from machine_git.secrets.found import Cand
@@ -71,6 +75,7 @@ Batch = tuple[list[Cand], frozenset[str] | None]
 _lock = _thread.allocate_lock()  # threading costs a millisecond to import
 _scanner: Any = None
 _rules: Any = None
+_warm_socket: list[Path | None] = []  # the warm scanner's socket, once looked up
 
 
 def cache_dir() -> Path:
@@ -107,11 +112,8 @@ def _load() -> Any:
         return _scanner
 
 
-def _gates_file(folder: Path) -> Path:
-    """The rule file of :data:`GATES` (written once; its content names it)."""
-    import hashlib  # only when the engine loads: off machine good's start-up
-    import tempfile
-
+def _gates_text() -> str:
+    """The rule file of :data:`GATES`."""
     lines = ["rules:"]
     for name, pattern in GATES:
         quoted = pattern.replace("'", "''")
@@ -122,8 +124,22 @@ def _gates_file(folder: Path) -> Path:
             "    min_entropy: 0",
             "    confidence: low",
         ]
-    text = "\n".join(lines) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return "\n".join(lines) + "\n"
+
+
+def gates_digest() -> str:
+    """What names the gate rules: their file, and the warm scanner's socket."""
+    import hashlib  # machine good has it loaded already
+
+    return hashlib.sha256(_gates_text().encode()).hexdigest()[:16]
+
+
+def _gates_file(folder: Path) -> Path:
+    """The rule file of :data:`GATES` (written once; its content names it)."""
+    import tempfile
+
+    text = _gates_text()
+    digest = gates_digest()
     for where in (folder, Path(tempfile.gettempdir())):
         path = where / f"machine-gates-{os.getuid()}-{digest}.yml"
         with contextlib.suppress(OSError):
@@ -180,7 +196,7 @@ def scan_many(texts: list[str]) -> list[Batch]:
         pos += len(data) + len(_SEPARATOR)
     if pos == len(_SEPARATOR) * len(texts):
         return [(r, None) for r in result]
-    found = _load().scan(_SEPARATOR.join(chunks))
+    found = _engine_scan(_SEPARATOR.join(chunks))
     # a helper alone matches any string of its shape (AWS's secret key: any
     # 40 base64 characters); it counts when a rule that needs it fired
     paired = any(f.visible and not f.rule_id.startswith(GATE_PREFIX) for f in found)
@@ -215,6 +231,20 @@ def scan_many(texts: list[str]) -> list[Batch]:
         (r, frozenset(g) if len(c) >= MIN_TEXT else None)
         for r, g, c in zip(result, gates, texts, strict=True)
     ]
+
+
+def _engine_scan(data: bytes) -> list[Any]:
+    """The engine's findings in ``data``: from the warm scanner if one answers.
+
+    A process that has loaded the rules itself keeps scanning in-process.
+    """
+    if _scanner is None and warm.enabled():
+        if not _warm_socket:
+            _warm_socket.append(warm.socket_path(cache_dir(), gates_digest()))
+        found = warm.scan(_warm_socket[0], data)
+        if found is not None:
+            return found
+    return list(_load().scan(data))
 
 
 def version() -> tuple[str, int]:

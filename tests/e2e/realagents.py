@@ -33,6 +33,10 @@ _KEEP = (
     "GIT_COMMITTER_NAME",
     "GIT_COMMITTER_EMAIL",
     "GIT_CONFIG_NOSYSTEM",
+    # the session's copy of the secret engine's cache, where its warm scanners
+    # live and are stopped when the tests end (tests/conftest.py)
+    "MACHINE_SECRETS_CACHE",
+    "MACHINE_SECRETS_IDLE",
 )
 
 
