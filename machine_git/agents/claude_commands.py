@@ -119,18 +119,7 @@ def _ours_status(value: Any) -> bool:
 
 
 def _read_settings(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise InstallError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        value = json.loads(text) if text.strip() else {}
-    except ValueError:
-        raise InstallError(
-            f"{path} is not valid JSON; fix it or move it away, then install again"
-        ) from None
+    value = install.read_user_json(path)
     if not isinstance(value, dict):
         raise InstallError(f"{path} is not a JSON object; fix it first")
     return value

@@ -154,18 +154,7 @@ def _remove_skill(path: Path) -> Outcome:
 
 
 def _read_hooks(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise InstallError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        value = json.loads(text) if text.strip() else {}
-    except ValueError:
-        raise InstallError(
-            f"{path} is not valid JSON; fix it or move it away, then install again"
-        ) from None
+    value = install.read_user_json(path)
     if not isinstance(value, dict) or not isinstance(value.get("hooks", {}), dict):
         raise InstallError(f"{path} has no 'hooks' object; fix it first")
     return value

@@ -479,19 +479,28 @@ def _write(path: Path, data: bytes) -> None:
 # -- Pi's models.json ------------------------------------------------------------
 
 
-def _read_models(path: Path) -> dict[str, Any]:
+def read_user_json(path: Path) -> Any:
+    """An agent's own JSON settings file as the user left it ({} if missing).
+
+    Refused with one line, never rewritten, if it can't be read or parsed:
+    install and uninstall edit these files and must not clobber them.
+    """
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return {"providers": {}}
+        return {}
     except OSError as e:
         raise InstallError(f"cannot read {path}: {e.strerror}") from None
     try:
-        value = json.loads(text) if text.strip() else {}
+        return json.loads(text) if text.strip() else {}
     except ValueError:
         raise InstallError(
             f"{path} is not valid JSON; fix it or move it away, then install again"
         ) from None
+
+
+def _read_models(path: Path) -> dict[str, Any]:
+    value = read_user_json(path)
     if not isinstance(value, dict) or not isinstance(
         value.setdefault("providers", {}), dict
     ):
