@@ -176,6 +176,7 @@ def test_data_fits_and_never_cuts_a_path(
         f"project  {project}",
         "rows     3 (train 1, traces 1, rejected 1, observed 0)",
         "auto     off",
+        "images   at most 5,000,000 bytes each",
         f"head     {sha[:12]} {_cut(subject, room)}{end}",
     ]
     assert max(map(len, lines[2:])) <= columns  # paths are ids: whole, always
