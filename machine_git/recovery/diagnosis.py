@@ -11,11 +11,14 @@ what going back loses. It only reads; recover.py takes the step.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import Any
+from typing import Generic
+from typing import TypeVar
 
 import pygit2
 
@@ -34,12 +37,13 @@ from machine_git.store.layout import HEAD_TEXT
 from machine_git.store.objects import damaged_loose
 from machine_git.store.objects import objects_only
 from machine_git.store.reflog import HEX40
+from machine_git.store.reflog import Entry
 from machine_git.store.reflog import Step
 from machine_git.store.reflog import branch_value
-from machine_git.store.reflog import commits_been_at
+from machine_git.store.reflog import commits_newest_first
+from machine_git.store.reflog import newest_first
 from machine_git.store.reflog import read_file
 from machine_git.store.reflog import ref_values
-from machine_git.store.reflog import reflog
 from machine_git.store.reflog import shown_time
 from machine_git.store.reflog import undone_steps
 
@@ -157,17 +161,20 @@ def _choose(path: Path, found: Diagnosis, checker: Checker) -> None:
     if problem is not None:
         found.problems.append(problem)
         found.repairs.append(f"write {BRANCH} again")
-    entries = reflog(path)
-    candidates = commits_been_at(branch, entries)
+    # The reflog is read from its end and only as far as needed: a healthy
+    # store stops at its newest line (a year of tags is a million lines).
+    entries = _Replay(newest_first(path))
+    candidates = _Replay(commits_newest_first(branch, entries))
     if branch is not None and problem is None:
         why = checker.content(branch) or checker.history(branch)
         if why is not None:
             found.problems.append(why)
     for index, commit in enumerate(candidates):
         if checker.content(commit) is None:
-            found.intact = step_of(checker, commit, entries)
+            # oldest first: the message of the first line that names it
+            found.intact = step_of(checker, commit, _OldestFirst(entries))
             found.parent = next(
-                (c for c in candidates[index:] if checker.whole(c)), None
+                (c for c in candidates.since(index) if checker.whole(c)), None
             )
             break
     # Commits the branch has been at that do not read whole: recover sets
@@ -176,12 +183,50 @@ def _choose(path: Path, found: Diagnosis, checker: Checker) -> None:
     # every one of them is for a damaged store only.
     if found.damaged or checker.deep:
         found.damaged_commits = [c for c in candidates if not checker.whole(c)]
-    current = branch or (candidates[0] if candidates else None)
+    current = branch or next(iter(candidates), None)
     if found.intact is not None and current not in (None, found.intact.commit):
         found.lost, found.unlisted = lost_rows(
             checker.objects, found.intact.commit, current
         )
     found.undone = undone_steps(entries, found.intact.commit if found.intact else None)
+
+
+T = TypeVar("T")
+
+
+class _Replay(Generic[T]):
+    """An iterator read once, as far as asked, that can be walked again."""
+
+    def __init__(self, source: Iterator[T]) -> None:
+        self._source = source
+        self._read: list[T] = []
+
+    def __iter__(self) -> Iterator[T]:
+        return self.since(0)
+
+    def since(self, index: int) -> Iterator[T]:
+        while True:
+            if index < len(self._read):
+                yield self._read[index]
+                index += 1
+                continue
+            item = next(self._source, _END)
+            if item is _END:
+                return
+            self._read.append(item)  # type: ignore[arg-type]
+
+
+_END = object()
+
+
+class _OldestFirst:
+    """The whole reflog oldest first, read only when a damaged commit needs it."""
+
+    def __init__(self, newest: _Replay[Entry]) -> None:
+        self._newest = newest
+
+    def __iter__(self) -> Iterator[Entry]:
+        return reversed(list(self._newest))
 
 
 def _check_refs(path: Path, found: Diagnosis, checker: Checker) -> None:

@@ -9,6 +9,7 @@ has not are what going back from it loses.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from collections.abc import Iterator
 
 import pygit2
@@ -222,7 +223,7 @@ def _changed(
             yield f"{where}{name}", None
 
 
-def step_of(checker: Checker, commit: str, entries: list[Entry]) -> Step:
+def step_of(checker: Checker, commit: str, entries: Iterable[Entry]) -> Step:
     try:
         obj = checker.objects.commit(Oid(hex=commit))
         summary = (obj.message or "").splitlines()[:1] or [""]

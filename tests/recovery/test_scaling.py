@@ -136,8 +136,7 @@ def test_reading_the_reflog_is_linear(stores: dict[int, Built]) -> None:
 
 def test_the_steps_a_recover_undoes_are_linear(stores: dict[int, Built]) -> None:
     def undone(built: Built) -> None:
-        entries = reflog.reflog(built.path)
-        steps = reflog.undone_steps(entries, built.commits[0])
+        steps = reflog.undone_steps(reflog.newest_first(built.path), built.commits[0])
         assert len(steps) == len(built.commits) - 1
 
     assert ratio(stores, undone) < LIMIT
@@ -173,3 +172,60 @@ def test_walking_the_history_is_linear(stores: dict[int, Built]) -> None:
         assert sum(1 for _ in history.commits(repo, head)) == len(built.commits) + 1
 
     assert ratio(stores, walk) < LIMIT
+
+
+def test_the_reflog_read_from_its_end_is_the_reflog_reversed(tmp_path: Path) -> None:
+    # Lines of every odd kind, some long enough to cross the 64 KB blocks
+    # the file is read in: the same entries, newest first, either way.
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    lines = [
+        f"{a} {b} Dev <d@x> 1700000000 +0000\tcommit: plain",
+        "not a reflog line at all",
+        "",
+        f"{b} {c} Dev <d@x> notatime +0000\tcommit: bad time",
+        f"{c} {a} Dev <d@x> 1700000001 +0000\tcommit: " + "long é " * 20_000,
+        f"{a} {c} Dev <d@x> 1700000002 +0000\tcommit: a\u2028split by str.splitlines",
+        f"{c} {b} Dev <d@x> 1700000003 +0000\tcommit: crlf\r",
+    ]
+    data = "\n".join(lines).encode() + b"\n" + f"{b} {a} D <d> 5 +0000\tx".encode()
+    data = data.replace(b"plain", b"pl\xffain")  # invalid UTF-8 reads as U+FFFD
+    for ending in (b"", b"\n"):
+        path = tmp_path / ending.hex()
+        (path / REFLOG).parent.mkdir(parents=True)
+        (path / REFLOG).write_bytes(data + ending)
+        oldest = reflog.reflog(path)
+        assert len(oldest) == 6
+        assert oldest[0].message == "commit: pl\ufffdain"
+        assert list(reflog.newest_first(path)) == oldest[::-1]
+    assert list(reflog.newest_first(tmp_path / "nothing")) == []
+
+
+def test_a_healthy_store_is_diagnosed_without_reading_its_whole_reflog(
+    tmp_path: Path,
+) -> None:
+    import tracemalloc
+
+    built = build(tmp_path / "store", 1_000)
+    # A long past: 150,000 older moves between commits it has, before the
+    # lines the last 1,000 tags wrote.
+    log = built.path / REFLOG
+    lines = log.read_bytes().splitlines(keepends=True)
+    commits = built.commits
+    past = [
+        f"{commits[i % 1000]} {commits[(i + 1) % 1000]} D <d@x> {_EPOCH} +0000"
+        f"\tcommit: an old tag {i}\n".encode()
+        for i in range(150_000)
+    ]
+    log.write_bytes(b"".join(lines[:1] + past + lines[1:]))
+    size = log.stat().st_size
+    tracemalloc.start()
+    try:
+        found = diagnosis.diagnose(built.path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not found.damaged and found.intact is not None
+    assert found.intact.commit == commits[-1] and found.undone == []
+    # Reading it whole held about a file's size again and again; the end of
+    # it is one block.
+    assert peak < size / 4, (peak, size)
