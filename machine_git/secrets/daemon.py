@@ -39,6 +39,7 @@ class Daemon:
         self.path = path
         self.scanner = scanner
         self.requests = 0
+        self.owner = os.getuid()  # the only user whose texts it reads
 
     def answer(self, request: bytes) -> bytes:
         if request[:1] == warm.SCAN:
@@ -71,7 +72,7 @@ class Daemon:
     def handle(self, conn: socket.socket) -> None:
         conn.settimeout(REQUEST_TIMEOUT)
         try:
-            if warm.peer_uid(conn) != os.getuid():
+            if warm.peer_uid(conn) != self.owner:
                 return  # another user's process: refused, unread
             request = warm.receive(conn)
             if request is None:
