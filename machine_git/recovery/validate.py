@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import BinaryIO
+from typing import Protocol
 
 import pygit2
 
@@ -325,38 +326,39 @@ def _check_contexts(
     objects: Objects, root: pygit2.Tree
 ) -> Generator[Finding, None, frozenset[str]]:
     """Findings for each ``context/`` file; the ids of the good ones."""
-    good: set[str] = set()
-    for sha in sorted(context.stored_ids(root)):
-        path = context.path_of(sha)
-        try:
-            data = objects.blob(root[path].id, verify=True, limit=MAX_BLOB)
-        except TooLargeError as e:
-            yield Finding(path, 0, "$", str(e))
-            continue
-        except _READ_ERRORS as e:
-            yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
-            continue
-        problems = context.file_problems(path, data)
-        for problem in problems:
-            yield Finding(path, 1, "$", problem)
-        if not problems:
-            good.add(sha)
-    return frozenset(good)
+    return (yield from _check_stored(objects, root, context, MAX_BLOB))
 
 
 def _check_images(
     objects: Objects, root: pygit2.Tree
 ) -> Generator[Finding, None, frozenset[str]]:
     """Findings for each ``images/`` file; the ids of the good ones."""
+    return (yield from _check_stored(objects, root, images, None))
+
+
+class _Stored(Protocol):
+    """A folder of files kept once by their sha256 (rows.context, rows.images)."""
+
+    def stored_ids(self, tree: Any) -> set[str]: ...
+    def path_of(self, sha: str) -> str: ...
+    def file_problems(self, path: str, data: bytes) -> list[str]: ...
+
+
+def _check_stored(
+    objects: Objects, root: pygit2.Tree, kind: _Stored, limit: int | None
+) -> Generator[Finding, None, frozenset[str]]:
     good: set[str] = set()
-    for sha in sorted(images.stored_ids(root)):
-        path = images.path_of(sha)
+    for sha in sorted(kind.stored_ids(root)):
+        path = kind.path_of(sha)
         try:
-            data = objects.blob(root[path].id, verify=True)
+            data = objects.blob(root[path].id, verify=True, limit=limit)
+        except TooLargeError as e:
+            yield Finding(path, 0, "$", str(e))
+            continue
         except _READ_ERRORS as e:
             yield Finding(path, 0, "$", f"missing or corrupt object: {_why(e)}")
             continue
-        problems = images.file_problems(path, data)
+        problems = kind.file_problems(path, data)
         for problem in problems:
             yield Finding(path, 1, "$", problem)
         if not problems:
